@@ -1,0 +1,58 @@
+"""gpu_tok: Hugging Face tokenizers, bit for bit, fast, straight into tensors.
+
+    import gpu_tok
+    tok = gpu_tok.Tokenizer.from_pretrained("path/to/model")
+    tok.encode("Hello")                                   # list[int], as tokenizers
+    batch = tok(["a", "b c"], padding=True, return_tensors="pt")
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import _core
+from ._errors import (
+    CudaUnavailableError,
+    EncodingError,
+    GpuTokError,
+    InvalidInputError,
+    InvalidTokenizerError,
+    TokenizerNotFoundError,
+    UnsupportedTokenizerError,
+)
+from .batch import BatchEncoding
+from .tokenizer import Tokenizer
+
+Tensor = _core.Tensor
+__version__: str = _core.__version__
+
+
+def info(tokenizer: Tokenizer | None = None, *, probe_cuda: bool = True) -> dict[str, Any]:
+    """Version, build, backend, CUDA status and threads; with a tokenizer, its plan.
+
+    The CUDA probe loads the driver and calls cuInit; a process that forks
+    afterwards cannot use CUDA in the child, so pass `probe_cuda=False` there.
+    """
+    report: dict[str, Any] = dict(_core.build_info())
+    report["threads"] = _core.num_threads()
+    report["cuda"] = dict(_core.cuda_probe()) if probe_cuda else {"available": None, "reason": "not probed"}
+    report["backend"] = "cpu"
+    if tokenizer is not None:
+        report["plan"] = tokenizer.plan
+    return report
+
+
+__all__ = [
+    "BatchEncoding",
+    "CudaUnavailableError",
+    "EncodingError",
+    "GpuTokError",
+    "InvalidInputError",
+    "InvalidTokenizerError",
+    "Tensor",
+    "TokenizerNotFoundError",
+    "Tokenizer",
+    "UnsupportedTokenizerError",
+    "__version__",
+    "info",
+]

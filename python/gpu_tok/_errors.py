@@ -1,0 +1,44 @@
+"""Exceptions raised by gpu_tok. Each one is a `GpuTokError` and, where natural,
+also the built-in exception a caller would catch (`ValueError`,
+`FileNotFoundError`, `RuntimeError`)."""
+
+from __future__ import annotations
+
+
+class GpuTokError(Exception):
+    """Base class of every error gpu_tok raises on purpose."""
+
+
+class InvalidTokenizerError(GpuTokError, ValueError):
+    """The tokenizer.json (or its config files) is not valid JSON or not readable."""
+
+
+class UnsupportedTokenizerError(GpuTokError, ValueError):
+    """Valid JSON that the `tokenizers` library cannot build (unknown component types...)."""
+
+
+class TokenizerNotFoundError(GpuTokError, FileNotFoundError):
+    """No tokenizer.json where one was asked for (gpu_tok never downloads)."""
+
+
+class InvalidInputError(GpuTokError, ValueError):
+    """An input or a setting that cannot be honoured (lone surrogate, too-short max_length...)."""
+
+
+class EncodingError(GpuTokError, RuntimeError):
+    """The `tokenizers` library refused to encode or decode an input."""
+
+
+class CudaUnavailableError(GpuTokError, RuntimeError):
+    """CUDA was asked for (`device="cuda"`) but cannot be used here."""
+
+
+__all__ = [
+    "CudaUnavailableError",
+    "EncodingError",
+    "GpuTokError",
+    "InvalidInputError",
+    "InvalidTokenizerError",
+    "TokenizerNotFoundError",
+    "UnsupportedTokenizerError",
+]

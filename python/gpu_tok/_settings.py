@@ -1,0 +1,132 @@
+"""Turning user arguments into the core's explicit truncation and padding.
+
+Two conventions meet here:
+- `tokenizers` (`Tokenizer.encode`, `encode_batch` with its defaults): the
+  truncation and padding stored in tokenizer.json apply unless overridden;
+- transformers (`tok(...)`): the arguments alone decide; `False`/`None` is off.
+`from_file=True` selects the first. Everything is checked here so the core
+only ever sees valid values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ._errors import InvalidInputError
+
+Truncation = tuple[int, str, str, int]  # max_length, strategy, side, stride
+Padding = tuple[int | None, str, int | None, int, int, str]  # length|None, side, multiple, id, type id, token
+
+_STRATEGIES = ("longest_first", "only_first", "only_second")
+
+
+@dataclass(frozen=True)
+class Defaults:
+    """What a tokenizer's files say, used when an argument is left unset."""
+
+    file_truncation: Truncation | None
+    file_padding: Padding | None
+    model_max_length: int | None
+    pad_token_id: int | None
+    pad_token: str | None
+    padding_side: str | None
+    truncation_side: str | None
+
+
+def _positive(name: str, value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{name} must be a positive int or None, not {value!r}")
+    return value
+
+
+def _side(name: str, value: Any) -> str | None:
+    if value is None or value in ("right", "left"):
+        return value
+    raise ValueError(f"{name} must be 'right' or 'left', not {value!r}")
+
+
+def truncation(
+    d: Defaults,
+    truncation: Any,
+    max_length: int | None,
+    side: str | None,
+    *,
+    from_file: bool,
+) -> Truncation | None:
+    max_length = _positive("max_length", max_length)
+    side = _side("truncation_side", side)
+    if truncation is None:
+        if from_file and d.file_truncation is not None:
+            length, strategy, file_side, stride = d.file_truncation
+            return (max_length or length, strategy, side or file_side, stride)
+        if max_length is None:
+            return None
+        truncation = True  # as transformers: a max_length alone turns truncation on
+    if truncation is False or truncation == "do_not_truncate":
+        return None
+    if truncation is True:
+        strategy = "longest_first"
+    elif truncation in _STRATEGIES:
+        strategy = truncation
+    else:
+        raise ValueError(f"truncation must be a bool, None or one of {_STRATEGIES}, not {truncation!r}")
+    if max_length is None:
+        if d.file_truncation is not None:
+            max_length = d.file_truncation[0]
+        elif d.model_max_length is not None:
+            max_length = d.model_max_length
+        else:
+            raise InvalidInputError(
+                "truncation needs max_length: this tokenizer's config sets no model_max_length"
+            )
+    file_side = d.file_truncation[2] if d.file_truncation else None
+    return (max_length, strategy, side or d.truncation_side or file_side or "right", 0)
+
+
+def padding(
+    d: Defaults,
+    padding: Any,
+    max_length: int | None,
+    pad_to_multiple_of: int | None,
+    side: str | None,
+    pad_token_id: int | None,
+    *,
+    from_file: bool,
+) -> Padding | None:
+    multiple = _positive("pad_to_multiple_of", pad_to_multiple_of)
+    side = _side("padding_side", side)
+    if pad_token_id is not None and (isinstance(pad_token_id, bool) or not isinstance(pad_token_id, int) or pad_token_id < 0):
+        raise ValueError(f"pad_token_id must be a non-negative int, not {pad_token_id!r}")
+    file = d.file_padding
+    if padding is None:
+        if not (from_file and file is not None):
+            return None
+        length, file_side, file_multiple, pad_id, type_id, token = file
+        return (length, side or file_side, multiple or file_multiple,
+                pad_id if pad_token_id is None else pad_token_id, type_id, token)
+    if padding is False or padding == "do_not_pad":
+        return None
+    if padding is True or padding == "longest":
+        length = None
+    elif padding == "max_length":
+        length = _positive("max_length", max_length) or d.model_max_length
+        if length is None:
+            raise InvalidInputError("padding='max_length' needs max_length (no model_max_length is configured)")
+    else:
+        raise ValueError(f"padding must be a bool, None, 'longest' or 'max_length', not {padding!r}")
+    if pad_token_id is not None:
+        pad_id, token = pad_token_id, ""
+    elif file is not None:
+        pad_id, token = file[3], file[5]
+    elif d.pad_token_id is not None:
+        pad_id, token = d.pad_token_id, d.pad_token or ""
+    else:
+        raise InvalidInputError(
+            "padding needs a pad token, and this tokenizer defines none: pass pad_token_id=..."
+        )
+    file_side = file[1] if file else None
+    type_id = file[4] if file else 0
+    return (length, side or d.padding_side or file_side or "right", multiple, pad_id, type_id, token)

@@ -1,0 +1,137 @@
+//! The engine's own thread pool, and nothing else.
+//!
+//! Why our own pool: `tokenizers` uses rayon's global pool, whose threads do not
+//! survive `fork`; a child that touches it deadlocks. Ours remembers the pid that
+//! built it: in a forked child the inherited pool is leaked (its threads do not
+//! exist there, and dropping it could wait on locks held at fork time) and a new
+//! one is built. The pool is published through an atomic pointer, never a lock,
+//! so a fork in the middle of another thread's call cannot leave a lock held.
+//!
+//! Size: `GPU_TOK_NUM_THREADS`, else `RAYON_NUM_THREADS`, else all cores;
+//! `TOKENIZERS_PARALLELISM=false` (as `tokenizers` users set it) means one thread.
+//! Read when the pool is built: at first use and again in each forked child.
+
+use rayon::prelude::*;
+use std::sync::atomic::{AtomicPtr, Ordering};
+
+/// A thread pool bound to the process that built it.
+pub struct Pool {
+    pid: u32,
+    threads: usize,
+    /// `None` when one thread is configured: work then runs on the caller's thread.
+    rayon: Option<rayon::ThreadPool>,
+}
+
+static CURRENT: AtomicPtr<Pool> = AtomicPtr::new(std::ptr::null_mut());
+
+/// The pool for this process, built on first use and rebuilt after `fork`.
+pub fn current() -> &'static Pool {
+    let pid = std::process::id();
+    let seen = CURRENT.load(Ordering::Acquire);
+    // SAFETY: every pointer stored in CURRENT comes from Box::leak and is never freed.
+    if let Some(pool) = unsafe { seen.as_ref() } {
+        if pool.pid == pid {
+            return pool;
+        }
+    }
+    let fresh: &'static mut Pool = Box::leak(Box::new(Pool::build(pid)));
+    match CURRENT.compare_exchange(seen, fresh, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => fresh,
+        // Another thread published a pool first; use it. Ours stays leaked: this
+        // happens at most once per racing thread per process.
+        // SAFETY: as above, published pointers are leaked boxes.
+        Err(winner) => unsafe { &*winner },
+    }
+}
+
+/// Threads the configuration asks for (see the module docs).
+pub fn configured_threads() -> usize {
+    let from_env = |name: &str| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .filter(|&n| n > 0)
+    };
+    let parallelism_off = std::env::var("TOKENIZERS_PARALLELISM")
+        .map(|v| {
+            matches!(
+                v.trim().to_ascii_lowercase().as_str(),
+                "false" | "0" | "off" | "no"
+            )
+        })
+        .unwrap_or(false);
+    if parallelism_off {
+        return 1;
+    }
+    from_env("GPU_TOK_NUM_THREADS")
+        .or_else(|| from_env("RAYON_NUM_THREADS"))
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+impl Pool {
+    fn build(pid: u32) -> Self {
+        let threads = configured_threads();
+        let rayon = if threads > 1 {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .thread_name(|i| format!("gpu_tok-{i}"))
+                .build()
+                .ok()
+        } else {
+            None
+        };
+        let threads = if rayon.is_some() { threads } else { 1 };
+        Pool {
+            pid,
+            threads,
+            rayon,
+        }
+    }
+
+    /// Number of worker threads (1 means the caller's thread does the work).
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    /// `f(0..n)` in parallel, results in index order; the first error wins.
+    pub fn map<T, E, F>(&self, n: usize, f: F) -> Result<Vec<T>, E>
+    where
+        T: Send,
+        E: Send,
+        F: Fn(usize) -> Result<T, E> + Sync + Send,
+    {
+        match &self.rayon {
+            Some(pool) if n > 1 => pool.install(|| (0..n).into_par_iter().map(&f).collect()),
+            _ => (0..n).map(f).collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn map_keeps_order_and_propagates_errors() {
+        let pool = current();
+        let squares: Result<Vec<usize>, ()> = pool.map(1000, |i| Ok(i * i));
+        assert_eq!(
+            squares.unwrap(),
+            (0..1000).map(|i| i * i).collect::<Vec<_>>()
+        );
+        let failed: Result<Vec<usize>, String> = pool.map(100, |i| {
+            if i == 37 {
+                Err(format!("bad {i}"))
+            } else {
+                Ok(i)
+            }
+        });
+        assert_eq!(failed.unwrap_err(), "bad 37");
+    }
+
+    #[test]
+    fn pool_is_reused_within_a_process() {
+        assert!(std::ptr::eq(current(), current()));
+        assert!(current().threads() >= 1);
+    }
+}

@@ -1,0 +1,117 @@
+//! Is CUDA usable here? Loads the driver (`libcuda.so.1`) and NVRTC by name at
+//! run time and asks them for versions and devices. Every failure is a reason
+//! string, never a panic or an abort, so it is safe on any host.
+//!
+//! Note: a successful probe initialises the driver in this process (`cuInit`);
+//! a forked child then cannot use CUDA. That is why nothing probes implicitly.
+
+use libloading::{Library, Symbol};
+use std::ffi::c_int;
+
+/// What the probe found.
+#[derive(Clone, Debug, Default)]
+pub struct CudaStatus {
+    /// Driver loaded and at least one device visible.
+    pub available: bool,
+    /// `cuDriverGetVersion`, e.g. 13000 for CUDA 13.0.
+    pub driver_version: Option<i32>,
+    pub device_count: i32,
+    /// NVRTC version (major, minor), if a libnvrtc could be loaded.
+    pub nvrtc_version: Option<(i32, i32)>,
+    /// Why CUDA is not available (empty when it is).
+    pub reason: String,
+}
+
+const DRIVER_NAMES: [&str; 2] = ["libcuda.so.1", "libcuda.so"];
+const NVRTC_NAMES: [&str; 4] = [
+    "libnvrtc.so.13",
+    "libnvrtc.so.12",
+    "libnvrtc.so",
+    "nvrtc64_130_0.dll",
+];
+
+fn open_first(names: &[&str]) -> Option<Library> {
+    // SAFETY: loading a shared library runs its initialisers; the CUDA driver
+    // and NVRTC are designed to be loaded this way.
+    names
+        .iter()
+        .find_map(|name| unsafe { Library::new(name) }.ok())
+}
+
+fn probe_driver(status: &mut CudaStatus) {
+    let Some(lib) = open_first(&DRIVER_NAMES) else {
+        status.reason = "no CUDA driver (libcuda.so.1 not found)".into();
+        return;
+    };
+    // SAFETY: the symbols have these C signatures in every CUDA driver since 2.0;
+    // `lib` outlives the calls.
+    unsafe {
+        let init: Result<Symbol<unsafe extern "C" fn(u32) -> c_int>, _> = lib.get(b"cuInit\0");
+        let version: Result<Symbol<unsafe extern "C" fn(*mut c_int) -> c_int>, _> =
+            lib.get(b"cuDriverGetVersion\0");
+        let count: Result<Symbol<unsafe extern "C" fn(*mut c_int) -> c_int>, _> =
+            lib.get(b"cuDeviceGetCount\0");
+        let (Ok(init), Ok(version), Ok(count)) = (init, version, count) else {
+            status.reason = "libcuda found but it lacks cuInit/cuDeviceGetCount".into();
+            return;
+        };
+        let mut v = 0;
+        if version(&mut v) == 0 {
+            status.driver_version = Some(v);
+        }
+        let rc = init(0);
+        if rc != 0 {
+            status.reason = format!("cuInit failed with CUDA error {rc} (no usable GPU or driver)");
+            return;
+        }
+        let mut n = 0;
+        if count(&mut n) != 0 || n == 0 {
+            status.reason = "the CUDA driver sees no device".into();
+            return;
+        }
+        status.device_count = n;
+    }
+    // Keep the driver loaded for the life of the process, as CUDA expects.
+    std::mem::forget(lib);
+    status.available = true;
+}
+
+fn probe_nvrtc() -> Option<(i32, i32)> {
+    let lib = open_first(&NVRTC_NAMES)?;
+    // SAFETY: nvrtcVersion(int*, int*) has had this signature since NVRTC 7.0.
+    let found = unsafe {
+        let version: Symbol<unsafe extern "C" fn(*mut c_int, *mut c_int) -> c_int> =
+            lib.get(b"nvrtcVersion\0").ok()?;
+        let (mut major, mut minor) = (0, 0);
+        (version(&mut major, &mut minor) == 0).then_some((major, minor))
+    };
+    std::mem::forget(lib);
+    found
+}
+
+/// Probes the driver and NVRTC. Never panics.
+pub fn probe() -> CudaStatus {
+    let mut status = CudaStatus::default();
+    let outcome = std::panic::catch_unwind(|| {
+        let mut s = CudaStatus::default();
+        probe_driver(&mut s);
+        s.nvrtc_version = probe_nvrtc();
+        s
+    });
+    match outcome {
+        Ok(found) => found,
+        Err(_) => {
+            status.reason = "the CUDA probe failed unexpectedly".into();
+            status
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn probe_never_panics_and_explains_itself() {
+        let status = super::probe();
+        assert_eq!(status.available, status.reason.is_empty());
+    }
+}

@@ -1,0 +1,243 @@
+//! The batch pipeline: inputs -> encodings -> packed buffers.
+//!
+//! An [`Engine`] owns one loaded tokenizer and is immutable after construction
+//! (that is what makes one instance safe to share across threads). Truncation and
+//! padding are per-call [`Settings`]; the ones stored in tokenizer.json are kept
+//! as defaults for callers that want `tokenizers`' behaviour.
+//!
+//! Stages today all run on the exact path (`exact`), the `tokenizers` crate's own
+//! code; the fast engine will take over the stages its plan proves exact.
+
+pub mod exact;
+pub mod pack;
+
+use crate::cpu;
+use crate::error::{Error, Result};
+use pack::{Batch, Outputs};
+use tokenizers::utils::truncation::truncate_encodings;
+use tokenizers::{Encoding, PaddingParams, PostProcessor, Tokenizer, TruncationParams};
+
+/// Per-call settings.
+#[derive(Clone, Debug, Default)]
+pub struct Settings {
+    pub add_special_tokens: bool,
+    pub truncation: Option<TruncationParams>,
+    pub padding: Option<PaddingParams>,
+    pub outputs: Outputs,
+}
+
+/// One input row: a text, or a pair of texts.
+pub type Input<'a> = (&'a str, Option<&'a str>);
+
+/// A loaded tokenizer, ready to encode and decode.
+pub struct Engine {
+    /// The crate's tokenizer with truncation and padding removed.
+    hf: Tokenizer,
+    file_truncation: Option<TruncationParams>,
+    file_padding: Option<PaddingParams>,
+}
+
+impl Engine {
+    /// Builds an engine from the text of a tokenizer.json.
+    pub fn from_json(json: &str) -> Result<Self> {
+        let mut hf: Tokenizer = json.parse().map_err(|err| classify_load_error(json, err))?;
+        let file_truncation = hf.get_truncation().cloned();
+        let file_padding = hf.get_padding().cloned();
+        hf.with_truncation(None).map_err(Error::tokenizers)?;
+        hf.with_padding(None);
+        Ok(Engine {
+            hf,
+            file_truncation,
+            file_padding,
+        })
+    }
+
+    /// The underlying `tokenizers` object (without truncation and padding).
+    pub fn hf(&self) -> &Tokenizer {
+        &self.hf
+    }
+
+    /// Truncation stored in tokenizer.json, if any.
+    pub fn file_truncation(&self) -> Option<&TruncationParams> {
+        self.file_truncation.as_ref()
+    }
+
+    /// Padding stored in tokenizer.json, if any.
+    pub fn file_padding(&self) -> Option<&PaddingParams> {
+        self.file_padding.as_ref()
+    }
+
+    /// Special tokens the post-processor adds to a single input or a pair.
+    pub fn added_special_tokens(&self, is_pair: bool) -> usize {
+        self.hf
+            .get_post_processor()
+            .map_or(0, |p| p.added_tokens(is_pair))
+    }
+
+    /// Encodes a batch on the engine's thread pool and packs the result.
+    pub fn encode_batch(&self, inputs: &[Input<'_>], settings: &Settings) -> Result<Batch> {
+        self.check_truncation(inputs, settings)?;
+        let encodings: Vec<Encoding> =
+            cpu::pool::current().map(inputs.len(), |i| self.encode_one(inputs[i], settings))?;
+        Ok(pack::pack(
+            &encodings,
+            settings.padding.as_ref(),
+            settings.outputs,
+        ))
+    }
+
+    /// Refuses a max_length that cannot even hold the special tokens (the crate
+    /// would underflow), before any work starts.
+    fn check_truncation(&self, inputs: &[Input<'_>], settings: &Settings) -> Result<()> {
+        let Some(trunc) = &settings.truncation else {
+            return Ok(());
+        };
+        if !settings.add_special_tokens {
+            return Ok(());
+        }
+        for is_pair in [false, true] {
+            let needed = self.added_special_tokens(is_pair);
+            let used = inputs.iter().any(|(_, pair)| pair.is_some() == is_pair);
+            if used && needed > trunc.max_length {
+                return Err(Error::InvalidArgument(format!(
+                    "max_length={} is smaller than the {needed} special tokens added to each {}",
+                    trunc.max_length,
+                    if is_pair { "pair" } else { "sequence" }
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// One row: each sequence, then truncation, then the post-processor (the
+    /// order of `TokenizerImpl::post_process`).
+    fn encode_one(&self, (text, pair): Input<'_>, settings: &Settings) -> Result<Encoding> {
+        let first = exact::encode_sequence(&self.hf, text, 0)?;
+        let second = pair
+            .map(|p| exact::encode_sequence(&self.hf, p, 1))
+            .transpose()?;
+        let (first, second) = match &settings.truncation {
+            Some(trunc) => {
+                let added = if settings.add_special_tokens {
+                    self.added_special_tokens(second.is_some())
+                } else {
+                    0
+                };
+                let params = TruncationParams {
+                    max_length: trunc.max_length - added,
+                    ..trunc.clone()
+                };
+                truncate_encodings(first, second, &params).map_err(Error::tokenizers)?
+            }
+            None => (first, second),
+        };
+        match self.hf.get_post_processor() {
+            Some(processor) => processor
+                .process(first, second, settings.add_special_tokens)
+                .map_err(Error::tokenizers),
+            None => {
+                let encodings = std::iter::once(first).chain(second).collect();
+                let mut merged =
+                    <dyn PostProcessor>::default_process(encodings, settings.add_special_tokens)
+                        .map_err(Error::tokenizers)?;
+                merged
+                    .pop()
+                    .ok_or_else(|| Error::Tokenizers("post-processing returned no encoding".into()))
+            }
+        }
+    }
+
+    /// Decodes each row of ids on the engine's thread pool.
+    pub fn decode_batch(
+        &self,
+        rows: &[Vec<u32>],
+        skip_special_tokens: bool,
+    ) -> Result<Vec<String>> {
+        cpu::pool::current().map(rows.len(), |i| {
+            self.hf
+                .decode(&rows[i], skip_special_tokens)
+                .map_err(Error::tokenizers)
+        })
+    }
+}
+
+/// Tells apart text that is not JSON from JSON the crate cannot build.
+fn classify_load_error(json: &str, err: impl std::fmt::Display) -> Error {
+    match serde_json::from_str::<serde_json::Value>(json) {
+        Err(json_err) => Error::Load(format!(
+            "not a valid tokenizer.json (invalid JSON: {json_err})"
+        )),
+        Ok(_) => Error::Unsupported(format!(
+            "tokenizers cannot build this tokenizer.json: {err}"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const WORDLEVEL: &str = r#"{
+      "version": "1.0", "truncation": null, "padding": null,
+      "added_tokens": [{"id": 0, "content": "[CLS]", "single_word": false, "lstrip": false,
+                        "rstrip": false, "normalized": false, "special": true}],
+      "normalizer": null, "pre_tokenizer": {"type": "Whitespace"},
+      "post_processor": {"type": "TemplateProcessing",
+        "single": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+        "pair": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                 {"Sequence": {"id": "B", "type_id": 1}}],
+        "special_tokens": {"[CLS]": {"id": "[CLS]", "ids": [0], "tokens": ["[CLS]"]}}},
+      "decoder": null,
+      "model": {"type": "WordLevel", "vocab": {"[CLS]": 0, "a": 1, "b": 2, "c": 3, "[UNK]": 4}, "unk_token": "[UNK]"}
+    }"#;
+
+    fn settings() -> Settings {
+        Settings {
+            add_special_tokens: true,
+            ..Settings::default()
+        }
+    }
+
+    #[test]
+    fn encodes_pairs_with_template() {
+        let engine = Engine::from_json(WORDLEVEL).unwrap();
+        let mut s = settings();
+        s.outputs.type_ids = true;
+        let batch = engine.encode_batch(&[("a b", Some("c x"))], &s).unwrap();
+        assert_eq!(batch.ids, vec![0, 1, 2, 3, 4]);
+        assert_eq!(batch.type_ids.unwrap(), vec![0, 0, 0, 1, 1]);
+    }
+
+    #[test]
+    fn truncation_keeps_room_for_special_tokens() {
+        let engine = Engine::from_json(WORDLEVEL).unwrap();
+        let mut s = settings();
+        s.truncation = Some(TruncationParams {
+            max_length: 3,
+            ..Default::default()
+        });
+        let batch = engine.encode_batch(&[("a b c a", None)], &s).unwrap();
+        assert_eq!(batch.ids, vec![0, 1, 2]);
+        s.truncation = Some(TruncationParams {
+            max_length: 0,
+            ..Default::default()
+        });
+        assert!(matches!(
+            engine.encode_batch(&[("a", None)], &s),
+            Err(Error::InvalidArgument(_))
+        ));
+    }
+
+    #[test]
+    fn load_errors_are_classified() {
+        assert!(matches!(
+            Engine::from_json("{not json"),
+            Err(Error::Load(_))
+        ));
+        let unknown = WORDLEVEL.replace("\"WordLevel\"", "\"NoSuchModel\"");
+        assert!(matches!(
+            Engine::from_json(&unknown),
+            Err(Error::Unsupported(_))
+        ));
+    }
+}

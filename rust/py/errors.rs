@@ -1,0 +1,58 @@
+//! Error -> Python exception. The exception classes live in
+//! `gpu_tok._errors` (they need two bases, e.g. `GpuTokError` and `ValueError`,
+//! which is plain in Python); this module looks them up and raises them.
+
+use crate::error::Error;
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+
+fn raise(py: Python<'_>, class: &str, message: String) -> PyErr {
+    match py.import("gpu_tok._errors").and_then(|m| m.getattr(class)) {
+        Ok(cls) => match cls.call1((message.clone(),)) {
+            Ok(instance) => PyErr::from_value(instance),
+            Err(err) => err,
+        },
+        Err(_) => PyRuntimeError::new_err(message),
+    }
+}
+
+/// Converts a core error into the matching typed Python exception.
+pub fn to_py(py: Python<'_>, err: Error) -> PyErr {
+    let message = err.to_string();
+    let class = match err {
+        Error::Load(_) => "InvalidTokenizerError",
+        Error::Unsupported(_) => "UnsupportedTokenizerError",
+        Error::InvalidArgument(_) => "InvalidInputError",
+        Error::Tokenizers(_) => "EncodingError",
+        Error::CudaUnavailable(_) => "CudaUnavailableError",
+    };
+    raise(py, class, message)
+}
+
+/// Turns a panic that escaped the core into an exception instead of an abort.
+pub fn from_panic(py: Python<'_>, payload: Box<dyn std::any::Any + Send>) -> PyErr {
+    let what = payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "unknown panic".into());
+    raise(
+        py,
+        "GpuTokError",
+        format!("internal error (please report): {what}"),
+    )
+}
+
+/// Runs `work` without the GIL, turning core errors and panics into exceptions.
+pub fn detach_work<T, F>(py: Python<'_>, work: F) -> PyResult<T>
+where
+    T: Send,
+    F: FnOnce() -> crate::error::Result<T> + Send,
+{
+    let outcome = py.detach(|| std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)));
+    match outcome {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(err)) => Err(to_py(py, err)),
+        Err(payload) => Err(from_panic(py, payload)),
+    }
+}

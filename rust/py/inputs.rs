@@ -1,0 +1,71 @@
+//! Reading the user's inputs: a sequence of `str` becomes strings borrowed for
+//! the duration of a call (the list holds them alive; no copy is made). Any
+//! other shape gets a clear `TypeError` naming the offending item.
+
+use super::errors;
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyByteArray, PyBytes, PyString};
+
+/// The items of `obj` (a list, tuple or other iterable of `str`), checked.
+/// `what` names the argument in error messages.
+pub fn texts<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Vec<Bound<'py, PyString>>> {
+    if obj.is_instance_of::<PyString>() {
+        return Err(PyTypeError::new_err(format!(
+            "{what} must be a list of str, not a single str (wrap it in a list)"
+        )));
+    }
+    if obj.is_none() || obj.is_instance_of::<PyBytes>() || obj.is_instance_of::<PyByteArray>() {
+        return Err(PyTypeError::new_err(format!(
+            "{what} must be a list of str, not {}",
+            type_name(obj)
+        )));
+    }
+    let iter = obj.try_iter().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "{what} must be a list of str, not {}",
+            type_name(obj)
+        ))
+    })?;
+    iter.enumerate()
+        .map(|(i, item)| {
+            let item = item?;
+            item.cast_into::<PyString>().map_err(|e| {
+                PyTypeError::new_err(format!(
+                    "{what}[{i}] must be str, not {}",
+                    type_name(&e.into_inner())
+                ))
+            })
+        })
+        .collect()
+}
+
+/// UTF-8 views of `strings`; a lone surrogate gets an `InvalidInputError`.
+pub fn utf8<'a>(
+    py: Python<'_>,
+    strings: &'a [Bound<'_, PyString>],
+    what: &str,
+) -> PyResult<Vec<&'a str>> {
+    strings
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            s.to_str().map_err(|err| {
+                errors::to_py(
+                    py,
+                    crate::error::Error::InvalidArgument(format!(
+                        "{what}[{i}] cannot be encoded as UTF-8 ({}); lone surrogates are not text",
+                        err.value(py)
+                    )),
+                )
+            })
+        })
+        .collect()
+}
+
+fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "an unknown type".into())
+}

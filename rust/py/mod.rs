@@ -1,0 +1,25 @@
+//! The Python surface of the native core: classes, argument checking, GIL
+//! release, and the mapping of [`crate::error::Error`] to typed exceptions.
+//! The friendly API (`gpu_tok.Tokenizer`, the transformers-style call) is in
+//! `python/gpu_tok/`; this layer stays thin and strict.
+
+mod batch;
+mod errors;
+mod info;
+mod inputs;
+mod tensor;
+mod tokenizer;
+
+use pyo3::prelude::*;
+
+/// Adds the core's classes and functions to `gpu_tok._core`.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<tokenizer::CoreTokenizer>()?;
+    m.add_class::<batch::CoreBatch>()?;
+    m.add_class::<tensor::Tensor>()?;
+    m.add_function(wrap_pyfunction!(info::build_info, m)?)?;
+    m.add_function(wrap_pyfunction!(info::cuda_probe, m)?)?;
+    m.add_function(wrap_pyfunction!(info::num_threads, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

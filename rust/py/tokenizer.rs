@@ -1,0 +1,296 @@
+//! `CoreTokenizer`: the native half of `gpu_tok.Tokenizer`. Frozen (immutable)
+//! and `Sync`: one instance is shared by any number of threads, with the GIL
+//! released for all work once the input strings are borrowed.
+
+use super::batch::CoreBatch;
+use super::errors::detach_work;
+use super::inputs;
+use crate::engine::pack::Outputs;
+use crate::engine::{Engine, Settings};
+use crate::error::Error;
+use crate::plan;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use std::sync::Arc;
+use tokenizers::{
+    PaddingDirection, PaddingParams, PaddingStrategy, TruncationDirection, TruncationParams,
+    TruncationStrategy,
+};
+
+/// Truncation as Python passes it: (max_length, strategy, direction, stride).
+type TruncationArgs = (usize, String, String, usize);
+/// Padding as Python passes it: (fixed length or None for longest, direction,
+/// pad_to_multiple_of, pad_id, pad_type_id, pad_token).
+type PaddingArgs = (Option<usize>, String, Option<usize>, u32, u32, String);
+
+fn truncation_params(
+    (max_length, strategy, direction, stride): TruncationArgs,
+) -> PyResult<TruncationParams> {
+    let strategy = match strategy.as_str() {
+        "longest_first" => TruncationStrategy::LongestFirst,
+        "only_first" => TruncationStrategy::OnlyFirst,
+        "only_second" => TruncationStrategy::OnlySecond,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "truncation strategy must be 'longest_first', 'only_first' or 'only_second', not {other:?}"
+            )))
+        }
+    };
+    let direction = match direction.as_str() {
+        "right" => TruncationDirection::Right,
+        "left" => TruncationDirection::Left,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "truncation side must be 'right' or 'left', not {other:?}"
+            )))
+        }
+    };
+    Ok(TruncationParams {
+        max_length,
+        strategy,
+        direction,
+        stride,
+    })
+}
+
+fn padding_params(
+    (length, direction, multiple, pad_id, pad_type_id, pad_token): PaddingArgs,
+) -> PyResult<PaddingParams> {
+    let direction = match direction.as_str() {
+        "right" => PaddingDirection::Right,
+        "left" => PaddingDirection::Left,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "padding side must be 'right' or 'left', not {other:?}"
+            )))
+        }
+    };
+    if multiple == Some(0) {
+        return Err(PyValueError::new_err(
+            "pad_to_multiple_of must be a positive integer",
+        ));
+    }
+    let strategy = length.map_or(PaddingStrategy::BatchLongest, PaddingStrategy::Fixed);
+    Ok(PaddingParams {
+        strategy,
+        direction,
+        pad_to_multiple_of: multiple,
+        pad_id,
+        pad_type_id,
+        pad_token,
+    })
+}
+
+fn strategy_name(s: TruncationStrategy) -> &'static str {
+    match s {
+        TruncationStrategy::LongestFirst => "longest_first",
+        TruncationStrategy::OnlyFirst => "only_first",
+        TruncationStrategy::OnlySecond => "only_second",
+    }
+}
+
+fn side(left: bool) -> &'static str {
+    if left {
+        "left"
+    } else {
+        "right"
+    }
+}
+
+/// A loaded tokenizer (immutable).
+#[pyclass(frozen, module = "gpu_tok._core")]
+pub struct CoreTokenizer {
+    engine: Arc<Engine>,
+}
+
+#[pymethods]
+impl CoreTokenizer {
+    /// Builds a tokenizer from the text of a tokenizer.json (GIL released while parsing).
+    #[staticmethod]
+    fn from_str(py: Python<'_>, json: &str) -> PyResult<Self> {
+        let engine = detach_work(py, || Engine::from_json(json))?;
+        Ok(CoreTokenizer {
+            engine: Arc::new(engine),
+        })
+    }
+
+    /// Encodes a batch. Settings are explicit; the Python layer resolves defaults.
+    #[pyo3(signature = (texts, pairs=None, *, add_special_tokens=true, truncation=None, padding=None,
+                        attention_mask=false, type_ids=false, special_tokens_mask=false, offsets=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn encode_batch(
+        &self,
+        py: Python<'_>,
+        texts: &Bound<'_, PyAny>,
+        pairs: Option<&Bound<'_, PyAny>>,
+        add_special_tokens: bool,
+        truncation: Option<TruncationArgs>,
+        padding: Option<PaddingArgs>,
+        attention_mask: bool,
+        type_ids: bool,
+        special_tokens_mask: bool,
+        offsets: bool,
+    ) -> PyResult<CoreBatch> {
+        let firsts = inputs::texts(texts, "texts")?;
+        let seconds = pairs.map(|p| inputs::texts(p, "text_pair")).transpose()?;
+        if let Some(seconds) = &seconds {
+            if seconds.len() != firsts.len() {
+                return Err(PyValueError::new_err(format!(
+                    "text_pair has {} items but texts has {}; they must match",
+                    seconds.len(),
+                    firsts.len()
+                )));
+            }
+        }
+        let first_strs = inputs::utf8(py, &firsts, "texts")?;
+        let second_strs = seconds
+            .as_deref()
+            .map(|s| inputs::utf8(py, s, "text_pair"))
+            .transpose()?;
+        let rows: Vec<(&str, Option<&str>)> = match &second_strs {
+            Some(seconds) => first_strs
+                .iter()
+                .zip(seconds)
+                .map(|(a, b)| (*a, Some(*b)))
+                .collect(),
+            None => first_strs.iter().map(|a| (*a, None)).collect(),
+        };
+        let settings = Settings {
+            add_special_tokens,
+            truncation: truncation.map(truncation_params).transpose()?,
+            padding: padding.map(padding_params).transpose()?,
+            outputs: Outputs {
+                attention_mask,
+                type_ids,
+                special_tokens_mask,
+                offsets,
+            },
+        };
+        let engine = &self.engine;
+        let batch = detach_work(py, || engine.encode_batch(&rows, &settings))?;
+        Ok(CoreBatch::new(batch))
+    }
+
+    /// Truncation stored in tokenizer.json as (max_length, strategy, direction, stride), or None.
+    fn file_truncation(&self) -> Option<(usize, &'static str, &'static str, usize)> {
+        self.engine.file_truncation().map(|t| {
+            (
+                t.max_length,
+                strategy_name(t.strategy),
+                side(t.direction == TruncationDirection::Left),
+                t.stride,
+            )
+        })
+    }
+
+    /// Padding stored in tokenizer.json as (fixed length or None, direction,
+    /// pad_to_multiple_of, pad_id, pad_type_id, pad_token), or None.
+    fn file_padding(
+        &self,
+    ) -> Option<(Option<usize>, &'static str, Option<usize>, u32, u32, String)> {
+        self.engine.file_padding().map(|p| {
+            let length = match p.strategy {
+                PaddingStrategy::Fixed(n) => Some(n),
+                PaddingStrategy::BatchLongest => None,
+            };
+            let left = matches!(p.direction, PaddingDirection::Left);
+            (
+                length,
+                side(left),
+                p.pad_to_multiple_of,
+                p.pad_id,
+                p.pad_type_id,
+                p.pad_token.clone(),
+            )
+        })
+    }
+
+    /// Special tokens the post-processor adds to one sequence or a pair.
+    fn num_special_tokens_to_add(&self, is_pair: bool) -> usize {
+        self.engine.added_special_tokens(is_pair)
+    }
+
+    /// True when the post-processor gives pairs a second token type (BERT-style).
+    fn uses_token_type_ids(&self) -> bool {
+        plan::post_processor_uses_type_ids(self.engine.hf())
+    }
+
+    #[pyo3(signature = (ids, skip_special_tokens=true))]
+    fn decode(&self, py: Python<'_>, ids: Vec<u32>, skip_special_tokens: bool) -> PyResult<String> {
+        let engine = &self.engine;
+        detach_work(py, || {
+            engine
+                .hf()
+                .decode(&ids, skip_special_tokens)
+                .map_err(Error::tokenizers)
+        })
+    }
+
+    #[pyo3(signature = (rows, skip_special_tokens=true))]
+    fn decode_batch(
+        &self,
+        py: Python<'_>,
+        rows: Vec<Vec<u32>>,
+        skip_special_tokens: bool,
+    ) -> PyResult<Vec<String>> {
+        let engine = &self.engine;
+        detach_work(py, || engine.decode_batch(&rows, skip_special_tokens))
+    }
+
+    fn token_to_id(&self, token: &str) -> Option<u32> {
+        self.engine.hf().token_to_id(token)
+    }
+
+    fn id_to_token(&self, id: u32) -> Option<String> {
+        self.engine.hf().id_to_token(id)
+    }
+
+    #[pyo3(signature = (with_added_tokens=true))]
+    fn get_vocab<'py>(
+        &self,
+        py: Python<'py>,
+        with_added_tokens: bool,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let vocab = self.engine.hf().get_vocab(with_added_tokens);
+        let out = PyDict::new(py);
+        for (token, id) in vocab {
+            out.set_item(token, id)?;
+        }
+        Ok(out)
+    }
+
+    #[pyo3(signature = (with_added_tokens=true))]
+    fn get_vocab_size(&self, with_added_tokens: bool) -> usize {
+        self.engine.hf().get_vocab_size(with_added_tokens)
+    }
+
+    /// Added tokens as (id, content, special), sorted by id.
+    fn added_tokens(&self) -> Vec<(u32, String, bool)> {
+        let mut tokens: Vec<_> = self
+            .engine
+            .hf()
+            .get_added_tokens_decoder()
+            .into_iter()
+            .map(|(id, t)| (id, t.content, t.special))
+            .collect();
+        tokens.sort_by_key(|t| t.0);
+        tokens
+    }
+
+    /// Per stage: (stage, component, path, reason). See `plan`.
+    fn plan(&self) -> Vec<(String, String, String, String)> {
+        plan::Plan::of(self.engine.hf())
+            .stages
+            .into_iter()
+            .map(|s| {
+                (
+                    s.stage.to_string(),
+                    s.component,
+                    s.path.to_string(),
+                    s.reason,
+                )
+            })
+            .collect()
+    }
+}
