@@ -98,6 +98,13 @@ class Tokenizer:
         return cls(_core.CoreTokenizer.from_str(json_text), config)
 
     @classmethod
+    def default(cls) -> Tokenizer:
+        """The embedded default tokenizer (Qwen3, byte-level BPE; see data/NOTICE.md)."""
+        from . import _data
+
+        return cls.from_str(_data.default_tokenizer_json(), _data.default_tokenizer_config())
+
+    @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> Tokenizer:
         """From a tokenizer.json file (a directory: use `from_pretrained`)."""
         path = Path(path)

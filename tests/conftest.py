@@ -1,0 +1,100 @@
+"""Shared test helpers: which tokenizers and texts the suites run on.
+
+With `../shared` beside the project (developers' machines and CI), the suites
+cover the six real tokenizers and the real corpus there. A fresh clone without
+it still runs them on the committed fixtures (tests/fixtures) and the package's
+embedded default (Qwen3 and a sample corpus).
+"""
+
+from __future__ import annotations
+
+import json
+import lzma
+import os
+from functools import cache
+from pathlib import Path
+
+import pytest
+import tokenizers
+
+import gpu_tok
+from gpu_tok import _data
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures"
+SHARED = Path(os.environ.get("GPU_TOK_SHARED", ROOT.parent / "shared"))
+SHARED_TOKENIZERS = SHARED / "tokenizers"
+SHARED_CORPUS = SHARED / "corpus"
+HAVE_SHARED = (SHARED_TOKENIZERS / "qwen3" / "tokenizer.json").is_file()
+
+SHARED_NAMES = ["qwen3", "deepseek_v3", "gpt-oss", "llama2", "bert-minilm", "claude"]
+FIXTURE_NAMES = ["qwen3", "llama2", "bert-minilm"]
+TOKENIZER_NAMES = SHARED_NAMES if HAVE_SHARED else FIXTURE_NAMES
+
+
+@cache
+def tokenizer_json(name: str) -> str:
+    if HAVE_SHARED:
+        return (SHARED_TOKENIZERS / name / "tokenizer.json").read_text(encoding="utf-8")
+    if name == _data.DEFAULT_TOKENIZER:
+        return _data.default_tokenizer_json()
+    return lzma.decompress((FIXTURES / name / "tokenizer.json.xz").read_bytes()).decode("utf-8")
+
+
+@cache
+def tokenizer_config(name: str) -> dict:
+    folder = SHARED_TOKENIZERS / name if HAVE_SHARED else FIXTURES / name
+    if not HAVE_SHARED and name == _data.DEFAULT_TOKENIZER:
+        return _data.default_tokenizer_config()
+    return json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+
+
+@cache
+def ours(name: str) -> gpu_tok.Tokenizer:
+    return gpu_tok.Tokenizer.from_str(tokenizer_json(name), tokenizer_config(name))
+
+
+def reference(name: str) -> tokenizers.Tokenizer:
+    """A fresh `tokenizers` object (tests mutate its truncation/padding)."""
+    return _reference(name)
+
+
+@cache
+def _reference(name: str) -> tokenizers.Tokenizer:
+    return tokenizers.Tokenizer.from_str(tokenizer_json(name))
+
+
+@cache
+def edge_cases() -> list[str]:
+    if HAVE_SHARED:
+        lines = (SHARED_CORPUS / "edge_cases.jsonl").read_text(encoding="utf-8").splitlines()
+        return [json.loads(line)["text"] for line in lines if line]
+    return EMBEDDED_EDGE_CASES
+
+
+@cache
+def corpus_sample() -> list[str]:
+    """Real documents: every 10th of mixed.jsonl (~3.4 MB), else the embedded sample."""
+    if HAVE_SHARED:
+        with (SHARED_CORPUS / "mixed.jsonl").open(encoding="utf-8") as f:
+            return [json.loads(line)["text"] for i, line in enumerate(f) if i % 10 == 0]
+    return [doc["text"] for doc in _data.sample_corpus()]
+
+
+EMBEDDED_EDGE_CASES = [
+    "", " ", "  ", "\t", "\n", "\r\n", " \n ", "\r\r\n\n", "a\u00a0b", "\u3000x\u2028y\u2029",
+    "Hello, world! I'M here — it's 2024: naïve café 東京 Привет 🤷🏽‍♀️\r\n\tdef f(x):  return x**2",
+    "y'all'd've IT'S it’s I'm", "e\u0301 é Å Å Å", "👨‍👩‍👧‍👦 🇫🇷 1️⃣ 🏴󠁧󠁢󠁳󠁣󠁴󠁿",
+    "١٢٣ ४५६ １２３ ¹²³ 𝟙𝟚𝟛 1,234,567.89", "مرحبًا بالعالم שָׁלוֹם", "नमस्ते ภาษาไทย ខ្មែរ",
+    "\x00\x01\x1b[31mred\x1b[0m\ufeff\ufffe", "𝔘𝔫𝔦𝔠𝔬𝔡𝔢 𓀀 \U0010ffff", "<|endoftext|> <s> [CLS] <0x41> ▁ Ġ ##ing",
+    "İstanbul ıi ß ẞ ΣΑΣ", "ﬁ ＡＢＣ ｶﾞ", "a" * 3000, "の" * 500, "😀" * 300,
+    "https://example.com/a/b?c=d&e=f#g", "    def f(x):\n        return x  # comment\n",
+]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`slow` tests run only with GPU_TOK_SLOW=1; `gpu` ones only where CUDA is usable."""
+    run_slow = os.environ.get("GPU_TOK_SLOW") == "1"
+    for item in items:
+        if "slow" in item.keywords and not run_slow:
+            item.add_marker(pytest.mark.skip(reason="long soak: set GPU_TOK_SLOW=1"))

@@ -1,0 +1,184 @@
+"""Parity with the PyPI `tokenizers` package, the oracle: ids, attention masks,
+token type ids, special-token masks and offsets, on real tokenizers and text,
+under tokenizer.json's own settings and under explicit truncation/padding."""
+
+from __future__ import annotations
+
+from functools import cache
+
+import pytest
+import tokenizers
+from conftest import TOKENIZER_NAMES, corpus_sample, edge_cases, ours, tokenizer_json
+
+FIELDS = {
+    "input_ids": "ids",
+    "attention_mask": "attention_mask",
+    "token_type_ids": "type_ids",
+    "special_tokens_mask": "special_tokens_mask",
+    "offset_mapping": "offsets",
+}
+
+
+@cache
+def pristine(name: str) -> tokenizers.Tokenizer:
+    return tokenizers.Tokenizer.from_str(tokenizer_json(name))
+
+
+@cache
+def configurable(name: str) -> tokenizers.Tokenizer:
+    return tokenizers.Tokenizer.from_str(tokenizer_json(name))
+
+
+def assert_same(lists: dict, expected: list[tokenizers.Encoding], texts: list, label: str) -> None:
+    assert len(lists["input_ids"]) == len(expected)
+    for field, attr in FIELDS.items():
+        ours_rows = lists[field]
+        for i, (row, enc) in enumerate(zip(ours_rows, expected, strict=True)):
+            theirs = getattr(enc, attr)
+            if field == "offset_mapping":
+                theirs = [tuple(o) for o in theirs]
+            assert row == theirs, f"{label}: {field} differs on row {i}: {texts[i]!r:.200}"
+
+
+def encode_all(name: str, texts: list, pairs: list | None = None, **kwargs) -> dict:
+    enc = ours(name).encode_batch(
+        texts, pairs, return_token_type_ids=True, return_special_tokens_mask=True,
+        return_offsets=True, **kwargs,
+    )
+    return enc.to_lists()
+
+
+@pytest.mark.parametrize("name", TOKENIZER_NAMES)
+@pytest.mark.parametrize("add_special_tokens", [True, False])
+def test_edge_cases_with_file_settings(name: str, add_special_tokens: bool) -> None:
+    texts = edge_cases()
+    expected = pristine(name).encode_batch(texts, add_special_tokens=add_special_tokens)
+    got = encode_all(name, texts, add_special_tokens=add_special_tokens)
+    assert_same(got, expected, texts, f"{name} edge cases")
+
+
+@pytest.mark.parametrize("name", TOKENIZER_NAMES)
+def test_corpus_with_file_settings(name: str) -> None:
+    texts = corpus_sample()
+    expected = pristine(name).encode_batch(texts)
+    got = encode_all(name, texts)
+    assert_same(got, expected, texts, f"{name} corpus")
+
+
+@pytest.mark.parametrize("name", TOKENIZER_NAMES)
+def test_single_encode_matches(name: str) -> None:
+    hf = pristine(name)
+    for text in edge_cases()[::7] + corpus_sample()[:5]:
+        assert ours(name).encode(text) == hf.encode(text).ids
+        assert ours(name).encode(text, add_special_tokens=False) == hf.encode(text, add_special_tokens=False).ids
+    assert ours(name).encode("a", "b") == hf.encode("a", "b").ids
+
+
+# (our encode_batch arguments, the same as `tokenizers` settings)
+CASES = {
+    "longest-right": (dict(padding=True, truncation=False), None, dict(direction="right")),
+    "max_length-left": (
+        dict(padding="max_length", truncation=True, max_length=48, padding_side="left"),
+        dict(max_length=48), dict(direction="left", length=48),
+    ),
+    "truncate-left-side": (
+        dict(padding=False, truncation=True, max_length=17, truncation_side="left"),
+        dict(max_length=17, direction="left"), None,
+    ),
+    "multiple-of-8": (
+        dict(padding=True, truncation=True, max_length=30, pad_to_multiple_of=8),
+        dict(max_length=30), dict(direction="right", pad_to_multiple_of=8),
+    ),
+}
+PAIR_STRATEGIES = ["longest_first", "only_first", "only_second"]
+
+
+def configure(name: str, truncation: dict | None, padding: dict | None, pad_id: int) -> tokenizers.Tokenizer:
+    hf = configurable(name)
+    hf.no_truncation()
+    hf.no_padding()
+    if truncation is not None:
+        hf.enable_truncation(**truncation)
+    if padding is not None:
+        token = ours(name).id_to_token(pad_id) or ""
+        hf.enable_padding(pad_id=pad_id, pad_token=token, **padding)
+    return hf
+
+
+def pad_id_for(name: str) -> int:
+    tok = ours(name)
+    return tok.pad_token_id if tok.pad_token_id is not None else 0
+
+
+def short_texts() -> list[str]:
+    """Edge cases and documents cut to 2,000 characters: padding to the longest
+    row stays small (the full-length ones run in the file-settings tests)."""
+    return [t[:2000] for t in edge_cases() + corpus_sample()[:40]]
+
+
+@pytest.mark.parametrize("name", TOKENIZER_NAMES)
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("add_special_tokens", [True, False])
+def test_explicit_settings(name: str, case: str, add_special_tokens: bool) -> None:
+    ours_args, truncation, padding = CASES[case]
+    pad_id = pad_id_for(name)
+    hf = configure(name, truncation, padding, pad_id)
+    texts = short_texts()
+    expected = hf.encode_batch(texts, add_special_tokens=add_special_tokens)
+    got = encode_all(name, texts, add_special_tokens=add_special_tokens, pad_token_id=pad_id, **ours_args)
+    assert_same(got, expected, texts, f"{name} {case}")
+
+
+@pytest.mark.parametrize("name", TOKENIZER_NAMES)
+@pytest.mark.parametrize("strategy", PAIR_STRATEGIES)
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_pairs_truncation_and_padding(name: str, strategy: str, side: str) -> None:
+    texts = short_texts()[:300]
+    pairs = texts[1:] + texts[:1]
+    # only_first/only_second fail when the other sequence alone is too long; keep
+    # max_length roomy enough that `tokenizers` accepts every row, as we must too.
+    max_length = 64
+    pad_id = pad_id_for(name)
+    hf = configure(name, dict(max_length=max_length, strategy=strategy, direction=side),
+                   dict(direction=side), pad_id)
+    try:
+        expected = hf.encode_batch(list(zip(texts, pairs, strict=True)))
+    except Exception as err:  # the oracle refuses: so must we, with a clear error
+        with pytest.raises(gpu_tok_errors()):
+            encode_all(name, texts, pairs, padding=True, truncation=strategy, max_length=max_length,
+                       truncation_side=side, padding_side=side, pad_token_id=pad_id)
+        assert "Truncation" in str(err) or "truncat" in str(err).lower()
+        return
+    got = encode_all(name, texts, pairs, padding=True, truncation=strategy, max_length=max_length,
+                     truncation_side=side, padding_side=side, pad_token_id=pad_id)
+    assert_same(got, expected, texts, f"{name} pairs {strategy} {side}")
+
+
+def gpu_tok_errors() -> type[Exception]:
+    import gpu_tok
+
+    return gpu_tok.GpuTokError
+
+
+@pytest.mark.parametrize("name", TOKENIZER_NAMES)
+@pytest.mark.parametrize("skip", [True, False])
+def test_decode_round_trip(name: str, skip: bool) -> None:
+    hf = pristine(name)
+    texts = edge_cases()[::3] + corpus_sample()[:10]
+    rows = [e.ids for e in hf.encode_batch(texts)]
+    assert ours(name).decode_batch(rows, skip_special_tokens=skip) == hf.decode_batch(rows, skip_special_tokens=skip)
+    assert ours(name).decode(rows[0], skip_special_tokens=skip) == hf.decode(rows[0], skip_special_tokens=skip)
+
+
+@pytest.mark.parametrize("name", TOKENIZER_NAMES)
+def test_vocabulary_matches(name: str) -> None:
+    hf, tok = pristine(name), ours(name)
+    assert tok.get_vocab_size() == hf.get_vocab_size()
+    assert tok.get_vocab_size(with_added_tokens=False) == hf.get_vocab_size(with_added_tokens=False)
+    vocab = hf.get_vocab()
+    assert tok.get_vocab() == vocab
+    for token, i in list(vocab.items())[:500]:
+        assert tok.token_to_id(token) == i
+        assert tok.id_to_token(i) == hf.id_to_token(i)
+    assert tok.num_special_tokens_to_add(False) == hf.num_special_tokens_to_add(False)
+    assert tok.num_special_tokens_to_add(True) == hf.num_special_tokens_to_add(True)
