@@ -1,0 +1,223 @@
+"""The public API: loading, special tokens, the transformers-style call, tensors."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from conftest import HAVE_SHARED, SHARED_TOKENIZERS, ours, tokenizer_config, tokenizer_json
+
+import gpu_tok
+
+NAME = "bert-minilm"  # in every environment; carries truncation+padding in tokenizer.json
+BPE = "qwen3"
+
+
+def test_from_file_and_from_pretrained(tmp_path) -> None:
+    (tmp_path / "tokenizer.json").write_text(tokenizer_json(NAME), encoding="utf-8")
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(tokenizer_config(NAME)), encoding="utf-8")
+    (tmp_path / "special_tokens_map.json").write_text(json.dumps({"bos_token": "[CLS]"}), encoding="utf-8")
+    by_file = gpu_tok.Tokenizer.from_file(tmp_path / "tokenizer.json")
+    by_dir = gpu_tok.Tokenizer.from_pretrained(str(tmp_path))
+    assert by_file.encode("Hello world") == by_dir.encode("Hello world")
+    assert by_dir.pad_token == "[PAD]" and by_dir.pad_token_id == 0
+    assert by_dir.cls_token_id == 101 and by_dir.sep_token == "[SEP]"
+    assert by_dir.bos_token == "[CLS]"  # from special_tokens_map.json
+    assert by_dir.model_max_length == 512
+    assert by_file.bos_token is None  # tokenizer.json alone names no bos
+
+
+def test_loading_errors(tmp_path) -> None:
+    with pytest.raises(gpu_tok.TokenizerNotFoundError) as missing:
+        gpu_tok.Tokenizer.from_file(tmp_path / "nope.json")
+    assert isinstance(missing.value, FileNotFoundError)
+    with pytest.raises(FileNotFoundError, match="offline"):
+        gpu_tok.Tokenizer.from_pretrained("Qwen/Qwen3-8B")
+    with pytest.raises(gpu_tok.TokenizerNotFoundError, match="from_pretrained"):
+        gpu_tok.Tokenizer.from_file(tmp_path)
+    (tmp_path / "tokenizer.json").write_text('{"version": "1.0", "model": ', encoding="utf-8")
+    with pytest.raises(gpu_tok.InvalidTokenizerError, match="invalid JSON"):
+        gpu_tok.Tokenizer.from_pretrained(tmp_path)
+    with pytest.raises(ValueError):
+        gpu_tok.Tokenizer.from_str(tokenizer_json(NAME)[:5000])  # truncated file
+    unknown = json.loads(tokenizer_json(NAME))
+    unknown["pre_tokenizer"] = {"type": "NoSuchPreTokenizer"}
+    with pytest.raises(gpu_tok.UnsupportedTokenizerError):
+        gpu_tok.Tokenizer.from_str(json.dumps(unknown))
+    (tmp_path / "tokenizer.json").write_bytes(b"\xff\xfe\x00bad")
+    with pytest.raises(gpu_tok.InvalidTokenizerError):
+        gpu_tok.Tokenizer.from_file(tmp_path / "tokenizer.json")
+    with pytest.raises(TypeError):
+        gpu_tok.Tokenizer.from_str(b"{}")
+
+
+def test_encode_uses_file_settings_and_call_does_not() -> None:
+    tok = ours(NAME)
+    assert len(tok.encode("Hello world")) == 128  # tokenizer.json pads to 128
+    call = tok("Hello world")
+    assert call["input_ids"] == [101, 7592, 2088, 102]
+    assert call["attention_mask"] == [1, 1, 1, 1]
+    assert call["token_type_ids"] == [0, 0, 0, 0]
+    assert tok.encode_batch(["Hello world"], padding=False, truncation=False).input_ids.shape == (4,)
+
+
+def test_call_shapes_and_keys() -> None:
+    tok = ours(BPE)
+    texts = ["Hello world", "a much longer sentence with more tokens in it", ""]
+    lists = tok(texts)
+    assert set(lists) == {"input_ids", "attention_mask"}  # Qwen: no token_type_ids
+    assert [len(r) for r in lists["input_ids"]] == [len(tok.encode(t)) for t in texts]
+    arrays = tok(texts, padding=True, return_tensors="np", return_offsets_mapping=True)
+    width = max(len(r) for r in lists["input_ids"])
+    assert arrays["input_ids"].shape == (3, width) and arrays["input_ids"].dtype == np.int64
+    assert arrays["offset_mapping"].shape == (3, width, 2)
+    assert arrays.attention_mask.sum(axis=1).tolist() == [len(r) for r in lists["input_ids"]]
+    left = tok(texts, padding="max_length", max_length=16, padding_side="left", return_tensors="np")
+    assert left["input_ids"].shape == (3, 16)
+    assert left["input_ids"][2].tolist() == [tok.pad_token_id] * 16
+    multiple = tok(texts, padding=True, pad_to_multiple_of=8, return_tensors="np")
+    assert multiple["input_ids"].shape[1] % 8 == 0
+    single = tok("Hello world", return_tensors="np")
+    assert single["input_ids"].shape == (1, 2)
+    with pytest.raises(gpu_tok.InvalidInputError, match="padding=True"):
+        tok(texts, return_tensors="np")
+
+
+def test_truncation_and_max_length() -> None:
+    tok = ours(BPE)
+    long = "word " * 500
+    assert len(tok(long, truncation=True, max_length=10)["input_ids"]) == 10
+    assert len(tok(long, max_length=7)["input_ids"]) == 7  # as transformers: max_length alone truncates
+    assert tok(long, truncation=True)["input_ids"] == tok.encode(long)  # under model_max_length 131072
+    bert = ours(NAME)
+    with pytest.raises(gpu_tok.InvalidInputError, match="special tokens"):
+        bert("hello", truncation=True, max_length=1)
+    with pytest.raises(ValueError, match="truncation"):
+        tok("x", truncation="sideways")
+
+
+def test_pairs_and_token_type_ids() -> None:
+    bert = ours(NAME)
+    out = bert("hello there", "general kenobi")
+    assert out["input_ids"][0] == 101 and out["input_ids"].count(102) == 2
+    first_len = out["input_ids"].index(102) + 1
+    assert out["token_type_ids"] == [0] * first_len + [1] * (len(out["input_ids"]) - first_len)
+    assert "token_type_ids" not in ours(BPE)("a", "b")
+    assert "token_type_ids" in ours(BPE)("a", "b", return_token_type_ids=True)
+    with pytest.raises(ValueError, match="match"):
+        bert(["a", "b"], ["c"])
+
+
+def test_pad_id_resolution() -> None:
+    tok = ours(BPE)
+    assert tok(["a", "b c d"], padding=True)["input_ids"][0][-1] == tok.pad_token_id
+    assert tok(["a", "b c d"], padding=True, pad_token_id=7)["input_ids"][0][-1] == 7
+    no_pad = gpu_tok.Tokenizer.from_str(tokenizer_json(BPE))  # no config: no pad token known
+    with pytest.raises(gpu_tok.InvalidInputError, match="pad_token_id"):
+        no_pad(["a", "b c"], padding=True)
+
+
+def test_tensors_are_zero_copy_and_dlpack() -> None:
+    enc = ours(BPE).encode_batch(["Hello world", "hi"], padding=True)
+    ids = enc.input_ids
+    assert isinstance(ids, gpu_tok.Tensor)
+    assert ids.shape == (2, 2) and ids.dtype == "int64" and ids.__dlpack_device__() == (1, 0)
+    via_buffer = np.asarray(ids)
+    via_dlpack = np.from_dlpack(ids)
+    assert via_buffer.tolist() == via_dlpack.tolist() == ids.tolist()
+    via_buffer[0, 0] = 42  # same memory: the DLPack view sees the write
+    assert via_dlpack[0, 0] == 42
+    legacy = ids.__dlpack__()
+    assert "dltensor" in repr(legacy)
+    versioned = ids.__dlpack__(max_version=(1, 0))
+    assert "dltensor_versioned" in repr(versioned)
+    del legacy, versioned  # unconsumed capsules free their tensors
+    with pytest.raises(BufferError):
+        ids.__dlpack__(dl_device=(2, 0))
+    copy = np.from_dlpack(ids, copy=True)
+    copy[0, 0] = 0
+    assert via_dlpack[0, 0] == 42
+    assert enc.lengths.tolist() == [2, 1]
+    assert enc.row_offsets.tolist() == [0, 2, 4]
+    assert not enc.is_ragged
+
+
+def test_ragged_batch_is_csr() -> None:
+    tok = ours(BPE)
+    texts = ["Hello world", "hi", "one two three four"]
+    enc = tok.encode_batch(texts)
+    assert enc.is_ragged
+    flat, starts = np.asarray(enc.input_ids), np.asarray(enc.row_offsets)
+    rows = [flat[starts[i]:starts[i + 1]].tolist() for i in range(len(texts))]
+    assert rows == [tok.encode(t) for t in texts]
+    assert enc.to_lists()["input_ids"] == rows
+
+
+def test_torch_when_installed() -> None:
+    torch = pytest.importorskip("torch")
+    out = ours(BPE)(["Hello world", "hi"], padding=True, return_tensors="pt")
+    assert out["input_ids"].dtype == torch.int64 and tuple(out["input_ids"].shape) == (2, 2)
+
+
+def test_devices() -> None:
+    tok = ours(BPE)
+    assert tok("x", device="cpu")["input_ids"] == tok("x", device="auto")["input_ids"]
+    with pytest.raises(ValueError, match="device"):
+        tok("x", device="tpu")
+    if not gpu_tok.info()["cuda"]["available"]:
+        with pytest.raises(gpu_tok.CudaUnavailableError):
+            tok("x", device="cuda")
+        with pytest.raises(gpu_tok.CudaUnavailableError):
+            tok("x", device="cuda:1")
+
+
+def test_device_accepts_torch_device() -> None:
+    torch = pytest.importorskip("torch")
+    assert ours(BPE)("x", device=torch.device("cpu"))["input_ids"] == ours(BPE)("x")["input_ids"]
+
+
+def test_decode_options() -> None:
+    tok = ours(NAME)
+    ids = tok("hello , world !")["input_ids"]
+    assert tok.decode(ids) == "hello, world!"
+    assert tok.decode(ids, skip_special_tokens=False).startswith("[CLS]")
+    assert tok.decode(ids, clean_up_tokenization_spaces=True) == "hello, world!"
+    assert tok.decode(np.array(ids)) == tok.decode(ids)
+    assert tok.decode_batch([ids, ids[:2]]) == [tok.decode(ids), tok.decode(ids[:2])]
+
+
+def test_with_truncation_and_padding_share_tables() -> None:
+    tok = ours(BPE)
+    short = tok.with_truncation(3)
+    assert short.encode("one two three four five") == tok.encode("one two three four five")[:3]
+    padded = tok.with_padding(length=10)
+    assert len(padded.encode("hi")) == 10
+    assert padded._core is tok._core
+    assert len(tok.encode("hi")) == 1  # the original is unchanged
+
+
+def test_info_and_plan() -> None:
+    report = gpu_tok.info(ours(BPE))
+    assert report["version"] == gpu_tok.__version__
+    assert report["threads"] >= 1
+    assert isinstance(report["cuda"]["available"], bool)
+    assert report["cuda"]["available"] or report["cuda"]["reason"]
+    stages = {row["stage"]: row for row in report["plan"]}
+    assert stages["model"]["component"] == "BPE"
+    assert stages["normalize"]["component"] == "NFC"
+    assert all(row["path"] == "exact" and row["reason"] for row in report["plan"])
+
+
+def test_special_token_lists() -> None:
+    tok = ours(BPE)
+    assert "<|endoftext|>" in tok.all_special_tokens
+    assert tok.token_to_id("<|endoftext|>") in tok.all_special_ids
+    assert "<think>" not in tok.all_special_tokens  # added but not special
+
+
+@pytest.mark.skipif(not HAVE_SHARED, reason="needs ../shared for tokenizer_config.json beside tokenizer.json")
+def test_from_pretrained_on_shared_dirs() -> None:
+    tok = gpu_tok.Tokenizer.from_pretrained(SHARED_TOKENIZERS / "deepseek_v3")
+    assert tok.bos_token == "<｜begin▁of▁sentence｜>"
+    assert tok.pad_token_id == tok.token_to_id("<｜end▁of▁sentence｜>")
