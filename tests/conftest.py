@@ -14,10 +14,9 @@ import os
 from functools import cache
 from pathlib import Path
 
+import gpu_tok
 import pytest
 import tokenizers
-
-import gpu_tok
 from gpu_tok import _data
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -93,7 +92,7 @@ EMBEDDED_EDGE_CASES = [
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """`slow` tests run only with GPU_TOK_SLOW=1; `gpu` ones only where CUDA is usable."""
+    """`slow` tests (long soaks) run only with GPU_TOK_SLOW=1."""
     run_slow = os.environ.get("GPU_TOK_SLOW") == "1"
     for item in items:
         if "slow" in item.keywords and not run_slow:

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 
+import gpu_tok
 import numpy as np
 import pytest
 from conftest import HAVE_SHARED, SHARED_TOKENIZERS, ours, tokenizer_config, tokenizer_json
-
-import gpu_tok
 
 NAME = "bert-minilm"  # in every environment; carries truncation+padding in tokenizer.json
 BPE = "qwen3"

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+import gpu_tok
 import pytest
 import tokenizers
 from conftest import ours, tokenizer_json
-
-import gpu_tok
 
 NAME = "qwen3"
 

@@ -60,8 +60,8 @@ def truncation(
     side = _side("truncation_side", side)
     if truncation is None:
         if from_file and d.file_truncation is not None:
-            length, strategy, file_side, stride = d.file_truncation
-            return (max_length or length, strategy, side or file_side, stride)
+            length, strategy, stored_side, stride = d.file_truncation
+            return (max_length or length, strategy, side or stored_side, stride)
         if max_length is None:
             return None
         truncation = True  # as transformers: a max_length alone turns truncation on
@@ -82,7 +82,7 @@ def truncation(
             raise InvalidInputError(
                 "truncation needs max_length: this tokenizer's config sets no model_max_length"
             )
-    file_side = d.file_truncation[2] if d.file_truncation else None
+    file_side: str | None = d.file_truncation[2] if d.file_truncation else None
     return (max_length, strategy, side or d.truncation_side or file_side or "right", 0)
 
 
@@ -98,14 +98,15 @@ def padding(
 ) -> Padding | None:
     multiple = _positive("pad_to_multiple_of", pad_to_multiple_of)
     side = _side("padding_side", side)
-    if pad_token_id is not None and (isinstance(pad_token_id, bool) or not isinstance(pad_token_id, int) or pad_token_id < 0):
+    bad_id = isinstance(pad_token_id, bool) or not isinstance(pad_token_id, int) or pad_token_id < 0
+    if pad_token_id is not None and bad_id:
         raise ValueError(f"pad_token_id must be a non-negative int, not {pad_token_id!r}")
     file = d.file_padding
     if padding is None:
         if not (from_file and file is not None):
             return None
-        length, file_side, file_multiple, pad_id, type_id, token = file
-        return (length, side or file_side, multiple or file_multiple,
+        length, stored_side, file_multiple, pad_id, type_id, token = file
+        return (length, side or stored_side, multiple or file_multiple,
                 pad_id if pad_token_id is None else pad_token_id, type_id, token)
     if padding is False or padding == "do_not_pad":
         return None
@@ -127,6 +128,6 @@ def padding(
         raise InvalidInputError(
             "padding needs a pad token, and this tokenizer defines none: pass pad_token_id=..."
         )
-    file_side = file[1] if file else None
+    file_side: str | None = file[1] if file else None
     type_id = file[4] if file else 0
     return (length, side or d.padding_side or file_side or "right", multiple, pad_id, type_id, token)

@@ -23,9 +23,11 @@ def _import(module: str, kind: str) -> Any:
         raise ImportError(f"return_tensors={kind!r} needs {module}, which is not installed") from err
 
 
-def convert(tensor: _core.Tensor, kind: str | None) -> Any:
+def convert(tensor: _core.Tensor | None, kind: str | None) -> Any:
     """`tensor` as `kind`: None keeps the gpu_tok Tensor; "np", "pt", "cupy" go
     through DLPack without a copy."""
+    if tensor is None:
+        raise KeyError("this batch has no such field")
     if kind is None:
         return tensor
     if kind == "np":
@@ -81,14 +83,21 @@ class BatchEncoding(dict):
         """Every field as per-row Python lists."""
         return dict(self._require_core().to_lists())
 
+    def _convert_all(self, kind: str) -> dict[str, Any]:
+        core = self._require_core()
+        return {name: convert(core.tensor(name), kind) for name in core.keys()}
+
     def to_numpy(self) -> dict[str, Any]:
-        return {k: convert(self._require_core().tensor(k), "np") for k in self}
+        """Every field as a numpy array (no copy)."""
+        return self._convert_all("np")
 
     def to_torch(self) -> dict[str, Any]:
-        return {k: convert(self._require_core().tensor(k), "pt") for k in self}
+        """Every field as a torch tensor (no copy)."""
+        return self._convert_all("pt")
 
     def to_cupy(self) -> dict[str, Any]:
-        return {k: convert(self._require_core().tensor(k), "cupy") for k in self}
+        """Every field as a CuPy array."""
+        return self._convert_all("cupy")
 
     def to(self, device: Any) -> BatchEncoding:
         """Moves torch values to `device` (like transformers' BatchEncoding.to)."""

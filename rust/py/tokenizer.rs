@@ -186,9 +186,7 @@ impl CoreTokenizer {
 
     /// Padding stored in tokenizer.json as (fixed length or None, direction,
     /// pad_to_multiple_of, pad_id, pad_type_id, pad_token), or None.
-    fn file_padding(
-        &self,
-    ) -> Option<(Option<usize>, &'static str, Option<usize>, u32, u32, String)> {
+    fn file_padding(&self) -> Option<PaddingArgs> {
         self.engine.file_padding().map(|p| {
             let length = match p.strategy {
                 PaddingStrategy::Fixed(n) => Some(n),
@@ -197,7 +195,7 @@ impl CoreTokenizer {
             let left = matches!(p.direction, PaddingDirection::Left);
             (
                 length,
-                side(left),
+                side(left).to_string(),
                 p.pad_to_multiple_of,
                 p.pad_id,
                 p.pad_type_id,

@@ -1,0 +1,29 @@
+# The targets people and CI run alike (.ci/run calls `make test`).
+PYTHON ?= python3
+
+.PHONY: install test lint rust-test pytest bench fmt
+
+install:  ## build the extension (release) and install it with the test tools
+	$(PYTHON) -m pip install -q -e ".[test]"
+
+lint:  ## formatting, clippy, ruff, mypy, stubs against the built module
+	cargo fmt --all -- --check
+	cargo clippy --all-targets --release -- -D warnings
+	$(PYTHON) -m ruff check python tests benches
+	$(PYTHON) -m mypy python/gpu_tok
+	$(PYTHON) -m mypy.stubtest gpu_tok._core
+
+rust-test:
+	cargo test --release
+
+pytest:
+	$(PYTHON) -m pytest -q
+
+test: install lint rust-test pytest  ## everything CI checks
+
+bench:  ## the benchmark on the shared corpus (8 MB), results under benches/results/
+	$(PYTHON) benches/run_bench.py
+
+fmt:
+	cargo fmt --all
+	$(PYTHON) -m ruff check --fix python tests benches

@@ -1,0 +1,7 @@
+"""`python -m gpu_tok`: the same as the `gpu-tok` command."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,233 @@
+"""`gpu-tok` (also `python -m gpu_tok`): bench, encode, decode, info.
+
+Exit codes: 0 success, 1 the work failed (unreadable file, bad tokenizer, ids
+that disagree with `tokenizers` in a benchmark), 2 bad command-line usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+DESCRIPTION = """\
+gpu_tok: exact Hugging Face tokenization, fast.
+
+  gpu-tok bench                      compare gpu_tok with tokenizers, tiktoken... on the
+                                     embedded default (Qwen3 + a 1 MB multilingual sample)
+  gpu-tok bench --tokenizer DIR --corpus data.jsonl --batch-sizes 1,64,1024 --json out.json
+  gpu-tok encode --tokenizer DIR "some text"     print ids (--json: with offsets)
+  gpu-tok decode --tokenizer DIR 9707 1879       print text
+  gpu-tok info [--tokenizer DIR]                 version, backend, CUDA, threads, plan
+"""
+
+
+class UsageError(Exception):
+    """A bad argument: exit code 2."""
+
+
+def _positive_ints(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not values or any(v <= 0 for v in values):
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return values
+
+
+def _positive_int(text: str) -> int:
+    values = _positive_ints(text)
+    if len(values) != 1:
+        raise argparse.ArgumentTypeError(f"expected one positive integer, got {text!r}")
+    return values[0]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gpu-tok", description=DESCRIPTION,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    tokenizer_help = "tokenizer.json or a model directory (default: the embedded Qwen3)"
+    bench = sub.add_parser("bench", help="measure gpu_tok against its peers on the same data",
+                           description="Measure gpu_tok and every installed peer on the same corpus, "
+                                       "interleaved, and report medians, speedups and parity.")
+    bench.add_argument("--tokenizer", help=tokenizer_help)
+    bench.add_argument("--corpus", help="documents: .txt (one per line), .jsonl or .parquet "
+                                        "(default: the embedded 1 MB multilingual sample)")
+    bench.add_argument("--text-field", default="text", help="field holding the text in .jsonl/.parquet (default: text)")
+    bench.add_argument("--max-mb", type=float, default=8.0, help="use at most this many MB of the corpus (default: 8)")
+    bench.add_argument("--device", choices=["cpu", "cuda", "auto", "all"], default="cpu",
+                       help="gpu_tok device(s) to measure (default: cpu)")
+    bench.add_argument("--threads", type=_positive_int, help="threads for every engine (default: all cores)")
+    bench.add_argument("--batch-sizes", type=_positive_ints, default=[1024], help="comma-separated (default: 1024)")
+    bench.add_argument("--repeats", type=_positive_int, default=3, help="timed runs per engine and size (default: 3)")
+    bench.add_argument("--compare", default="tokenizers,tiktoken,tokie,kitoken",
+                       help="peers, comma-separated (default: tokenizers,tiktoken,tokie,kitoken; "
+                            "also: tokenizers-encode; 'none' for none)")
+    bench.add_argument("--json", dest="json_out", help="write the full results here as JSON")
+    bench.add_argument("--plot", help="draw throughput against batch size into this PNG")
+
+    encode = sub.add_parser("encode", help="print the ids of a text")
+    encode.add_argument("--tokenizer", help=tokenizer_help)
+    encode.add_argument("text", nargs="?", default="-", help="the text, or - for standard input (default)")
+    encode.add_argument("--no-special-tokens", action="store_true", help="do not add BOS/EOS/CLS/SEP...")
+    encode.add_argument("--json", action="store_true", help="print JSON with ids, tokens and offsets")
+
+    decode = sub.add_parser("decode", help="print the text of ids")
+    decode.add_argument("--tokenizer", help=tokenizer_help)
+    decode.add_argument("ids", nargs="*", help="ids (default: read them from standard input)")
+    decode.add_argument("--keep-special-tokens", action="store_true", help="do not skip special tokens")
+
+    info = sub.add_parser("info", help="version, build, backend, CUDA, threads, and a tokenizer's plan")
+    info.add_argument("--tokenizer", help="also show this tokenizer's plan")
+    info.add_argument("--json", action="store_true", help="print JSON")
+    return parser
+
+
+def _load(spec: str | None) -> tuple[Any, str, str | None]:
+    """(Tokenizer, tokenizer.json text, path of the file or None for the embedded one)."""
+    from . import Tokenizer, _data
+
+    if spec is None:
+        return Tokenizer.default(), _data.default_tokenizer_json(), None
+    path = Path(spec)
+    if not path.exists():
+        raise UsageError(f"--tokenizer {spec}: no such file or directory")
+    tok = Tokenizer.from_pretrained(path) if path.is_dir() else Tokenizer.from_file(path)
+    file = path / "tokenizer.json" if path.is_dir() else path
+    return tok, file.read_text(encoding="utf-8"), str(file)
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from . import _data, bench
+
+    tok, json_text, path = _load(args.tokenizer)
+    max_bytes = int(args.max_mb * 1e6)
+    if args.corpus:
+        if not Path(args.corpus).is_file():
+            raise UsageError(f"--corpus {args.corpus}: no such file")
+        texts = bench.read_corpus(args.corpus, args.text_field, max_bytes)
+    else:
+        texts = [d["text"] for d in _data.sample_corpus()]
+    devices = {"cpu": ["cpu"], "cuda": ["cuda"], "auto": ["auto"], "all": ["cpu", "cuda"]}[args.device]
+    compare = [] if args.compare.strip() == "none" else [c.strip() for c in args.compare.split(",") if c.strip()]
+    with tempfile.TemporaryDirectory() as tmp:
+        if path is None:  # peers that load only from files get the embedded JSON as a file
+            path = os.path.join(tmp, "tokenizer.json")
+            Path(path).write_text(json_text, encoding="utf-8")
+        steps = len(args.batch_sizes) * args.repeats * (len(devices) + len(compare))
+        with _progress(steps) as advance:
+            report = bench.run(tok, json_text, texts, tokenizer_path=path, devices=devices, compare=compare,
+                               batch_sizes=args.batch_sizes, repeats=args.repeats, threads=args.threads,
+                               progress=advance)
+    report["tokenizer"]["source"] = args.tokenizer or "embedded qwen3"
+    report["corpus"]["source"] = args.corpus or "embedded sample"
+    print(bench.table(report))
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    if args.plot:
+        bench.plot(report, args.plot)
+    mismatched = [e["name"] for e in report["engines"] if e["name"].startswith("gpu_tok") and e["status"] == "ok"
+                  and e["parity"] and e["parity"]["identical"] != e["parity"]["total"]]
+    if mismatched:
+        print(f"error: {', '.join(mismatched)} disagreed with tokenizers on some documents", file=sys.stderr)
+        return 1
+    return 0
+
+
+class _progress:
+    """A tqdm bar on a terminal (when tqdm is installed), else nothing."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.bar: Any = None
+
+    def __enter__(self) -> Any:
+        try:
+            from tqdm import tqdm
+        except ImportError:
+            return lambda n: None
+        self.bar = tqdm(total=self.total, desc="bench", unit="run", disable=None, leave=False)
+        return self.bar.update
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _encode(args: argparse.Namespace) -> int:
+    tok, _, _ = _load(args.tokenizer)
+    text = sys.stdin.read() if args.text == "-" else args.text
+    add = not args.no_special_tokens
+    if args.json:
+        out = tok([text], add_special_tokens=add, return_offsets_mapping=True, return_attention_mask=False)
+        ids = out["input_ids"][0]
+        record = {"ids": ids, "tokens": [tok.id_to_token(i) for i in ids],
+                  "offsets": [list(o) for o in out["offset_mapping"][0]]}
+        print(json.dumps(record, ensure_ascii=False))
+    else:
+        print(" ".join(map(str, tok.encode(text, add_special_tokens=add))))
+    return 0
+
+
+def _decode(args: argparse.Namespace) -> int:
+    tok, _, _ = _load(args.tokenizer)
+    words = args.ids or sys.stdin.read().replace(",", " ").split()
+    try:
+        ids = [int(w) for w in words]
+    except ValueError:
+        raise UsageError("ids must be integers") from None
+    print(tok.decode(ids, skip_special_tokens=not args.keep_special_tokens))
+    return 0
+
+
+def _info(args: argparse.Namespace) -> int:
+    import gpu_tok
+
+    tok = _load(args.tokenizer)[0] if args.tokenizer else None
+    report = gpu_tok.info(tok)
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    cuda = report["cuda"]
+    print(f"gpu_tok {report['version']} (tokenizers crate {report['tokenizers_crate']})")
+    print(f"backend: {report['backend']}   threads: {report['threads']}   "
+          f"CUDA backend built: {'yes' if report['cuda_backend'] else 'no'}")
+    print(f"CUDA: {'available' if cuda['available'] else 'unavailable'}"
+          + (f" ({cuda['reason']})" if cuda["reason"] else "")
+          + (f", driver {cuda['driver_version']}" if cuda.get("driver_version") else "")
+          + (f", NVRTC {cuda['nvrtc_version']}" if cuda.get("nvrtc_version") else ""))
+    if tok is not None:
+        print("plan:")
+        for row in report["plan"]:
+            print(f"  {row['stage']:<13} {row['component']:<40} {row['path']:<6} {row['reason']}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "threads", None):
+        # Before any pool exists: gpu_tok's and tokenizers' (rayon) read these at first use.
+        os.environ["GPU_TOK_NUM_THREADS"] = os.environ["RAYON_NUM_THREADS"] = str(args.threads)
+    from ._errors import GpuTokError
+
+    commands = {"bench": _bench, "encode": _encode, "decode": _decode, "info": _info}
+    try:
+        return commands[args.command](args)
+    except UsageError as err:
+        parser.error(str(err))  # exits 2
+    except (GpuTokError, OSError, ValueError) as err:
+        print(f"gpu-tok: error: {err}", file=sys.stderr)
+        return 1
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,178 @@
+"""The tokenizers gpu_tok is measured against, each behind one small adapter.
+
+Every engine encodes raw text to ids without special tokens (tiktoken adds
+none, so this keeps the comparison fair). An engine whose package is missing,
+or that cannot load the given tokenizer, is reported as skipped with the
+reason; it is never an error.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .tokenizer import Tokenizer
+
+
+@dataclass
+class Engine:
+    """One tokenizer under test: `encode` is timed, `ids` and `count` are not."""
+
+    name: str
+    version: str
+    encode: Callable[[list[str]], Any]
+    ids: Callable[[Any], list[list[int]]]
+
+
+class Skipped(Exception):
+    """An engine that cannot run here, and why."""
+
+
+def _version(package: str) -> str:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "?"
+
+
+def _gpu_tok(tok: Tokenizer, device: str) -> Engine:
+    def encode(texts: list[str]) -> Any:
+        return tok.encode_batch(texts, add_special_tokens=False, padding=False, truncation=False,
+                                return_attention_mask=False, return_token_type_ids=False, device=device)
+
+    return Engine(f"gpu_tok[{device}]", _version("gpu_tok"), encode, lambda r: r.to_lists()["input_ids"])
+
+
+def _hf(json_text: str, *, batch: bool) -> Engine:
+    try:
+        import tokenizers
+    except ImportError as err:
+        raise Skipped("tokenizers is not installed") from err
+    hf = tokenizers.Tokenizer.from_str(json_text)
+    hf.no_truncation()
+    hf.no_padding()
+    if batch:
+        def encode(texts: list[str]) -> Any:
+            return hf.encode_batch(texts, add_special_tokens=False)
+        name = "tokenizers"
+    else:
+        def encode(texts: list[str]) -> Any:
+            return [hf.encode(t, add_special_tokens=False) for t in texts]
+        name = "tokenizers[encode]"
+    return Engine(name, _version("tokenizers"), encode, lambda r: [e.ids for e in r])
+
+
+def _byte_decoder() -> dict[str, int]:
+    """Inverse of GPT-2's bytes_to_unicode: the printable stand-in of each byte."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
+        list(range(ord("®"), ord("ÿ") + 1))
+    codes = printable[:]
+    extra = 0
+    for b in range(256):
+        if b not in printable:
+            printable.append(b)
+            codes.append(256 + extra)
+            extra += 1
+    return {chr(c): b for b, c in zip(printable, codes, strict=True)}
+
+
+GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+
+
+def _tiktoken(json_text: str, threads: int) -> Engine:
+    """tiktoken built from the same vocabulary: possible for byte-level BPE whose
+    ids are merge ranks and whose pre-tokenizer is one regex."""
+    try:
+        import tiktoken
+    except ImportError as err:
+        raise Skipped("tiktoken is not installed") from err
+    spec = json.loads(json_text)
+    model, pre = spec.get("model") or {}, spec.get("pre_tokenizer") or {}
+    if model.get("type") != "BPE" or spec.get("normalizer") not in (None, {"type": "NFC"}):
+        raise Skipped("tiktoken needs a byte-level BPE without normalization")
+    if pre.get("type") == "ByteLevel" and pre.get("use_regex", True):
+        pattern = GPT2_PATTERN
+    elif pre.get("type") == "Sequence" and len(pre.get("pretokenizers", [])) == 2 \
+            and pre["pretokenizers"][0].get("type") == "Split" and pre["pretokenizers"][1].get("type") == "ByteLevel":
+        pattern = pre["pretokenizers"][0]["pattern"].get("Regex")
+    else:
+        raise Skipped("tiktoken needs a single-regex byte-level pre-tokenizer")
+    decoder = _byte_decoder()
+    try:
+        ranks = {bytes(decoder[c] for c in token): rank for token, rank in model["vocab"].items()}
+        enc = tiktoken.Encoding("from-tokenizer-json", pat_str=pattern, mergeable_ranks=ranks, special_tokens={})
+    except (KeyError, ValueError) as err:
+        raise Skipped(f"tiktoken cannot load this vocabulary: {err}") from err
+
+    def encode(texts: list[str]) -> Any:
+        return enc.encode_ordinary_batch(texts, num_threads=threads)
+
+    return Engine("tiktoken", _version("tiktoken"), encode, lambda r: r)
+
+
+def _tokie(path: str | None) -> Engine:
+    try:
+        import tokie
+    except ImportError as err:
+        raise Skipped("tokie is not installed") from err
+    if path is None:
+        raise Skipped("tokie loads from a file path only")
+    tok = tokie.Tokenizer.from_json(path)
+
+    def encode(texts: list[str]) -> Any:
+        return tok.encode_batch(texts, add_special_tokens=False)
+
+    return Engine("tokie", _version("tokie"), encode, lambda r: [e.ids for e in r])
+
+
+def _kitoken(path: str | None) -> Engine:
+    try:
+        import kitoken
+    except ImportError as err:
+        raise Skipped("kitoken is not installed") from err
+    if path is None:
+        raise Skipped("kitoken loads from a file path only")
+    tok = kitoken.Kitoken.from_tokenizers_file(path)
+    return Engine("kitoken", _version("kitoken"), lambda texts: tok.encode_all(texts, False), lambda r: r)
+
+
+PEERS = ("tokenizers", "tokenizers-encode", "tiktoken", "tokie", "kitoken")
+
+
+def load_peer(name: str, json_text: str, path: str | None, threads: int) -> Engine:
+    """The peer called `name` for this tokenizer, or `Skipped`."""
+    try:
+        if name == "tokenizers":
+            return _hf(json_text, batch=True)
+        if name == "tokenizers-encode":
+            return _hf(json_text, batch=False)
+        if name == "tiktoken":
+            return _tiktoken(json_text, threads)
+        if name == "tokie":
+            return _tokie(path)
+        if name == "kitoken":
+            return _kitoken(path)
+    except Skipped:
+        raise
+    except Exception as err:  # a peer's own loader failing is a skip, not our error
+        raise Skipped(f"{name} failed to load this tokenizer: {err}") from err
+    raise Skipped(f"unknown peer {name!r} (known: {', '.join(PEERS)})")
+
+
+def gpu_tok_engine(tok: Tokenizer, device: str) -> Engine:
+    """gpu_tok on `device` ('cpu' or 'cuda'), or `Skipped` when that device is unusable."""
+    from ._errors import CudaUnavailableError
+
+    try:
+        tok.encode_batch(["probe"], device=device)
+    except CudaUnavailableError as err:
+        raise Skipped(str(err)) from err
+    return _gpu_tok(tok, device)
+
+
+def default_threads() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
