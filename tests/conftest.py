@@ -80,6 +80,12 @@ def corpus_sample() -> list[str]:
     return [doc["text"] for doc in _data.sample_corpus()]
 
 
+@cache
+def whole_corpus() -> list[str]:
+    with (SHARED_CORPUS / "mixed.jsonl").open(encoding="utf-8") as f:
+        return [json.loads(line)["text"] for line in f]
+
+
 EMBEDDED_EDGE_CASES = [
     "", " ", "  ", "\t", "\n", "\r\n", " \n ", "\r\r\n\n", "a\u00a0b", "\u3000x\u2028y\u2029",
     "Hello, world! I'M here — it's 2024: naïve café 東京 Привет 🤷🏽‍♀️\r\n\tdef f(x):  return x**2",

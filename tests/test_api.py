@@ -205,7 +205,11 @@ def test_info_and_plan() -> None:
     stages = {row["stage"]: row for row in report["plan"]}
     assert stages["model"]["component"] == "BPE"
     assert stages["normalize"]["component"] == "NFC"
-    assert all(row["path"] == "exact" and row["reason"] for row in report["plan"])
+    assert all(row["reason"] for row in report["plan"])
+    assert [stages[s]["path"] for s in ("normalize", "pre_tokenize", "model")] == ["fast"] * 3
+    assert stages["decode"]["path"] == "exact"
+    wordpiece = {row["stage"]: row for row in ours(NAME).plan}
+    assert wordpiece["model"]["path"] == "exact" and "not covered" in wordpiece["model"]["reason"]
 
 
 def test_special_token_lists() -> None:

@@ -46,5 +46,6 @@ def test_generated_text_matches_tokenizers(batch: list[str]) -> None:
         assert got["input_ids"] == [e.ids for e in expected], name
         assert got["offset_mapping"] == [[tuple(o) for o in e.offsets] for e in expected], name
         assert got["token_type_ids"] == [e.type_ids for e in expected], name
+        assert ours(name)(batch)["input_ids"] == [e.ids for e in expected], f"{name} (fast path)"
         round_trip = ours(name).decode_batch(got["input_ids"])
         assert round_trip == oracle(name).decode_batch([e.ids for e in expected]), name

@@ -8,7 +8,7 @@ from functools import cache
 
 import pytest
 import tokenizers
-from conftest import TOKENIZER_NAMES, corpus_sample, edge_cases, ours, tokenizer_json
+from conftest import HAVE_SHARED, TOKENIZER_NAMES, corpus_sample, edge_cases, ours, tokenizer_json, whole_corpus
 
 FIELDS = {
     "input_ids": "ids",
@@ -41,11 +41,14 @@ def assert_same(lists: dict, expected: list[tokenizers.Encoding], texts: list, l
 
 
 def encode_all(name: str, texts: list, pairs: list | None = None, **kwargs) -> dict:
-    enc = ours(name).encode_batch(
-        texts, pairs, return_token_type_ids=True, return_special_tokens_mask=True,
-        return_offsets=True, **kwargs,
-    )
-    return enc.to_lists()
+    """Every field, from two calls: without offsets (the fast engine where the
+    plan allows it) and with offsets (the exact path). Both must agree."""
+    common = dict(return_token_type_ids=True, return_special_tokens_mask=True, **kwargs)
+    fast = ours(name).encode_batch(texts, pairs, **common).to_lists()
+    with_offsets = ours(name).encode_batch(texts, pairs, return_offsets=True, **common).to_lists()
+    for field in fast:
+        assert fast[field] == with_offsets[field], f"{name}: {field} differs between the fast and exact paths"
+    return with_offsets
 
 
 @pytest.mark.parametrize("name", TOKENIZER_NAMES)
@@ -63,6 +66,22 @@ def test_corpus_with_file_settings(name: str) -> None:
     expected = pristine(name).encode_batch(texts)
     got = encode_all(name, texts)
     assert_same(got, expected, texts, f"{name} corpus")
+
+
+BYTE_LEVEL = [n for n in TOKENIZER_NAMES if n in ("qwen3", "deepseek_v3", "gpt-oss", "claude")]
+
+
+@pytest.mark.skipif(not HAVE_SHARED, reason="the whole mixed.jsonl lives in ../shared")
+@pytest.mark.parametrize("name", BYTE_LEVEL)
+def test_whole_corpus_ids_on_the_fast_path(name: str) -> None:
+    """All of mixed.jsonl (34 MB): ids from the fast engine equal the oracle's."""
+    texts = whole_corpus()
+    assert {row["path"] for row in ours(name).plan if row["stage"] == "model"} == {"fast"}
+    expected = pristine(name).encode_batch_fast(texts, add_special_tokens=False)
+    got = ours(name).encode_batch(texts, add_special_tokens=False).to_lists()["input_ids"]
+    mismatched = [i for i, (row, enc) in enumerate(zip(got, expected, strict=True)) if row != enc.ids]
+    first = texts[mismatched[0]] if mismatched else ""
+    assert not mismatched, f"{name}: {len(mismatched)}/{len(texts)} documents differ, first {first!r:.200}"
 
 
 @pytest.mark.parametrize("name", TOKENIZER_NAMES)

@@ -9,10 +9,12 @@
 //! code; the fast engine will take over the stages its plan proves exact.
 
 pub mod exact;
+pub mod fast;
 pub mod pack;
 
 use crate::cpu;
 use crate::error::{Error, Result};
+use crate::plan::bytelevel::ByteLevelPlan;
 use pack::{Batch, Outputs};
 use tokenizers::utils::truncation::truncate_encodings;
 use tokenizers::{Encoding, PaddingParams, PostProcessor, Tokenizer, TruncationParams};
@@ -35,7 +37,13 @@ pub struct Engine {
     hf: Tokenizer,
     file_truncation: Option<TruncationParams>,
     file_padding: Option<PaddingParams>,
+    /// The fast byte-level plan, or why this tokenizer has none.
+    fast: std::result::Result<ByteLevelPlan, String>,
+    /// Unique per engine: tags per-thread word caches.
+    id: u64,
 }
+
+static NEXT_ENGINE_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl Engine {
     /// Builds an engine from the text of a tokenizer.json.
@@ -45,11 +53,39 @@ impl Engine {
         let file_padding = hf.get_padding().cloned();
         hf.with_truncation(None).map_err(Error::tokenizers)?;
         hf.with_padding(None);
+        let fast = match serde_json::from_str::<serde_json::Value>(json) {
+            Ok(spec) => ByteLevelPlan::build(&spec),
+            Err(err) => Err(format!("unreadable JSON: {err}")),
+        };
+        let id = NEXT_ENGINE_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(Engine {
             hf,
             file_truncation,
             file_padding,
+            fast,
+            id,
         })
+    }
+
+    /// The plan: which engine runs each stage, and why.
+    pub fn plan(&self) -> crate::plan::Plan {
+        crate::plan::Plan::of(
+            &self.hf,
+            self.fast.as_ref().map(|_| ()).map_err(String::as_str),
+        )
+    }
+
+    /// One sequence: the fast path when the plan and the document allow it
+    /// and no offsets are wanted, else the exact path.
+    fn encode_sequence(&self, text: &str, type_id: u32, settings: &Settings) -> Result<Encoding> {
+        if !settings.outputs.offsets {
+            if let Ok(plan) = &self.fast {
+                if let Some(ids) = fast::encode_ids(plan, self.id, text) {
+                    return Ok(encoding_from_ids(ids, type_id));
+                }
+            }
+        }
+        exact::encode_sequence(&self.hf, text, type_id)
     }
 
     /// The underlying `tokenizers` object (without truncation and padding).
@@ -112,9 +148,9 @@ impl Engine {
     /// One row: each sequence, then truncation, then the post-processor (the
     /// order of `TokenizerImpl::post_process`).
     fn encode_one(&self, (text, pair): Input<'_>, settings: &Settings) -> Result<Encoding> {
-        let first = exact::encode_sequence(&self.hf, text, 0)?;
+        let first = self.encode_sequence(text, 0, settings)?;
         let second = pair
-            .map(|p| exact::encode_sequence(&self.hf, p, 1))
+            .map(|p| self.encode_sequence(p, 1, settings))
             .transpose()?;
         let (first, second) = match &settings.truncation {
             Some(trunc) => {
@@ -159,6 +195,24 @@ impl Engine {
                 .map_err(Error::tokenizers)
         })
     }
+}
+
+/// An encoding of plain ids (no offsets or token strings: callers that want
+/// offsets take the exact path). The post-processor and packing only read ids,
+/// type ids and masks from it.
+fn encoding_from_ids(ids: Vec<u32>, type_id: u32) -> Encoding {
+    let n = ids.len();
+    Encoding::new(
+        ids,
+        vec![type_id; n],
+        vec![String::new(); n],
+        vec![None; n],
+        vec![(0, 0); n],
+        vec![0; n],
+        vec![1; n],
+        Vec::new(),
+        Default::default(),
+    )
 }
 
 /// Tells apart text that is not JSON from JSON the crate cannot build.

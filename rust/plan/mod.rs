@@ -1,8 +1,11 @@
 //! The plan: for a loaded tokenizer, which engine runs each stage and why.
 //!
-//! Today every stage runs on the exact path (the `tokenizers` crate). The fast
-//! engine will claim the stages it can prove exact; this module is where that
-//! decision is made and explained (`gpu-tok info --tokenizer`, `tok.plan`).
+//! The fast engine claims the stages it reproduces exactly (today: byte-level
+//! BPE, see [`bytelevel`]); everything else runs on the exact path, the
+//! `tokenizers` crate itself. The decision and its reason are reported by
+//! `gpu-tok info --tokenizer` and `tok.plan`.
+
+pub mod bytelevel;
 
 use serde_json::Value;
 use tokenizers::{ModelWrapper, Tokenizer};
@@ -12,12 +15,15 @@ use tokenizers::{ModelWrapper, Tokenizer};
 pub enum Path {
     /// The `tokenizers` crate itself: always exact, never fast.
     Exact,
+    /// gpu_tok's fast engine (shared kernels in `cuda/*.cuh`).
+    Fast,
 }
 
 impl std::fmt::Display for Path {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Path::Exact => "exact",
+            Path::Fast => "fast",
         })
     }
 }
@@ -77,8 +83,8 @@ fn model_type(model: &ModelWrapper) -> Value {
 }
 
 impl Plan {
-    /// The plan for `hf`.
-    pub fn of(hf: &Tokenizer) -> Plan {
+    /// The plan for `hf`; `fast` is the byte-level plan's outcome (Err: why not).
+    pub fn of(hf: &Tokenizer, fast: Result<(), &str>) -> Plan {
         let components = [
             ("normalize", serialized(hf.get_normalizer())),
             ("pre_tokenize", serialized(hf.get_pre_tokenizer())),
@@ -88,11 +94,16 @@ impl Plan {
         ];
         let stages = components
             .iter()
-            .map(|(stage, value)| Stage {
-                stage,
-                component: describe(value),
-                path: Path::Exact,
-                reason: "the fast engine does not cover this stage yet".into(),
+            .map(|(stage, value)| {
+                let (path, reason) = match (*stage, fast) {
+                    ("normalize", Ok(())) => (Path::Fast, "documents already in normal form pass unchanged; others take the exact path".into()),
+                    ("pre_tokenize", Ok(())) => (Path::Fast, "same Oniguruma regexes as the crate, no per-token allocation".into()),
+                    ("model", Ok(())) => (Path::Fast, "byte-level BPE kernel (cuda/gt_bpe.cuh) with a per-thread word cache; requests for offsets take the exact path".into()),
+                    ("normalize" | "pre_tokenize" | "model", Err(why)) => (Path::Exact, why.to_string()),
+                    ("post_process", _) => (Path::Exact, "the crate's post-processor runs on the ids (templates, truncation, padding)".into()),
+                    _ => (Path::Exact, "decoding always runs in the crate".into()),
+                };
+                Stage { stage, component: describe(value), path, reason }
             })
             .collect();
         Plan { stages }

@@ -278,7 +278,8 @@ impl CoreTokenizer {
 
     /// Per stage: (stage, component, path, reason). See `plan`.
     fn plan(&self) -> Vec<(String, String, String, String)> {
-        plan::Plan::of(self.engine.hf())
+        self.engine
+            .plan()
             .stages
             .into_iter()
             .map(|s| {

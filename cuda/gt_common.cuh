@@ -1,0 +1,23 @@
+// gt_common.cuh: what every gpu_tok kernel header needs, and nothing else.
+//
+// Kernel logic is written once, as freestanding functions marked GT_HD, and
+// compiled three ways: by nvcc (__host__ __device__), by NVRTC (__device__),
+// and by the host C++ compiler for the CPU backend (plain inline). No STL, no
+// libc beyond what NVRTC provides: fixed-width types are our own typedefs.
+#pragma once
+
+#if defined(__CUDACC_RTC__)
+#define GT_HD __device__ inline
+#elif defined(__CUDACC__)
+#define GT_HD __host__ __device__ inline
+#else
+#define GT_HD inline
+#endif
+
+typedef unsigned char gt_u8;
+typedef unsigned int gt_u32;
+typedef int gt_i32;
+typedef unsigned long long gt_u64;
+
+// Marks "no value" in u32 tables (never a valid token id or rank).
+#define GT_NONE 0xFFFFFFFFu

@@ -1,0 +1,45 @@
+//! The fast path for one sequence of a byte-level BPE tokenizer: split into
+//! words with the plan's regexes, then BPE each word through the per-thread
+//! cache and the shared kernel. Returns None when the document must take the
+//! exact path (not in normal form, or it contains an added token).
+
+use crate::cpu::word_cache;
+use crate::plan::bytelevel::ByteLevelPlan;
+use tokenizers::utils::SysRegex;
+
+/// Token ids of `text`, or None if only the exact path can encode it.
+pub fn encode_ids(plan: &ByteLevelPlan, plan_id: u64, text: &str) -> Option<Vec<u32>> {
+    if !plan.is_normalized(text) || plan.has_added_token(text) {
+        return None;
+    }
+    let mut ids = Vec::with_capacity(text.len() / 3 + 1);
+    word_cache::with_cache(plan_id, |cache| {
+        for_each_word(&plan.splits, text, &mut |word| {
+            cache.encode_word(plan.model(), word.as_bytes(), &mut ids)
+        });
+    });
+    Some(ids)
+}
+
+/// Calls `emit` with each non-empty word: the pieces of `text` after every
+/// Split step (Isolated: each match and each gap between matches is a piece),
+/// in order, as the crate's `PreTokenizedString::split` produces them.
+fn for_each_word(splits: &[SysRegex], text: &str, emit: &mut impl FnMut(&str)) {
+    let Some((regex, rest)) = splits.split_first() else {
+        if !text.is_empty() {
+            emit(text);
+        }
+        return;
+    };
+    let mut prev = 0;
+    for (start, end) in regex.find_iter(text) {
+        if prev != start {
+            for_each_word(rest, &text[prev..start], emit);
+        }
+        for_each_word(rest, &text[start..end], emit);
+        prev = end;
+    }
+    if prev != text.len() {
+        for_each_word(rest, &text[prev..], emit);
+    }
+}

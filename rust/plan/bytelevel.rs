@@ -1,0 +1,397 @@
+//! The fast plan for byte-level BPE (GPT-2, cl100k/Llama-3, Qwen2/3,
+//! o200k/gpt-oss, DeepSeek-V3 families): decides from tokenizer.json whether
+//! the fast engine reproduces the oracle exactly, and builds its tables.
+//!
+//! What it accepts, and why that is exact:
+//! - normalizer: none, NFC, NFKC or a `Sequence` of them. A document already in
+//!   that normal form is unchanged by it (checked per document with the same
+//!   `unicode-normalization-alignments` tables the crate uses); any other
+//!   document goes to the exact path.
+//! - pre-tokenizer: `ByteLevel` (GPT-2 regex, no prefix space) or a `Sequence`
+//!   of `Split(Regex, Isolated)` steps ending in `ByteLevel(use_regex=false)`.
+//!   The regexes run on the crate's own `SysRegex` (Oniguruma), the same engine
+//!   and pattern the crate uses, so the words are the same.
+//! - model: BPE without dropout, prefixes/suffixes or byte fallback, whose
+//!   vocabulary has a token for each of the 256 bytes.
+//! - added tokens: a document containing any added token's text goes to the
+//!   exact path (which splits it out exactly as the crate does).
+//!
+//! Why not: each refusal is a reason string shown by `tok.plan`.
+
+use crate::cpu::kernels::{self, BytesTable, GtBpeModel, GtPairTable};
+use aho_corasick::AhoCorasick;
+use serde_json::Value;
+use tokenizers::utils::SysRegex;
+use unicode_normalization_alignments::UnicodeNormalization;
+
+/// The GPT-2 pattern the crate's `ByteLevel(use_regex=true)` splits with.
+const GPT2_PATTERN: &str =
+    r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+";
+
+/// The 256 byte-level characters: byte b is written as `alphabet()[b]` (GPT-2's bytes_to_unicode).
+pub fn alphabet() -> [char; 256] {
+    let printable = |b: u8| matches!(b, b'!'..=b'~' | 0xA1..=0xAC | 0xAE..=0xFF);
+    let mut out = ['\0'; 256];
+    let mut extra = 0u32;
+    for b in 0..=255u8 {
+        out[b as usize] = if printable(b) {
+            char::from(b)
+        } else {
+            extra += 1;
+            char::from_u32(255 + extra).expect("256..=323 are valid chars")
+        };
+    }
+    out
+}
+
+/// Unicode normal forms a document must already be in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NormalForm {
+    Nfc,
+    Nfkc,
+}
+
+/// Everything the fast engine needs for one byte-level BPE tokenizer.
+pub struct ByteLevelPlan {
+    pub normal_forms: Vec<NormalForm>,
+    /// Split steps, applied in order to every piece (Isolated behaviour).
+    pub splits: Vec<SysRegex>,
+    /// Texts of the added tokens (and their normalized forms); None when there are none.
+    pub added: Option<AhoCorasick>,
+    model: GtBpeModel,
+    _pair_keys: Vec<u64>,
+    _pair_ranks: Vec<u32>,
+    _pair_merged: Vec<u32>,
+    _words: BytesTable,
+}
+
+// SAFETY: `model` holds pointers into the Vecs and table owned alongside it,
+// which are never mutated after construction; reading them from many threads is safe.
+unsafe impl Send for ByteLevelPlan {}
+// SAFETY: as above.
+unsafe impl Sync for ByteLevelPlan {}
+
+impl ByteLevelPlan {
+    /// The C view of the BPE tables.
+    pub fn model(&self) -> &GtBpeModel {
+        &self.model
+    }
+
+    /// Builds the plan, or says why this tokenizer is not for it.
+    pub fn build(spec: &Value) -> Result<Self, String> {
+        let normal_forms = normal_forms(&spec["normalizer"])?;
+        let splits = splits(&spec["pre_tokenizer"])?;
+        let model = &spec["model"];
+        check_model(model)?;
+        let added = added_tokens(&spec["added_tokens"], &normal_forms)?;
+        let alphabet = alphabet();
+        let decode = |token: &str| -> Option<Vec<u8>> {
+            token
+                .chars()
+                .map(|c| alphabet.iter().position(|&a| a == c).map(|b| b as u8))
+                .collect()
+        };
+        let vocab = model["vocab"]
+            .as_object()
+            .ok_or("model.vocab is not an object")?;
+        let id_of = |token: &str| vocab.get(token).and_then(Value::as_u64).map(|id| id as u32);
+
+        let mut byte_ids = [0u32; 256];
+        for (b, c) in alphabet.iter().enumerate() {
+            byte_ids[b] =
+                id_of(&c.to_string()).ok_or(format!("no vocabulary token for byte {b:#04x}"))?;
+        }
+
+        let merges = model["merges"]
+            .as_array()
+            .ok_or("model.merges is not a list")?;
+        let capacity = (2 * merges.len()).next_power_of_two().max(2);
+        let (mut keys, mut ranks, mut merged) = (
+            vec![kernels::PAIR_EMPTY; capacity],
+            vec![0; capacity],
+            vec![0; capacity],
+        );
+        for (rank, merge) in merges.iter().enumerate() {
+            let (a, b) = merge_parts(merge)?;
+            let (Some(ia), Some(ib), Some(im)) = (id_of(a), id_of(b), id_of(&format!("{a}{b}")))
+            else {
+                return Err(format!(
+                    "merge {a:?} {b:?} uses tokens outside the vocabulary"
+                ));
+            };
+            kernels::pair_insert(
+                &mut keys,
+                &mut ranks,
+                &mut merged,
+                (ia, ib),
+                rank as u32,
+                im,
+            );
+        }
+
+        let ignore_merges = model["ignore_merges"].as_bool().unwrap_or(false);
+        let word_entries: Vec<(Vec<u8>, u32)> = if ignore_merges {
+            vocab
+                .iter()
+                .filter_map(|(t, id)| Some((decode(t)?, id.as_u64()? as u32)))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let words = BytesTable::build(word_entries.iter().map(|(b, id)| (b.as_slice(), *id)));
+        let view = GtBpeModel {
+            merges: GtPairTable {
+                keys: keys.as_ptr(),
+                ranks: ranks.as_ptr(),
+                merged: merged.as_ptr(),
+                mask: capacity as u64 - 1,
+            },
+            vocab: words.view(),
+            byte_ids,
+            ignore_merges: u32::from(ignore_merges),
+        };
+        Ok(ByteLevelPlan {
+            normal_forms,
+            splits,
+            added,
+            model: view,
+            _pair_keys: keys,
+            _pair_ranks: ranks,
+            _pair_merged: merged,
+            _words: words,
+        })
+    }
+
+    /// True when normalization leaves `text` unchanged.
+    pub fn is_normalized(&self, text: &str) -> bool {
+        text.is_ascii()
+            || self.normal_forms.iter().all(|form| match form {
+                NormalForm::Nfc => unicode_normalization_alignments::is_nfc(text),
+                NormalForm::Nfkc => unicode_normalization_alignments::is_nfkc(text),
+            })
+    }
+
+    /// True when `text` contains an added token's text (it must take the exact path).
+    pub fn has_added_token(&self, text: &str) -> bool {
+        self.added.as_ref().is_some_and(|ac| ac.is_match(text))
+    }
+}
+
+fn normal_forms(normalizer: &Value) -> Result<Vec<NormalForm>, String> {
+    match normalizer {
+        Value::Null => Ok(Vec::new()),
+        Value::Object(map) => match map.get("type").and_then(Value::as_str) {
+            Some("NFC") => Ok(vec![NormalForm::Nfc]),
+            Some("NFKC") => Ok(vec![NormalForm::Nfkc]),
+            Some("Sequence") => {
+                let items = map
+                    .get("normalizers")
+                    .and_then(Value::as_array)
+                    .ok_or("normalizer Sequence without a list")?;
+                let mut forms = Vec::new();
+                for item in items {
+                    forms.extend(normal_forms(item)?);
+                }
+                Ok(forms)
+            }
+            other => Err(format!(
+                "normalizer {} is not covered yet",
+                other.unwrap_or("?")
+            )),
+        },
+        _ => Err("unreadable normalizer".into()),
+    }
+}
+
+fn split_step(step: &Value) -> Result<SysRegex, String> {
+    let pattern = step["pattern"]["Regex"]
+        .as_str()
+        .ok_or("Split with a string pattern is not covered yet")?;
+    if step["behavior"].as_str() != Some("Isolated") || step["invert"].as_bool().unwrap_or(false) {
+        return Err("only Split(behavior=Isolated, invert=false) is covered".into());
+    }
+    SysRegex::new(pattern).map_err(|e| format!("cannot compile the Split pattern: {e}"))
+}
+
+fn is_plain_byte_level(step: &Value, use_regex: bool) -> bool {
+    step["type"].as_str() == Some("ByteLevel")
+        && !step["add_prefix_space"].as_bool().unwrap_or(true)
+        && step["use_regex"].as_bool().unwrap_or(true) == use_regex
+}
+
+fn splits(pre_tokenizer: &Value) -> Result<Vec<SysRegex>, String> {
+    if is_plain_byte_level(pre_tokenizer, true) {
+        return SysRegex::new(GPT2_PATTERN)
+            .map(|r| vec![r])
+            .map_err(|e| e.to_string());
+    }
+    let steps = match pre_tokenizer["type"].as_str() {
+        Some("Sequence") => pre_tokenizer["pretokenizers"]
+            .as_array()
+            .ok_or("Sequence without a list")?,
+        _ => {
+            return Err(
+                "pre-tokenizer is not a byte-level family covered by the fast engine".into(),
+            )
+        }
+    };
+    let Some((last, rest)) = steps.split_last() else {
+        return Err("empty pre-tokenizer Sequence".into());
+    };
+    if !is_plain_byte_level(last, false) {
+        return Err(
+            "the Sequence does not end in ByteLevel(add_prefix_space=false, use_regex=false)"
+                .into(),
+        );
+    }
+    rest.iter()
+        .map(|step| match step["type"].as_str() {
+            Some("Split") => split_step(step),
+            other => Err(format!(
+                "pre-tokenizer step {} is not covered yet",
+                other.unwrap_or("?")
+            )),
+        })
+        .collect()
+}
+
+fn check_model(model: &Value) -> Result<(), String> {
+    if model["type"].as_str() != Some("BPE") {
+        return Err("model is not BPE".into());
+    }
+    if model["dropout"].as_f64().is_some_and(|d| d > 0.0) {
+        return Err("BPE dropout is random: exact path".into());
+    }
+    for key in ["continuing_subword_prefix", "end_of_word_suffix"] {
+        if model[key].as_str().is_some_and(|s| !s.is_empty()) {
+            return Err(format!("BPE {key} is not covered yet"));
+        }
+    }
+    if model["byte_fallback"].as_bool().unwrap_or(false) {
+        return Err("BPE byte_fallback is not covered yet".into());
+    }
+    Ok(())
+}
+
+fn merge_parts(merge: &Value) -> Result<(&str, &str), String> {
+    match merge {
+        Value::String(s) => {
+            let mut parts = s.split(' ');
+            match (parts.next(), parts.next(), parts.next()) {
+                (Some(a), Some(b), None) => Ok((a, b)),
+                _ => Err(format!("merge {s:?} is not two tokens")),
+            }
+        }
+        Value::Array(items) => match items.as_slice() {
+            [Value::String(a), Value::String(b)] => Ok((a, b)),
+            _ => Err("a merge is not a pair of strings".into()),
+        },
+        _ => Err("unreadable merge".into()),
+    }
+}
+
+fn added_tokens(tokens: &Value, forms: &[NormalForm]) -> Result<Option<AhoCorasick>, String> {
+    let mut texts: Vec<String> = Vec::new();
+    for token in tokens.as_array().map(Vec::as_slice).unwrap_or_default() {
+        let Some(content) = token["content"].as_str().filter(|c| !c.is_empty()) else {
+            continue;
+        };
+        texts.push(content.to_string());
+        for form in forms {
+            texts.push(match form {
+                NormalForm::Nfc => content.nfc().map(|(c, _)| c).collect(),
+                NormalForm::Nfkc => content.nfkc().map(|(c, _)| c).collect(),
+            });
+        }
+    }
+    if texts.is_empty() {
+        return Ok(None);
+    }
+    AhoCorasick::new(&texts)
+        .map(Some)
+        .map_err(|e| format!("cannot index the added tokens: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cpu::kernels::{bpe_word, Scratch};
+
+    /// A byte-level BPE over the 256 byte tokens plus `extra`, with `merges`.
+    fn plan(extra: &[&str], merges: &[&str], ignore_merges: bool) -> ByteLevelPlan {
+        let mut vocab = serde_json::Map::new();
+        for c in alphabet() {
+            let id = vocab.len();
+            vocab.insert(c.to_string(), id.into());
+        }
+        for token in extra {
+            let id = vocab.len();
+            vocab.insert(token.to_string(), id.into());
+        }
+        let spec = serde_json::json!({
+            "normalizer": null,
+            "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "use_regex": true},
+            "added_tokens": [],
+            "model": {"type": "BPE", "vocab": vocab, "merges": merges, "ignore_merges": ignore_merges},
+        });
+        ByteLevelPlan::build(&spec).unwrap()
+    }
+
+    fn encode(plan: &ByteLevelPlan, word: &str) -> Vec<u32> {
+        let mut out = Vec::new();
+        bpe_word(
+            plan.model(),
+            word.as_bytes(),
+            &mut Scratch::default(),
+            &mut out,
+        );
+        out
+    }
+
+    #[test]
+    fn merges_lowest_rank_first_then_leftmost() {
+        // ids: bytes 0..256, then aa=256, aaa=257, ab=258
+        let p = plan(&["aa", "aaa", "ab"], &["a a", "aa a", "a b"], false);
+        let a = u32::from(b'a');
+        assert_eq!(encode(&p, "a"), vec![a]);
+        assert_eq!(encode(&p, "aaaa"), vec![256, 256]); // "a a" twice beats "aa a"
+        assert_eq!(encode(&p, "aaa"), vec![257]); // leftmost "a a", then "aa a"
+        assert_eq!(encode(&p, "aab"), vec![256, u32::from(b'b')]); // rank 0 wins over "a b"
+        assert_eq!(encode(&p, "ab"), vec![258]);
+        assert_eq!(encode(&p, ""), Vec::<u32>::new());
+    }
+
+    #[test]
+    fn ignore_merges_emits_whole_words() {
+        // "aaa" is in the vocabulary but no merge builds it from "a"s directly.
+        let with = plan(&["aa", "aaa"], &["a a"], true);
+        assert_eq!(encode(&with, "aaa"), vec![257]);
+        let without = plan(&["aa", "aaa"], &["a a"], false);
+        assert_eq!(encode(&without, "aaa"), vec![256, u32::from(b'a')]);
+    }
+
+    #[test]
+    fn long_runs_stay_fast_and_correct() {
+        let p = plan(&["aa", "aaaa"], &["a a", "aa aa"], false);
+        let ids = encode(&p, &"a".repeat(100_001));
+        assert_eq!(ids.len(), 25_001);
+        assert!(ids[..25_000].iter().all(|&id| id == 257));
+        assert_eq!(ids[25_000], u32::from(b'a'));
+    }
+
+    #[test]
+    fn multibyte_words_use_byte_tokens() {
+        let p = plan(&[], &[], false);
+        let expected: Vec<u32> = "é東".bytes().map(u32::from).collect();
+        assert_eq!(encode(&p, "é東"), expected);
+    }
+
+    #[test]
+    fn refusals_say_why() {
+        let spec = serde_json::json!({"normalizer": {"type": "Lowercase"}, "pre_tokenizer": null, "model": {}});
+        assert!(ByteLevelPlan::build(&spec)
+            .err()
+            .unwrap()
+            .contains("Lowercase"));
+    }
+}
