@@ -67,17 +67,10 @@ def _hf(json_text: str, *, batch: bool) -> Engine:
 
 
 def _byte_decoder() -> dict[str, int]:
-    """Inverse of GPT-2's bytes_to_unicode: the printable stand-in of each byte."""
-    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
-        list(range(ord("®"), ord("ÿ") + 1))
-    codes = printable[:]
-    extra = 0
-    for b in range(256):
-        if b not in printable:
-            printable.append(b)
-            codes.append(256 + extra)
-            extra += 1
-    return {chr(c): b for b, c in zip(printable, codes, strict=True)}
+    """Byte-level character -> byte (inverse of GPT-2's bytes_to_unicode, from the core)."""
+    from . import _core
+
+    return {c: b for b, c in enumerate(_core.byte_level_alphabet())}
 
 
 GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""

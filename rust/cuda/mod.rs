@@ -3,3 +3,4 @@
 //! streams land with the CUDA backend issue.
 
 pub mod probe;
+pub mod sources;

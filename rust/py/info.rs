@@ -1,7 +1,7 @@
 //! Build and runtime facts for `gpu_tok.info()`.
 
 use crate::cpu;
-use crate::cuda::probe;
+use crate::cuda::{probe, sources};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -28,6 +28,26 @@ pub fn cuda_probe(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     d.set_item("nvrtc_version", status.nvrtc_version)?;
     d.set_item("reason", status.reason)?;
     Ok(d)
+}
+
+/// Kernel sources built into this binary: ({file: text}, {unit: [kernel names]}).
+#[pyfunction]
+pub fn kernel_sources(py: Python<'_>) -> PyResult<(Bound<'_, PyDict>, Bound<'_, PyDict>)> {
+    let files = PyDict::new(py);
+    for (name, text) in sources::FILES {
+        files.set_item(name, text)?;
+    }
+    let kernels = PyDict::new(py);
+    for (unit, names) in sources::KERNELS {
+        kernels.set_item(unit, names.to_vec())?;
+    }
+    Ok((files, kernels))
+}
+
+/// The 256 byte-level characters (GPT-2's bytes_to_unicode), byte order.
+#[pyfunction]
+pub fn byte_level_alphabet() -> String {
+    crate::plan::bytelevel::alphabet().iter().collect()
 }
 
 /// Worker threads of the engine's pool in this process.

@@ -20,6 +20,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(info::build_info, m)?)?;
     m.add_function(wrap_pyfunction!(info::cuda_probe, m)?)?;
     m.add_function(wrap_pyfunction!(info::num_threads, m)?)?;
+    m.add_function(wrap_pyfunction!(info::kernel_sources, m)?)?;
+    m.add_function(wrap_pyfunction!(info::byte_level_alphabet, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }
