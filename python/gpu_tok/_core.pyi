@@ -3,7 +3,17 @@
 from typing import Any, TypeAlias, final
 
 __version__: str
-__all__ = ["CoreBatch", "CoreTokenizer", "Tensor", "__version__", "build_info", "byte_level_alphabet", "cuda_probe", "kernel_sources", "num_threads"]
+__all__ = [
+    "CoreBatch",
+    "CoreTokenizer",
+    "Tensor",
+    "__version__",
+    "build_info",
+    "byte_level_alphabet",
+    "cuda_probe",
+    "kernel_sources",
+    "num_threads",
+]
 
 _Truncation: TypeAlias = tuple[int, str, str, int]  # max_length, strategy, side, stride
 # length (None: longest), side, pad_to_multiple_of, pad id, pad type id, pad token
