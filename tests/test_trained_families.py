@@ -6,12 +6,11 @@ from __future__ import annotations
 
 from functools import cache
 
+import gpu_tok
 import pytest
 import tokenizers
 from conftest import corpus_sample, edge_cases
 from tokenizers import decoders, models, pre_tokenizers, trainers
-
-import gpu_tok
 
 CL100K = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
           r"|\s*[\r\n]+|\s+(?!\S)|\s+")
