@@ -15,9 +15,17 @@
 #endif
 
 typedef unsigned char gt_u8;
+typedef unsigned short gt_u16;
 typedef unsigned int gt_u32;
 typedef int gt_i32;
 typedef unsigned long long gt_u64;
+
+// Read-only lookup tables: device globals on the GPU, file-local on the host.
+#if defined(__CUDACC_RTC__) || defined(__CUDACC__)
+#define GT_TABLE __device__
+#else
+#define GT_TABLE static
+#endif
 
 // Marks "no value" in u32 tables (never a valid token id or rank).
 #define GT_NONE 0xFFFFFFFFu

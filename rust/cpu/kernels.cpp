@@ -2,6 +2,7 @@
 // C-linkage entry points over the GT_HD functions, nothing more. Compiled by
 // build.rs with the `cc` crate.
 #include "gt_bpe.cuh"
+#include "gt_pretok.cuh"
 
 extern "C" {
 
@@ -17,6 +18,10 @@ void gt_host_pair_insert(gt_u64* keys, gt_u32* ranks, gt_u32* merged, gt_u64 mas
 void gt_host_bytes_insert(gt_u64* hashes, gt_u32* starts, gt_u32* lens, gt_u32* ids, gt_u64 mask,
                           const gt_u8* bytes, gt_u32 n, gt_u32 start, gt_u32 id) {
     gt_bytes_insert(hashes, starts, lens, ids, mask, bytes, n, start, id);
+}
+
+gt_u32 gt_host_find(gt_u32 pattern, const gt_u8* text, gt_u32 end, gt_u32 pos, gt_u32* start) {
+    return gt_find(pattern, text, end, pos, start);
 }
 
 gt_u32 gt_host_bytes_find(const GtBytesTable* table, const gt_u8* bytes, gt_u32 n) {

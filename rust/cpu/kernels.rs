@@ -81,6 +81,27 @@ extern "C" {
         id: u32,
     );
     fn gt_host_bytes_find(table: *const GtBytesTable, bytes: *const u8, n: u32) -> u32;
+    fn gt_host_find(pattern: u32, text: *const u8, end: u32, pos: u32, start: *mut u32) -> u32;
+}
+
+/// The leftmost match of scanner `pattern` (`GT_PAT_*` in cuda/gt_pretok.cuh)
+/// in `text` at or after byte `pos`, as (start, end).
+pub fn find(pattern: u32, text: &str, pos: usize) -> Option<(usize, usize)> {
+    assert!(text.len() < NONE as usize, "pieces are limited to 4 GiB");
+    let mut start = 0u32;
+    // SAFETY: `text` is valid UTF-8 of length `end`, and `pos` is on a char
+    // boundary (0 or the end of a previous match); the scanner reads only
+    // inside [0, end).
+    let end = unsafe {
+        gt_host_find(
+            pattern,
+            text.as_ptr(),
+            text.len() as u32,
+            pos as u32,
+            &mut start,
+        )
+    };
+    (end != NONE).then_some((start as usize, end as usize))
 }
 
 /// Empty-slot marker of the pair table (`GT_PAIR_EMPTY`).

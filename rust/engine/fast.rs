@@ -3,9 +3,8 @@
 //! cache and the shared kernel. Returns None when the document must take the
 //! exact path (not in normal form, or it contains an added token).
 
-use crate::cpu::word_cache;
-use crate::plan::bytelevel::ByteLevelPlan;
-use tokenizers::utils::SysRegex;
+use crate::cpu::{kernels, word_cache};
+use crate::plan::bytelevel::{ByteLevelPlan, SplitStep};
 
 /// Token ids of `text`, or None if only the exact path can encode it.
 pub fn encode_ids(plan: &ByteLevelPlan, plan_id: u64, text: &str) -> Option<Vec<u32>> {
@@ -24,20 +23,32 @@ pub fn encode_ids(plan: &ByteLevelPlan, plan_id: u64, text: &str) -> Option<Vec<
 /// Calls `emit` with each non-empty word: the pieces of `text` after every
 /// Split step (Isolated: each match and each gap between matches is a piece),
 /// in order, as the crate's `PreTokenizedString::split` produces them.
-fn for_each_word(splits: &[SysRegex], text: &str, emit: &mut impl FnMut(&str)) {
-    let Some((regex, rest)) = splits.split_first() else {
+fn for_each_word(splits: &[SplitStep], text: &str, emit: &mut impl FnMut(&str)) {
+    let Some((step, rest)) = splits.split_first() else {
         if !text.is_empty() {
             emit(text);
         }
         return;
     };
     let mut prev = 0;
-    for (start, end) in regex.find_iter(text) {
-        if prev != start {
-            for_each_word(rest, &text[prev..start], emit);
+    let mut piece = |start: usize, end: usize, prev: &mut usize| {
+        if *prev != start {
+            for_each_word(rest, &text[*prev..start], emit);
         }
         for_each_word(rest, &text[start..end], emit);
-        prev = end;
+        *prev = end;
+    };
+    match step {
+        SplitStep::Scanner(pattern) => {
+            while let Some((start, end)) = kernels::find(*pattern, text, prev) {
+                piece(start, end, &mut prev);
+            }
+        }
+        SplitStep::Regex(regex) => {
+            for (start, end) in regex.find_iter(text) {
+                piece(start, end, &mut prev);
+            }
+        }
     }
     if prev != text.len() {
         for_each_word(rest, &text[prev..], emit);

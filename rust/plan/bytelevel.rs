@@ -24,9 +24,64 @@ use serde_json::Value;
 use tokenizers::utils::SysRegex;
 use unicode_normalization_alignments::UnicodeNormalization;
 
-/// The GPT-2 pattern the crate's `ByteLevel(use_regex=true)` splits with.
-const GPT2_PATTERN: &str =
-    r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+";
+/// The regexes the hand-written scanners of cuda/gt_pretok.cuh stand for, by
+/// exact text, with their `GT_PAT_*` numbers. The first is what the crate's
+/// `ByteLevel(use_regex=true)` splits with (GPT-2).
+const SCANNERS: [(&str, u32); 7] = [
+    (
+        r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+",
+        1,
+    ),
+    (
+        r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+        2,
+    ),
+    (
+        r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+        3,
+    ),
+    (
+        concat!(
+            r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+            r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+            r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+        ),
+        4,
+    ),
+    (r"\p{N}{1,3}", 5),
+    ("[一-龥\u{3040}-ゟ゠-ヿ]+", 6),
+    (
+        // DeepSeek-V3 writes real CR and LF characters inside two classes here.
+        concat!(
+            r##"[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+"##,
+            "|[^\r\n",
+            r"\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[",
+            "\r\n",
+            r"]*|\s*[",
+            "\r\n",
+            r"]+|\s+(?!\S)|\s+"
+        ),
+        7,
+    ),
+];
+
+/// One Split step: a hand-written scanner when the pattern is one we know,
+/// else the crate's own regex engine.
+pub enum SplitStep {
+    Scanner(u32),
+    Regex(SysRegex),
+}
+
+impl SplitStep {
+    fn new(pattern: &str) -> Result<Self, String> {
+        match SCANNERS.iter().find(|(text, _)| *text == pattern) {
+            Some(&(_, id)) => Ok(SplitStep::Scanner(id)),
+            None => SysRegex::new(pattern)
+                .map(SplitStep::Regex)
+                .map_err(|e| format!("cannot compile the Split pattern: {e}")),
+        }
+    }
+}
 
 /// The 256 byte-level characters: byte b is written as `alphabet()[b]` (GPT-2's bytes_to_unicode).
 pub fn alphabet() -> [char; 256] {
@@ -55,7 +110,7 @@ pub enum NormalForm {
 pub struct ByteLevelPlan {
     pub normal_forms: Vec<NormalForm>,
     /// Split steps, applied in order to every piece (Isolated behaviour).
-    pub splits: Vec<SysRegex>,
+    pub splits: Vec<SplitStep>,
     /// Texts of the added tokens (and their normalized forms); None when there are none.
     pub added: Option<AhoCorasick>,
     model: GtBpeModel,
@@ -203,14 +258,14 @@ fn normal_forms(normalizer: &Value) -> Result<Vec<NormalForm>, String> {
     }
 }
 
-fn split_step(step: &Value) -> Result<SysRegex, String> {
+fn split_step(step: &Value) -> Result<SplitStep, String> {
     let pattern = step["pattern"]["Regex"]
         .as_str()
         .ok_or("Split with a string pattern is not covered yet")?;
     if step["behavior"].as_str() != Some("Isolated") || step["invert"].as_bool().unwrap_or(false) {
         return Err("only Split(behavior=Isolated, invert=false) is covered".into());
     }
-    SysRegex::new(pattern).map_err(|e| format!("cannot compile the Split pattern: {e}"))
+    SplitStep::new(pattern)
 }
 
 fn is_plain_byte_level(step: &Value, use_regex: bool) -> bool {
@@ -219,11 +274,9 @@ fn is_plain_byte_level(step: &Value, use_regex: bool) -> bool {
         && step["use_regex"].as_bool().unwrap_or(true) == use_regex
 }
 
-fn splits(pre_tokenizer: &Value) -> Result<Vec<SysRegex>, String> {
+fn splits(pre_tokenizer: &Value) -> Result<Vec<SplitStep>, String> {
     if is_plain_byte_level(pre_tokenizer, true) {
-        return SysRegex::new(GPT2_PATTERN)
-            .map(|r| vec![r])
-            .map_err(|e| e.to_string());
+        return SplitStep::new(SCANNERS[0].0).map(|step| vec![step]);
     }
     let steps = match pre_tokenizer["type"].as_str() {
         Some("Sequence") => pre_tokenizer["pretokenizers"]

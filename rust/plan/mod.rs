@@ -6,6 +6,7 @@
 //! `gpu-tok info --tokenizer` and `tok.plan`.
 
 pub mod bytelevel;
+pub mod unicode;
 
 use serde_json::Value;
 use tokenizers::{ModelWrapper, Tokenizer};

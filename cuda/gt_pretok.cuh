@@ -1,0 +1,312 @@
+// gt_pretok.cuh: hand-written pre-token scanners for the regexes real byte-
+// level BPE models use, each matching exactly what Oniguruma (the oracle's
+// regex engine) matches for that pattern: leftmost match, alternatives tried
+// in order, greedy quantifiers with the backtracking the pattern allows.
+//
+// A scanner answers one question, gt_match_at: does the pattern match at
+// byte `pos` of the piece [0, end), and where does the match end? gt_find
+// builds the search on it (the leftmost match at or after `pos`); the caller
+// emits the gaps between matches as pieces too (Split behaviour "Isolated").
+// Input is valid UTF-8 (it comes from a Rust &str); the end of the piece is
+// the end of the subject for lookaheads, as it is for the crate.
+//
+// Unicode classes come from gt_unicode_table.cuh, generated from Oniguruma
+// and checked against it in CI; case-insensitive contractions fold ASCII case
+// and U+017F (long s) to 's', which is the fold set Oniguruma uses (also
+// checked). Patterns are selected on the host by their exact text
+// (rust/plan/bytelevel.rs); anything else keeps the regex engine.
+#pragma once
+#include "gt_common.cuh"
+#include "gt_unicode_table.cuh"
+
+// Class bits (same order as the generator's table).
+#define GT_L 0x001u
+#define GT_N 0x002u
+#define GT_WS 0x004u
+#define GT_LU 0x008u
+#define GT_LL 0x010u
+#define GT_LT 0x020u
+#define GT_LM 0x040u
+#define GT_LO 0x080u
+#define GT_M 0x100u
+#define GT_P 0x200u
+#define GT_S 0x400u
+
+// The patterns, by the tokenizer.json regex they stand for.
+#define GT_PAT_GPT2 1       // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+#define GT_PAT_CL100K 2     // (?i:'s|...|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+#define GT_PAT_QWEN 3       // the same with \p{N} (one digit per token)
+#define GT_PAT_O200K 4      // o200k / gpt-oss (case-aware words, \p{N}{1,3}, [\r\n/]* tail)
+#define GT_PAT_DS_DIGITS 5  // DeepSeek-V3 step 1: \p{N}{1,3}
+#define GT_PAT_DS_CJK 6     // DeepSeek-V3 step 2: [一-龥぀-ゟ゠-ヿ]+
+#define GT_PAT_DS_WORDS 7   // DeepSeek-V3 step 3: ASCII-punct words, letters+marks, punct, whitespace
+
+GT_HD gt_u32 gt_class(gt_u32 cp) {
+    if (cp < 128) return gt_ascii_classes[cp];
+    gt_u32 lo = 0, hi = GT_UNICODE_RANGES;
+    while (lo < hi) {
+        gt_u32 mid = (lo + hi) / 2;
+        if (cp > gt_unicode_ranges[mid][1]) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < GT_UNICODE_RANGES && cp >= gt_unicode_ranges[lo][0] ? gt_unicode_ranges[lo][2] : 0;
+}
+
+// Decodes the code point at `pos` (< end) into *cp; returns its byte length.
+GT_HD gt_u32 gt_decode(const gt_u8* s, gt_u32 pos, gt_u32* cp) {
+    gt_u8 b = s[pos];
+    if (b < 0x80) { *cp = b; return 1; }
+    if (b < 0xE0) { *cp = ((gt_u32)(b & 0x1F) << 6) | (s[pos + 1] & 0x3F); return 2; }
+    if (b < 0xF0) {
+        *cp = ((gt_u32)(b & 0x0F) << 12) | ((gt_u32)(s[pos + 1] & 0x3F) << 6) | (s[pos + 2] & 0x3F);
+        return 3;
+    }
+    *cp = ((gt_u32)(b & 0x07) << 18) | ((gt_u32)(s[pos + 1] & 0x3F) << 12) | ((gt_u32)(s[pos + 2] & 0x3F) << 6) |
+          (s[pos + 3] & 0x3F);
+    return 4;
+}
+
+// A cursor over one code point: its position, length, value and class.
+struct GtChar {
+    gt_u32 pos, len, cp, cls;
+};
+
+GT_HD GtChar gt_char_at(const gt_u8* s, gt_u32 end, gt_u32 pos) {
+    GtChar c = {pos, 0, 0, 0};
+    if (pos < end) {
+        c.len = gt_decode(s, pos, &c.cp);
+        c.cls = gt_class(c.cp);
+    }
+    return c;
+}
+
+GT_HD int gt_is_crlf(GtChar c) { return c.len && (c.cp == '\r' || c.cp == '\n'); }
+
+// End of the run of code points whose class intersects `mask`, from `pos`;
+// at most `limit` code points.
+GT_HD gt_u32 gt_run(const gt_u8* s, gt_u32 end, gt_u32 pos, gt_u32 mask, gt_u32 limit) {
+    for (gt_u32 n = 0; n < limit; ++n) {
+        GtChar c = gt_char_at(s, end, pos);
+        if (!c.len || !(c.cls & mask)) break;
+        pos += c.len;
+    }
+    return pos;
+}
+
+// End of the run of \r and \n (and '/' when `slash`) from `pos`.
+GT_HD gt_u32 gt_newline_run(const gt_u8* s, gt_u32 end, gt_u32 pos, int slash) {
+    while (pos < end && (s[pos] == '\r' || s[pos] == '\n' || (slash && s[pos] == '/'))) ++pos;
+    return pos;
+}
+
+// (?i:x) for a contraction letter x: ASCII case, and U+017F for 's'.
+GT_HD int gt_fold_eq(gt_u32 cp, gt_u32 lower, int fold) {
+    if (cp == lower) return 1;
+    if (!fold) return 0;
+    return cp == lower - 32 || (lower == 's' && cp == 0x17F);
+}
+
+// 's|'t|'re|'ve|'m|'ll|'d at pos (case-folded when `fold`); end or GT_NONE.
+GT_HD gt_u32 gt_contraction(const gt_u8* s, gt_u32 end, gt_u32 pos, int fold) {
+    if (pos >= end || s[pos] != '\'') return GT_NONE;
+    GtChar a = gt_char_at(s, end, pos + 1);
+    if (!a.len) return GT_NONE;
+    GtChar b = gt_char_at(s, end, pos + 1 + a.len);
+    const char singles[4] = {'s', 't', 'm', 'd'};
+    for (int i = 0; i < 4; ++i) {
+        // Alternation order is 's 't 're 've 'm 'll 'd; the letters differ, so
+        // only one alternative can match and order does not matter here.
+        if (gt_fold_eq(a.cp, (gt_u32)singles[i], fold)) return a.pos + a.len;
+    }
+    if (b.len) {
+        if (gt_fold_eq(a.cp, 'r', fold) && gt_fold_eq(b.cp, 'e', fold)) return b.pos + b.len;
+        if (gt_fold_eq(a.cp, 'v', fold) && gt_fold_eq(b.cp, 'e', fold)) return b.pos + b.len;
+        if (gt_fold_eq(a.cp, 'l', fold) && gt_fold_eq(b.cp, 'l', fold)) return b.pos + b.len;
+    }
+    return GT_NONE;
+}
+
+// \s*[\r\n]+ : through the last \r or \n of the whitespace run at pos.
+GT_HD gt_u32 gt_ws_newlines(const gt_u8* s, gt_u32 end, gt_u32 pos) {
+    gt_u32 found = GT_NONE;
+    for (GtChar c = gt_char_at(s, end, pos); c.len && (c.cls & GT_WS); c = gt_char_at(s, end, c.pos + c.len)) {
+        if (gt_is_crlf(c)) found = c.pos + c.len;
+    }
+    return found;
+}
+
+// \s+(?!\S) then \s+ : the whitespace run, less its last character when a
+// non-space follows (and the run has more than one character).
+GT_HD gt_u32 gt_ws_tail(const gt_u8* s, gt_u32 end, gt_u32 pos) {
+    gt_u32 last = GT_NONE, p = pos;
+    for (GtChar c = gt_char_at(s, end, p); c.len && (c.cls & GT_WS); c = gt_char_at(s, end, p)) {
+        last = p;
+        p += c.len;
+    }
+    if (last == GT_NONE) return GT_NONE;
+    if (p == end || last == pos) return p;  // at the end, or a single character: \s+ takes it
+    return last;
+}
+
+// [^\s\p{L}\p{N}]: not whitespace, letter or number.
+#define GT_OTHER(c) ((c).len && !((c).cls & (GT_WS | GT_L | GT_N)))
+
+GT_HD gt_u32 gt_match_gpt2(const gt_u8* s, gt_u32 end, gt_u32 pos) {
+    gt_u32 r = gt_contraction(s, end, pos, 0);
+    if (r != GT_NONE) return r;
+    GtChar c = gt_char_at(s, end, pos);
+    GtChar word = c;
+    if (c.cp == ' ') word = gt_char_at(s, end, pos + 1);  // " ?" then the class of what follows
+    if (word.len && (word.cls & GT_L)) return gt_run(s, end, word.pos, GT_L, GT_NONE);
+    if (word.len && (word.cls & GT_N)) return gt_run(s, end, word.pos, GT_N, GT_NONE);
+    if (GT_OTHER(word)) {
+        gt_u32 p = word.pos;
+        for (GtChar o = word; GT_OTHER(o); o = gt_char_at(s, end, p)) p += o.len;
+        return p;
+    }
+    return gt_ws_tail(s, end, pos);
+}
+
+// Qwen2/3 (max_digits 1) and cl100k / Llama-3 (max_digits 3).
+GT_HD gt_u32 gt_match_cl100k(const gt_u8* s, gt_u32 end, gt_u32 pos, gt_u32 max_digits) {
+    gt_u32 r = gt_contraction(s, end, pos, 1);
+    if (r != GT_NONE) return r;
+    GtChar c = gt_char_at(s, end, pos);
+    // [^\r\n\p{L}\p{N}]?\p{L}+
+    if (c.cls & GT_L) return gt_run(s, end, pos, GT_L, GT_NONE);
+    GtChar next = gt_char_at(s, end, pos + c.len);
+    if (!gt_is_crlf(c) && !(c.cls & GT_N) && next.len && (next.cls & GT_L)) return gt_run(s, end, next.pos, GT_L, GT_NONE);
+    // \p{N}{1,max}
+    if (c.cls & GT_N) return gt_run(s, end, pos, GT_N, max_digits);
+    // " ?[^\s\p{L}\p{N}]+[\r\n]*"
+    GtChar other = c.cp == ' ' && GT_OTHER(next) ? next : c;
+    if (GT_OTHER(other)) {
+        gt_u32 p = other.pos;
+        for (GtChar o = other; GT_OTHER(o); o = gt_char_at(s, end, p)) p += o.len;
+        return gt_newline_run(s, end, p, 0);
+    }
+    r = gt_ws_newlines(s, end, pos);
+    if (r != GT_NONE) return r;
+    return gt_ws_tail(s, end, pos);
+}
+
+#define GT_UPPERISH (GT_LU | GT_LT | GT_LM | GT_LO | GT_M)
+#define GT_LOWERISH (GT_LL | GT_LM | GT_LO | GT_M)
+
+// [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+ from q, with the
+// backtracking of the greedy first run: the lowerish run starts at the last
+// position the uppers run can give back to it. Then an optional contraction.
+GT_HD gt_u32 gt_o200k_lower_word(const gt_u8* s, gt_u32 end, gt_u32 q) {
+    gt_u32 p = q, last_lowerish = GT_NONE, word_end;
+    GtChar c = gt_char_at(s, end, p);
+    for (; c.len && (c.cls & GT_UPPERISH); c = gt_char_at(s, end, p)) {
+        if (c.cls & GT_LOWERISH) last_lowerish = p + c.len;
+        p += c.len;
+    }
+    if (c.len && (c.cls & GT_LOWERISH)) {
+        word_end = gt_run(s, end, p, GT_LOWERISH, GT_NONE);
+    } else if (last_lowerish != GT_NONE) {
+        word_end = last_lowerish;
+    } else {
+        return GT_NONE;
+    }
+    gt_u32 r = gt_contraction(s, end, word_end, 1);
+    return r != GT_NONE ? r : word_end;
+}
+
+// [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]* from q, then an optional contraction.
+GT_HD gt_u32 gt_o200k_upper_word(const gt_u8* s, gt_u32 end, gt_u32 q) {
+    gt_u32 p = gt_run(s, end, q, GT_UPPERISH, GT_NONE);
+    if (p == q) return GT_NONE;
+    p = gt_run(s, end, p, GT_LOWERISH, GT_NONE);
+    gt_u32 r = gt_contraction(s, end, p, 1);
+    return r != GT_NONE ? r : p;
+}
+
+GT_HD gt_u32 gt_match_o200k(const gt_u8* s, gt_u32 end, gt_u32 pos) {
+    GtChar c = gt_char_at(s, end, pos);
+    int lead = !gt_is_crlf(c) && !(c.cls & (GT_L | GT_N));  // [^\r\n\p{L}\p{N}]?
+    gt_u32 r;
+    if (lead && (r = gt_o200k_lower_word(s, end, pos + c.len)) != GT_NONE) return r;
+    if ((r = gt_o200k_lower_word(s, end, pos)) != GT_NONE) return r;
+    if (lead && (r = gt_o200k_upper_word(s, end, pos + c.len)) != GT_NONE) return r;
+    if ((r = gt_o200k_upper_word(s, end, pos)) != GT_NONE) return r;
+    if (c.cls & GT_N) return gt_run(s, end, pos, GT_N, 3);
+    GtChar next = gt_char_at(s, end, pos + c.len);
+    GtChar other = c.cp == ' ' && GT_OTHER(next) ? next : c;
+    if (GT_OTHER(other)) {
+        gt_u32 p = other.pos;
+        for (GtChar o = other; GT_OTHER(o); o = gt_char_at(s, end, p)) p += o.len;
+        return gt_newline_run(s, end, p, 1);
+    }
+    r = gt_ws_newlines(s, end, pos);
+    if (r != GT_NONE) return r;
+    return gt_ws_tail(s, end, pos);
+}
+
+GT_HD int gt_is_ds_cjk(gt_u32 cp) {
+    return (cp >= 0x4E00 && cp <= 0x9FA5) || (cp >= 0x3040 && cp <= 0x309F) || (cp >= 0x30A0 && cp <= 0x30FF);
+}
+
+GT_HD int gt_is_ascii_letter(gt_u8 b) { return (b >= 'A' && b <= 'Z') || (b >= 'a' && b <= 'z'); }
+
+GT_HD int gt_is_ascii_punct(gt_u8 b) {
+    return (b >= '!' && b <= '/') || (b >= ':' && b <= '@') || (b >= '[' && b <= '`') || (b >= '{' && b <= '~');
+}
+
+GT_HD gt_u32 gt_match_ds_words(const gt_u8* s, gt_u32 end, gt_u32 pos) {
+    // [!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+
+    if (gt_is_ascii_punct(s[pos]) && pos + 1 < end && gt_is_ascii_letter(s[pos + 1])) {
+        gt_u32 p = pos + 1;
+        while (p < end && gt_is_ascii_letter(s[p])) ++p;
+        return p;
+    }
+    GtChar c = gt_char_at(s, end, pos);
+    GtChar next = gt_char_at(s, end, pos + c.len);
+    // [^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+
+    int lead = !gt_is_crlf(c) && !(c.cls & (GT_L | GT_P | GT_S));
+    if (lead && next.len && (next.cls & (GT_L | GT_M))) return gt_run(s, end, next.pos, GT_L | GT_M, GT_NONE);
+    if (c.cls & (GT_L | GT_M)) return gt_run(s, end, pos, GT_L | GT_M, GT_NONE);
+    // " ?[\p{P}\p{S}]+[\r\n]*"
+    GtChar punct = c.cp == ' ' && next.len && (next.cls & (GT_P | GT_S)) ? next : c;
+    if (punct.cls & (GT_P | GT_S)) return gt_newline_run(s, end, gt_run(s, end, punct.pos, GT_P | GT_S, GT_NONE), 0);
+    gt_u32 r = gt_ws_newlines(s, end, pos);
+    if (r != GT_NONE) return r;
+    return gt_ws_tail(s, end, pos);
+}
+
+// End of the match of `pattern` starting at byte `pos` (< end), or GT_NONE.
+GT_HD gt_u32 gt_match_at(gt_u32 pattern, const gt_u8* s, gt_u32 end, gt_u32 pos) {
+    switch (pattern) {
+        case GT_PAT_GPT2: return gt_match_gpt2(s, end, pos);
+        case GT_PAT_CL100K: return gt_match_cl100k(s, end, pos, 3);
+        case GT_PAT_QWEN: return gt_match_cl100k(s, end, pos, 1);
+        case GT_PAT_O200K: return gt_match_o200k(s, end, pos);
+        case GT_PAT_DS_DIGITS: {
+            GtChar c = gt_char_at(s, end, pos);
+            return (c.cls & GT_N) ? gt_run(s, end, pos, GT_N, 3) : GT_NONE;
+        }
+        case GT_PAT_DS_CJK: {
+            gt_u32 p = pos;
+            for (GtChar c = gt_char_at(s, end, p); c.len && gt_is_ds_cjk(c.cp); c = gt_char_at(s, end, p)) p += c.len;
+            return p > pos ? p : GT_NONE;
+        }
+        case GT_PAT_DS_WORDS: return gt_match_ds_words(s, end, pos);
+        default: return GT_NONE;
+    }
+}
+
+// The leftmost match at or after `pos`: returns its end and sets *start, or
+// returns GT_NONE when the rest of the piece has no match.
+GT_HD gt_u32 gt_find(gt_u32 pattern, const gt_u8* s, gt_u32 end, gt_u32 pos, gt_u32* start) {
+    while (pos < end) {
+        gt_u32 e = gt_match_at(pattern, s, end, pos);
+        if (e != GT_NONE) {
+            *start = pos;
+            return e;
+        }
+        gt_u32 cp;
+        pos += gt_decode(s, pos, &cp);
+    }
+    return GT_NONE;
+}
