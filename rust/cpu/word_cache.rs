@@ -14,13 +14,27 @@ const MAX_CACHED_WORD: usize = 64;
 /// Entries kept before the cache starts over.
 const MAX_ENTRIES: usize = 1 << 18;
 
-/// Cached word -> (start, len) into `ids`, plus the kernel's scratch.
+/// Cached word -> (start, len) into `ids`, plus the kernel's scratch. Words
+/// of up to 15 bytes (most of them) are keyed by their bytes packed into a
+/// u128, so a lookup is one hash and one integer compare.
 #[derive(Default)]
 pub struct WordCache {
     plan_id: u64,
+    short_words: FxHashMap<u128, (u32, u32)>,
     words: FxHashMap<Box<[u8]>, (u32, u32)>,
     ids: Vec<u32>,
     scratch: Scratch,
+}
+
+/// The bytes of a word of at most 15 bytes, and its length, as one integer.
+fn packed(word: &[u8]) -> Option<u128> {
+    if word.len() > 15 {
+        return None;
+    }
+    let mut key = [0u8; 16];
+    key[..word.len()].copy_from_slice(word);
+    key[15] = word.len() as u8;
+    Some(u128::from_le_bytes(key))
 }
 
 thread_local! {
@@ -41,6 +55,7 @@ pub fn with_cache<R>(plan_id: u64, f: impl FnOnce(&mut WordCache) -> R) -> R {
 
 impl WordCache {
     fn clear(&mut self) {
+        self.short_words.clear();
         self.words.clear();
         self.ids.clear();
     }
@@ -51,18 +66,25 @@ impl WordCache {
             kernels::bpe_word(model, word, &mut self.scratch, out);
             return;
         }
-        if let Some(&(start, len)) = self.words.get(word) {
+        let key = packed(word);
+        let hit = match key {
+            Some(k) => self.short_words.get(&k),
+            None => self.words.get(word),
+        };
+        if let Some(&(start, len)) = hit {
             out.extend_from_slice(&self.ids[start as usize..(start + len) as usize]);
             return;
         }
-        if self.words.len() >= MAX_ENTRIES {
+        if self.short_words.len() + self.words.len() >= MAX_ENTRIES {
             self.clear();
         }
         let at = out.len();
         kernels::bpe_word(model, word, &mut self.scratch, out);
-        let start = self.ids.len() as u32;
+        let entry = (self.ids.len() as u32, (out.len() - at) as u32);
         self.ids.extend_from_slice(&out[at..]);
-        self.words
-            .insert(word.into(), (start, (out.len() - at) as u32));
+        match key {
+            Some(k) => self.short_words.insert(k, entry),
+            None => self.words.insert(word.into(), entry),
+        };
     }
 }
