@@ -71,7 +71,10 @@ impl Engine {
     pub fn plan(&self) -> crate::plan::Plan {
         crate::plan::Plan::of(
             &self.hf,
-            self.fast.as_ref().map(|_| ()).map_err(String::as_str),
+            self.fast
+                .as_ref()
+                .map(ByteLevelPlan::describe_splits)
+                .map_err(String::as_str),
         )
     }
 

@@ -217,6 +217,21 @@ impl ByteLevelPlan {
         })
     }
 
+    /// How words are found, for `tok.plan`.
+    pub fn describe_splits(&self) -> String {
+        let steps: Vec<&str> = self
+            .splits
+            .iter()
+            .map(|step| match step {
+                SplitStep::Scanner(_) => "hand-written scanner (cuda/gt_pretok.cuh)",
+                SplitStep::Regex(_) => {
+                    "the crate's Oniguruma regex (no scanner for this pattern yet)"
+                }
+            })
+            .collect();
+        steps.join(", then ")
+    }
+
     /// True when normalization leaves `text` unchanged.
     pub fn is_normalized(&self, text: &str) -> bool {
         text.is_ascii()

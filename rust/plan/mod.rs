@@ -84,8 +84,9 @@ fn model_type(model: &ModelWrapper) -> Value {
 }
 
 impl Plan {
-    /// The plan for `hf`; `fast` is the byte-level plan's outcome (Err: why not).
-    pub fn of(hf: &Tokenizer, fast: Result<(), &str>) -> Plan {
+    /// The plan for `hf`; `fast` is the byte-level plan's outcome: how it
+    /// pre-tokenizes, or why there is no fast plan.
+    pub fn of(hf: &Tokenizer, fast: Result<String, &str>) -> Plan {
         let components = [
             ("normalize", serialized(hf.get_normalizer())),
             ("pre_tokenize", serialized(hf.get_pre_tokenizer())),
@@ -96,10 +97,10 @@ impl Plan {
         let stages = components
             .iter()
             .map(|(stage, value)| {
-                let (path, reason) = match (*stage, fast) {
-                    ("normalize", Ok(())) => (Path::Fast, "documents already in normal form pass unchanged; others take the exact path".into()),
-                    ("pre_tokenize", Ok(())) => (Path::Fast, "same Oniguruma regexes as the crate, no per-token allocation".into()),
-                    ("model", Ok(())) => (Path::Fast, "byte-level BPE kernel (cuda/gt_bpe.cuh) with a per-thread word cache; requests for offsets take the exact path".into()),
+                let (path, reason) = match (*stage, &fast) {
+                    ("normalize", Ok(_)) => (Path::Fast, "documents already in normal form pass unchanged; others take the exact path".into()),
+                    ("pre_tokenize", Ok(how)) => (Path::Fast, how.clone()),
+                    ("model", Ok(_)) => (Path::Fast, "byte-level BPE kernel (cuda/gt_bpe.cuh) with a per-thread word cache; requests for offsets take the exact path".into()),
                     ("normalize" | "pre_tokenize" | "model", Err(why)) => (Path::Exact, why.to_string()),
                     ("post_process", _) => (Path::Exact, "the crate's post-processor runs on the ids (templates, truncation, padding)".into()),
                     _ => (Path::Exact, "decoding always runs in the crate".into()),
