@@ -1,7 +1,8 @@
 """Runs `gpu-tok bench` on 8 MB of the shared corpus for each shared tokenizer
-and writes benches/results/<tokenizer>.json plus a markdown table on stdout.
+and writes benches/results/<tokenizer>[-<N>threads].json plus a markdown table
+on stdout.
 
-    python benches/run_bench.py [--tokenizers qwen3,gpt-oss] [--max-mb 8] [--repeats 3]
+    python benches/run_bench.py [--tokenizers qwen3,gpt-oss] [--max-mb 8] [--repeats 3] [--threads 1]
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ def main() -> int:
     parser.add_argument("--max-mb", default="8")
     parser.add_argument("--repeats", default="3")
     parser.add_argument("--batch-sizes", default="1024")
-    parser.add_argument("--compare", default="tokenizers,tiktoken,tokie,kitoken")
+    parser.add_argument("--compare", default="tokenizers,tokenizers-encode,tiktoken,tokie,kitoken")
+    parser.add_argument("--threads", help="threads for every engine (default: all cores)")
     args = parser.parse_args()
     corpus = SHARED / "corpus" / "mixed.jsonl"
     if not corpus.is_file():
@@ -33,10 +35,12 @@ def main() -> int:
     rows = ["| tokenizer | engine | MB/s | Mtok/s | vs tokenizers | parity | peak MB |",
             "|---|---|---|---|---|---|---|"]
     for name in args.tokenizers.split(","):
-        out = RESULTS / f"{name}.json"
+        out = RESULTS / (f"{name}-{args.threads}threads.json" if args.threads else f"{name}.json")
         cmd = [sys.executable, "-m", "gpu_tok", "bench", "--tokenizer", str(SHARED / "tokenizers" / name),
                "--corpus", str(corpus), "--max-mb", args.max_mb, "--repeats", args.repeats,
                "--batch-sizes", args.batch_sizes, "--compare", args.compare, "--json", str(out)]
+        if args.threads:
+            cmd += ["--threads", args.threads]
         done = subprocess.run(cmd, text=True)
         if not out.is_file():
             print(f"{name}: bench failed (exit {done.returncode})", file=sys.stderr)

@@ -76,6 +76,11 @@ def _ids(values: Any, what: str) -> list[int]:
     return out
 
 
+def _one_chunk(texts: Any) -> Any:
+    """A pyarrow ChunkedArray as one Array (the core reads Arrow arrays without a copy)."""
+    return texts.combine_chunks() if hasattr(texts, "combine_chunks") else texts
+
+
 class Tokenizer:
     """A Hugging Face tokenizer, loaded from tokenizer.json."""
 
@@ -189,6 +194,7 @@ class Tokenizer:
              attention_mask: bool, type_ids: bool | None, special_tokens_mask: bool,
              offsets: bool, device: Any) -> _core.CoreBatch:
         _device.resolve(device)
+        texts, pairs = _one_chunk(texts), _one_chunk(pairs)
         if not isinstance(add_special_tokens, bool):
             raise TypeError("add_special_tokens must be a bool")
         if type_ids is None:
@@ -237,8 +243,8 @@ class Tokenizer:
         return_offsets: bool = False,
         device: Any = "auto",
     ) -> BatchEncoding:
-        """Encodes a batch into tensors (gpu_tok `Tensor`s: DLPack and buffer
-        protocol). `padding`/`truncation` left as None follow tokenizer.json, as
+        """Encodes a batch (a list of str, or a pyarrow string array, read without
+        a copy) into tensors (gpu_tok `Tensor`s: DLPack and buffer protocol). `padding`/`truncation` left as None follow tokenizer.json, as
         `tokenizers`' `encode_batch` does; `False` turns them off, `True`,
         "longest", "max_length" and the truncation strategies turn them on."""
         d = self._defaults

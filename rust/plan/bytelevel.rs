@@ -140,11 +140,13 @@ impl ByteLevelPlan {
         check_model(model)?;
         let added = added_tokens(&spec["added_tokens"], &normal_forms)?;
         let alphabet = alphabet();
+        let byte_of: std::collections::HashMap<char, u8> = alphabet
+            .iter()
+            .enumerate()
+            .map(|(b, &c)| (c, b as u8))
+            .collect();
         let decode = |token: &str| -> Option<Vec<u8>> {
-            token
-                .chars()
-                .map(|c| alphabet.iter().position(|&a| a == c).map(|b| b as u8))
-                .collect()
+            token.chars().map(|c| byte_of.get(&c).copied()).collect()
         };
         let vocab = model["vocab"]
             .as_object()

@@ -2,6 +2,7 @@
 //! the duration of a call (the list holds them alive; no copy is made). Any
 //! other shape gets a clear `TypeError` naming the offending item.
 
+use super::arrow::{self, ArrowStrings};
 use super::errors;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
@@ -68,4 +69,35 @@ fn type_name(obj: &Bound<'_, PyAny>) -> String {
         .name()
         .map(|n| n.to_string())
         .unwrap_or_else(|_| "an unknown type".into())
+}
+
+/// A batch of input texts: Python strings, or an Arrow string array (zero copy).
+pub enum Texts<'py> {
+    Python(Vec<Bound<'py, PyString>>),
+    Arrow(ArrowStrings<'py>),
+}
+
+impl<'py> Texts<'py> {
+    /// Reads `obj`: an Arrow string array, else an iterable of `str`.
+    pub fn read(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Self> {
+        match arrow::strings(obj, what)? {
+            Some(strings) => Ok(Texts::Arrow(strings)),
+            None => Ok(Texts::Python(texts(obj, what)?)),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            Texts::Python(v) => v.len(),
+            Texts::Arrow(a) => a.rows.len(),
+        }
+    }
+
+    /// The UTF-8 of every text, borrowed.
+    pub fn strs(&self, py: Python<'_>, what: &str) -> PyResult<Vec<&str>> {
+        match self {
+            Texts::Python(v) => utf8(py, v, what),
+            Texts::Arrow(a) => Ok(a.rows.clone()),
+        }
+    }
 }

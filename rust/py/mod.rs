@@ -3,6 +3,7 @@
 //! The friendly API (`gpu_tok.Tokenizer`, the transformers-style call) is in
 //! `python/gpu_tok/`; this layer stays thin and strict.
 
+mod arrow;
 mod batch;
 mod errors;
 mod info;

@@ -132,8 +132,10 @@ impl CoreTokenizer {
         special_tokens_mask: bool,
         offsets: bool,
     ) -> PyResult<CoreBatch> {
-        let firsts = inputs::texts(texts, "texts")?;
-        let seconds = pairs.map(|p| inputs::texts(p, "text_pair")).transpose()?;
+        let firsts = inputs::Texts::read(texts, "texts")?;
+        let seconds = pairs
+            .map(|p| inputs::Texts::read(p, "text_pair"))
+            .transpose()?;
         if let Some(seconds) = &seconds {
             if seconds.len() != firsts.len() {
                 return Err(PyValueError::new_err(format!(
@@ -143,10 +145,10 @@ impl CoreTokenizer {
                 )));
             }
         }
-        let first_strs = inputs::utf8(py, &firsts, "texts")?;
+        let first_strs = firsts.strs(py, "texts")?;
         let second_strs = seconds
-            .as_deref()
-            .map(|s| inputs::utf8(py, s, "text_pair"))
+            .as_ref()
+            .map(|s| s.strs(py, "text_pair"))
             .transpose()?;
         let rows: Vec<(&str, Option<&str>)> = match &second_strs {
             Some(seconds) => first_strs
