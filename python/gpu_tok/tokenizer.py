@@ -244,7 +244,8 @@ class Tokenizer:
         device: Any = "auto",
     ) -> BatchEncoding:
         """Encodes a batch (a list of str, or a pyarrow string array, read without
-        a copy) into tensors (gpu_tok `Tensor`s: DLPack and buffer protocol). `padding`/`truncation` left as None follow tokenizer.json, as
+        a copy) into tensors (gpu_tok `Tensor`s: DLPack and buffer protocol).
+        `padding`/`truncation` left as None follow tokenizer.json, as
         `tokenizers`' `encode_batch` does; `False` turns them off, `True`,
         "longest", "max_length" and the truncation strategies turn them on."""
         d = self._defaults
