@@ -151,6 +151,15 @@ GT_HD gt_u32 gt_ws_tail(const gt_u8* s, gt_u32 end, gt_u32 pos) {
 // [^\s\p{L}\p{N}]: not whitespace, letter or number.
 #define GT_OTHER(c) ((c).len && !((c).cls & (GT_WS | GT_L | GT_N)))
 
+// " ?[^\s\p{L}\p{N}]+" at c (next is the character after c): end, or GT_NONE.
+GT_HD gt_u32 gt_space_other(const gt_u8* s, gt_u32 end, GtChar c, GtChar next) {
+    GtChar other = c.cp == ' ' && GT_OTHER(next) ? next : c;
+    if (!GT_OTHER(other)) return GT_NONE;
+    gt_u32 p = other.pos;
+    for (GtChar o = other; GT_OTHER(o); o = gt_char_at(s, end, p)) p += o.len;
+    return p;
+}
+
 GT_HD gt_u32 gt_match_gpt2(const gt_u8* s, gt_u32 end, gt_u32 pos) {
     gt_u32 r = gt_contraction(s, end, pos, 0);
     if (r != GT_NONE) return r;
@@ -159,11 +168,8 @@ GT_HD gt_u32 gt_match_gpt2(const gt_u8* s, gt_u32 end, gt_u32 pos) {
     if (c.cp == ' ') word = gt_char_at(s, end, pos + 1);  // " ?" then the class of what follows
     if (word.len && (word.cls & GT_L)) return gt_run(s, end, word.pos, GT_L, GT_NONE);
     if (word.len && (word.cls & GT_N)) return gt_run(s, end, word.pos, GT_N, GT_NONE);
-    if (GT_OTHER(word)) {
-        gt_u32 p = word.pos;
-        for (GtChar o = word; GT_OTHER(o); o = gt_char_at(s, end, p)) p += o.len;
-        return p;
-    }
+    r = gt_space_other(s, end, c, gt_char_at(s, end, pos + c.len));
+    if (r != GT_NONE) return r;
     return gt_ws_tail(s, end, pos);
 }
 
@@ -179,12 +185,8 @@ GT_HD gt_u32 gt_match_cl100k(const gt_u8* s, gt_u32 end, gt_u32 pos, gt_u32 max_
     // \p{N}{1,max}
     if (c.cls & GT_N) return gt_run(s, end, pos, GT_N, max_digits);
     // " ?[^\s\p{L}\p{N}]+[\r\n]*"
-    GtChar other = c.cp == ' ' && GT_OTHER(next) ? next : c;
-    if (GT_OTHER(other)) {
-        gt_u32 p = other.pos;
-        for (GtChar o = other; GT_OTHER(o); o = gt_char_at(s, end, p)) p += o.len;
-        return gt_newline_run(s, end, p, 0);
-    }
+    r = gt_space_other(s, end, c, next);
+    if (r != GT_NONE) return gt_newline_run(s, end, r, 0);
     r = gt_ws_newlines(s, end, pos);
     if (r != GT_NONE) return r;
     return gt_ws_tail(s, end, pos);
@@ -232,13 +234,9 @@ GT_HD gt_u32 gt_match_o200k(const gt_u8* s, gt_u32 end, gt_u32 pos) {
     if (lead && (r = gt_o200k_upper_word(s, end, pos + c.len)) != GT_NONE) return r;
     if ((r = gt_o200k_upper_word(s, end, pos)) != GT_NONE) return r;
     if (c.cls & GT_N) return gt_run(s, end, pos, GT_N, 3);
-    GtChar next = gt_char_at(s, end, pos + c.len);
-    GtChar other = c.cp == ' ' && GT_OTHER(next) ? next : c;
-    if (GT_OTHER(other)) {
-        gt_u32 p = other.pos;
-        for (GtChar o = other; GT_OTHER(o); o = gt_char_at(s, end, p)) p += o.len;
-        return gt_newline_run(s, end, p, 1);
-    }
+    // " ?[^\s\p{L}\p{N}]+[\r\n/]*"
+    r = gt_space_other(s, end, c, gt_char_at(s, end, pos + c.len));
+    if (r != GT_NONE) return gt_newline_run(s, end, r, 1);
     r = gt_ws_newlines(s, end, pos);
     if (r != GT_NONE) return r;
     return gt_ws_tail(s, end, pos);
