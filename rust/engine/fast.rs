@@ -1,14 +1,19 @@
-//! The fast path for one sequence of a byte-level BPE tokenizer: split into
-//! words with the plan's regexes, then BPE each word through the per-thread
-//! cache and the shared kernel. Returns None when the document must take the
-//! exact path (not in normal form, or it contains an added token).
+//! The fast path for one sequence of a byte-level BPE tokenizer: normalize,
+//! split into words with the plan's scanners, then BPE each word through the
+//! per-thread cache and the shared kernel. Returns None when the document
+//! must take the exact path (it contains an added token's text).
 
 use crate::cpu::{kernels, word_cache};
 use crate::plan::bytelevel::{ByteLevelPlan, SplitStep};
 
 /// Token ids of `text`, or None if only the exact path can encode it.
 pub fn encode_ids(plan: &ByteLevelPlan, plan_id: u64, text: &str) -> Option<Vec<u32>> {
-    if !plan.is_normalized(text) || plan.has_added_token(text) {
+    if plan.has_added_token(text) {
+        return None;
+    }
+    let normalized = plan.normalize(text);
+    let text = normalized.as_ref();
+    if matches!(normalized, std::borrow::Cow::Owned(_)) && plan.has_added_token(text) {
         return None;
     }
     let mut ids = Vec::with_capacity(text.len() / 3 + 1);

@@ -3,24 +3,27 @@
 //! the fast engine reproduces the oracle exactly, and builds its tables.
 //!
 //! What it accepts, and why that is exact:
-//! - normalizer: none, NFC, NFKC or a `Sequence` of them. A document already in
-//!   that normal form is unchanged by it (checked per document with the same
-//!   `unicode-normalization-alignments` tables the crate uses); any other
-//!   document goes to the exact path.
+//! - normalizer: none, NFC, NFKC or a `Sequence` of them, applied with the
+//!   same `unicode-normalization-alignments` tables the crate uses (a quick
+//!   check first: text already in normal form is used as it is). Ids depend
+//!   only on the normalized text; offsets, which need the alignments, come
+//!   from the exact path.
 //! - pre-tokenizer: `ByteLevel` (GPT-2 regex, no prefix space) or a `Sequence`
 //!   of `Split(Regex, Isolated)` steps ending in `ByteLevel(use_regex=false)`.
 //!   The regexes run on the crate's own `SysRegex` (Oniguruma), the same engine
 //!   and pattern the crate uses, so the words are the same.
 //! - model: BPE without dropout, prefixes/suffixes or byte fallback, whose
 //!   vocabulary has a token for each of the 256 bytes.
-//! - added tokens: a document containing any added token's text goes to the
-//!   exact path (which splits it out exactly as the crate does).
+//! - added tokens: a document containing any added token's text, before or
+//!   after normalization, goes to the exact path (which splits it out exactly
+//!   as the crate does).
 //!
 //! Why not: each refusal is a reason string shown by `tok.plan`.
 
 use crate::cpu::kernels::{self, BytesTable, GtBpeModel, GtPairTable};
 use aho_corasick::AhoCorasick;
 use serde_json::Value;
+use std::borrow::Cow;
 use tokenizers::utils::SysRegex;
 use unicode_normalization_alignments::UnicodeNormalization;
 
@@ -234,13 +237,26 @@ impl ByteLevelPlan {
         steps.join(", then ")
     }
 
-    /// True when normalization leaves `text` unchanged.
-    pub fn is_normalized(&self, text: &str) -> bool {
-        text.is_ascii()
+    /// `text` after the normalizer: borrowed when it is already in normal form
+    /// (the common case: a quick check, no copy), else normalized with the
+    /// crate's own tables, one form after another as the `Sequence` applies them.
+    pub fn normalize<'t>(&self, text: &'t str) -> Cow<'t, str> {
+        let unchanged = text.is_ascii()
             || self.normal_forms.iter().all(|form| match form {
                 NormalForm::Nfc => unicode_normalization_alignments::is_nfc(text),
                 NormalForm::Nfkc => unicode_normalization_alignments::is_nfkc(text),
-            })
+            });
+        if unchanged {
+            return Cow::Borrowed(text);
+        }
+        let mut out = text.to_string();
+        for form in &self.normal_forms {
+            out = match form {
+                NormalForm::Nfc => out.nfc().map(|(c, _)| c).collect(),
+                NormalForm::Nfkc => out.nfkc().map(|(c, _)| c).collect(),
+            };
+        }
+        Cow::Owned(out)
     }
 
     /// True when `text` contains an added token's text (it must take the exact path).

@@ -98,7 +98,7 @@ impl Plan {
             .iter()
             .map(|(stage, value)| {
                 let (path, reason) = match (*stage, &fast) {
-                    ("normalize", Ok(_)) => (Path::Fast, "documents already in normal form pass unchanged; others take the exact path".into()),
+                    ("normalize", Ok(_)) => (Path::Fast, "quick check, then the crate's own normalization tables only where the text changes".into()),
                     ("pre_tokenize", Ok(how)) => (Path::Fast, how.clone()),
                     ("model", Ok(_)) => (Path::Fast, "byte-level BPE kernel (cuda/gt_bpe.cuh) with a per-thread word cache; requests for offsets take the exact path".into()),
                     ("normalize" | "pre_tokenize" | "model", Err(why)) => (Path::Exact, why.to_string()),
