@@ -2,8 +2,8 @@
 //!
 //! Each responsibility lives in its own module:
 //! - [`engine`]: the batch pipeline (split -> normalize -> pre-tokenize -> model -> post-process -> pack);
-//! - [`cpu`]: the engine's own fork-aware thread pool;
-//! - [`cuda`]: the CUDA probe (the CUDA backend itself lands later);
+//! - [`cpu`]: the fork-aware thread pool, the host build of the kernels, the word cache;
+//! - [`cuda`]: the CUDA probe and the kernel sources (the device backend is still to come);
 //! - [`plan`]: what the fast engine could run for a given tokenizer, stage by stage;
 //! - [`dlpack`]: DLPack export of result buffers;
 //! - [`py`]: the Python classes, argument checking, GIL release and exceptions.

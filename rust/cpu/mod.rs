@@ -1,5 +1,6 @@
-//! CPU backend. For now it owns the engine's thread pool; the per-word kernels
-//! compiled from `cuda/*.cuh` join it with the fast engine.
+//! CPU backend: the engine's fork-aware thread pool, the host build of the
+//! shared kernel logic (`cuda/*.cuh`, called through `kernels`), and the
+//! per-thread word cache in front of the BPE kernel.
 
 pub mod kernels;
 pub mod pool;

@@ -1,6 +1,7 @@
-//! CUDA backend. Today: the probe that says whether a driver and NVRTC are
-//! there, without ever crashing a GPU-less host. The kernels, buffers and
-//! streams land with the CUDA backend issue.
+//! CUDA backend. So far: the probe that says whether a driver and NVRTC are
+//! there, without ever crashing a GPU-less host, and the kernel sources built
+//! into the binary. Device tables, launches, buffers and streams are still to
+//! come; until then `device="cuda"` raises `CudaUnavailableError`.
 
 pub mod probe;
 pub mod sources;

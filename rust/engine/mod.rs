@@ -5,8 +5,10 @@
 //! padding are per-call [`Settings`]; the ones stored in tokenizer.json are kept
 //! as defaults for callers that want `tokenizers`' behaviour.
 //!
-//! Stages today all run on the exact path (`exact`), the `tokenizers` crate's own
-//! code; the fast engine will take over the stages its plan proves exact.
+//! Each sequence runs on the fast path (`fast`, byte-level BPE through the
+//! shared kernels) when the plan and the document allow it, else on the exact
+//! path (`exact`, the `tokenizers` crate's own stages); truncation, the
+//! post-processor and packing are the same for both.
 
 pub mod exact;
 pub mod fast;
