@@ -50,15 +50,23 @@ static NEXT_ENGINE_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU
 impl Engine {
     /// Builds an engine from the text of a tokenizer.json.
     pub fn from_json(json: &str) -> Result<Self> {
-        let mut hf: Tokenizer = json.parse().map_err(|err| classify_load_error(json, err))?;
+        // The crate's loader and the fast plan each parse the JSON: side by side.
+        let (parsed, fast) = std::thread::scope(|scope| {
+            let plan = scope.spawn(|| match serde_json::from_str::<serde_json::Value>(json) {
+                Ok(spec) => ByteLevelPlan::build(&spec),
+                Err(err) => Err(format!("unreadable JSON: {err}")),
+            });
+            let parsed = json.parse::<Tokenizer>();
+            let fast = plan
+                .join()
+                .unwrap_or_else(|_| Err("building the fast plan failed".into()));
+            (parsed, fast)
+        });
+        let mut hf = parsed.map_err(|err| classify_load_error(json, err))?;
         let file_truncation = hf.get_truncation().cloned();
         let file_padding = hf.get_padding().cloned();
         hf.with_truncation(None).map_err(Error::tokenizers)?;
         hf.with_padding(None);
-        let fast = match serde_json::from_str::<serde_json::Value>(json) {
-            Ok(spec) => ByteLevelPlan::build(&spec),
-            Err(err) => Err(format!("unreadable JSON: {err}")),
-        };
         let id = NEXT_ENGINE_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(Engine {
             hf,

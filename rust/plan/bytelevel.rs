@@ -154,7 +154,12 @@ impl ByteLevelPlan {
         let vocab = model["vocab"]
             .as_object()
             .ok_or("model.vocab is not an object")?;
-        let id_of = |token: &str| vocab.get(token).and_then(Value::as_u64).map(|id| id as u32);
+        // serde_json's map is a BTreeMap: index it once for the ~3 lookups per merge.
+        let ids: rustc_hash::FxHashMap<&str, u32> = vocab
+            .iter()
+            .filter_map(|(t, id)| Some((t.as_str(), id.as_u64()? as u32)))
+            .collect();
+        let id_of = |token: &str| ids.get(token).copied();
 
         let mut byte_ids = [0u32; 256];
         for (b, c) in alphabet.iter().enumerate() {
@@ -171,10 +176,13 @@ impl ByteLevelPlan {
             vec![0; capacity],
             vec![0; capacity],
         );
+        let mut joined = String::new();
         for (rank, merge) in merges.iter().enumerate() {
             let (a, b) = merge_parts(merge)?;
-            let (Some(ia), Some(ib), Some(im)) = (id_of(a), id_of(b), id_of(&format!("{a}{b}")))
-            else {
+            joined.clear();
+            joined.push_str(a);
+            joined.push_str(b);
+            let (Some(ia), Some(ib), Some(im)) = (id_of(a), id_of(b), id_of(&joined)) else {
                 return Err(format!(
                     "merge {a:?} {b:?} uses tokens outside the vocabulary"
                 ));
