@@ -8,6 +8,7 @@ reason; it is never an error.
 
 from __future__ import annotations
 
+import importlib
 import importlib.metadata
 import json
 import os
@@ -39,6 +40,20 @@ def _version(package: str) -> str:
         return "?"
 
 
+def _require(module: str) -> Any:
+    """The peer's package, or `Skipped` when it is not installed."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as err:
+        raise Skipped(f"{module} is not installed") from err
+
+
+def _file(path: str | None, peer: str) -> str:
+    if path is None:
+        raise Skipped(f"{peer} loads from a file path only")
+    return path
+
+
 def _gpu_tok(tok: Tokenizer, device: str) -> Engine:
     def encode(texts: list[str]) -> Any:
         return tok.encode_batch(texts, add_special_tokens=False, padding=False, truncation=False,
@@ -48,10 +63,7 @@ def _gpu_tok(tok: Tokenizer, device: str) -> Engine:
 
 
 def _hf(json_text: str, *, batch: bool) -> Engine:
-    try:
-        import tokenizers
-    except ImportError as err:
-        raise Skipped("tokenizers is not installed") from err
+    tokenizers = _require("tokenizers")
     hf = tokenizers.Tokenizer.from_str(json_text)
     hf.no_truncation()
     hf.no_padding()
@@ -79,10 +91,7 @@ GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|
 def _tiktoken(json_text: str, threads: int) -> Engine:
     """tiktoken built from the same vocabulary: possible for byte-level BPE whose
     ids are merge ranks and whose pre-tokenizer is one regex."""
-    try:
-        import tiktoken
-    except ImportError as err:
-        raise Skipped("tiktoken is not installed") from err
+    tiktoken = _require("tiktoken")
     spec = json.loads(json_text)
     model, pre = spec.get("model") or {}, spec.get("pre_tokenizer") or {}
     if model.get("type") != "BPE" or spec.get("normalizer") not in (None, {"type": "NFC"}):
@@ -119,13 +128,7 @@ def _native_encoding(tiktoken: Any, ranks: dict[bytes, int]) -> Any:
 
 
 def _tokie(path: str | None) -> Engine:
-    try:
-        import tokie
-    except ImportError as err:
-        raise Skipped("tokie is not installed") from err
-    if path is None:
-        raise Skipped("tokie loads from a file path only")
-    tok = tokie.Tokenizer.from_json(path)
+    tok = _require("tokie").Tokenizer.from_json(_file(path, "tokie"))
 
     def encode(texts: list[str]) -> Any:
         return tok.encode_batch(texts, add_special_tokens=False)
@@ -134,13 +137,7 @@ def _tokie(path: str | None) -> Engine:
 
 
 def _kitoken(path: str | None) -> Engine:
-    try:
-        import kitoken
-    except ImportError as err:
-        raise Skipped("kitoken is not installed") from err
-    if path is None:
-        raise Skipped("kitoken loads from a file path only")
-    tok = kitoken.Kitoken.from_tokenizers_file(path)
+    tok = _require("kitoken").Kitoken.from_tokenizers_file(_file(path, "kitoken"))
     return Engine("kitoken", _version("kitoken"), lambda texts: tok.encode_all(texts, False), lambda r: r)
 
 
