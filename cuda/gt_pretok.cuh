@@ -308,3 +308,59 @@ GT_HD gt_u32 gt_find(gt_u32 pattern, const gt_u8* s, gt_u32 end, gt_u32 pos, gt_
     }
     return GT_NONE;
 }
+
+// ---- Chained Split steps -------------------------------------------------
+// A tokenizer's pre-tokenizer may be several Split(Isolated) steps in a row
+// (DeepSeek-V3 has three): each match and each gap between matches of step k
+// is split again by step k + 1; the pieces left after the last step are the
+// words. GT_MAX_SPLITS bounds the chain (longer chains keep the crate's path).
+#define GT_MAX_SPLITS 4
+
+struct GtSplits {
+    gt_u32 n;                         // steps in use
+    gt_u32 patterns[GT_MAX_SPLITS];  // GT_PAT_* of each step, in order
+};
+
+// Calls emit(start, end) for each non-empty word of s[begin, end) after steps
+// STEP.. of `splits`, in order. Offsets are into `s`; each piece is scanned as
+// a subject of its own (its end is the end of text for lookaheads).
+template <int STEP, class Emit>
+GT_HD void gt_split_words(const GtSplits* splits, const gt_u8* s, gt_u32 begin, gt_u32 end, Emit& emit) {
+    if (begin == end) return;
+    if constexpr (STEP == GT_MAX_SPLITS) {
+        emit(begin, end);
+    } else {
+        if ((gt_u32)STEP >= splits->n) {
+            emit(begin, end);
+            return;
+        }
+        gt_u32 pattern = splits->patterns[STEP], n = end - begin, pos = 0, prev = 0, start;
+        const gt_u8* piece = s + begin;
+        while (pos < n) {
+            gt_u32 match_end = gt_find(pattern, piece, n, pos, &start);
+            if (match_end == GT_NONE) break;
+            gt_split_words<STEP + 1>(splits, s, begin + prev, begin + start, emit);  // the gap, if any
+            gt_split_words<STEP + 1>(splits, s, begin + start, begin + match_end, emit);
+            prev = pos = match_end;
+        }
+        gt_split_words<STEP + 1>(splits, s, begin + prev, end, emit);
+    }
+}
+
+// ---- Safe cut points ------------------------------------------------------
+// A long document is cut into pieces that threads scan independently. Position
+// p is safe for every GT_PAT_* chain when s[p] is an ASCII space and s[p - 1]
+// a printable ASCII character: no alternative of any of these patterns matches
+// a non-space followed by ' ' (words end in letters, digits, marks, punctuation
+// or [\r\n/]; whitespace runs hold only whitespace), a whitespace run cannot end
+// at p, so no lookahead looks across it, and every last step matches at a space
+// (`\s+`), so p starts a word. Hence the words of s[a, p) then s[p, b) are the
+// words of s[a, b). (Chains of zero steps make the whole text one word: no cuts.)
+//
+// The first safe cut at or after `from` (from >= 1) and before `end`, or `end`.
+GT_HD gt_u32 gt_next_cut(const gt_u8* s, gt_u32 end, gt_u32 from) {
+    for (gt_u32 p = from; p < end; ++p) {
+        if (s[p] == ' ' && s[p - 1] > 0x20 && s[p - 1] < 0x7F) return p;
+    }
+    return end;
+}

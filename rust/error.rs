@@ -21,6 +21,9 @@ pub enum Error {
     /// CUDA was asked for but cannot be used here.
     #[error("{0}")]
     CudaUnavailable(String),
+    /// A CUDA call failed while the GPU was working (out of memory, a kernel fault...).
+    #[error("CUDA: {0}")]
+    Cuda(String),
 }
 
 impl Error {

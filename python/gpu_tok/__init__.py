@@ -12,6 +12,7 @@ from typing import Any
 
 from . import _core
 from ._errors import (
+    CudaError,
     CudaUnavailableError,
     EncodingError,
     GpuTokError,
@@ -56,6 +57,7 @@ def _cuda_report() -> dict[str, Any]:
 
 __all__ = [
     "BatchEncoding",
+    "CudaError",
     "CudaUnavailableError",
     "EncodingError",
     "GpuTokError",

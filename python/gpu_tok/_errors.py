@@ -33,7 +33,12 @@ class CudaUnavailableError(GpuTokError, RuntimeError):
     """CUDA was asked for (`device="cuda"`) but cannot be used here."""
 
 
+class CudaError(GpuTokError, RuntimeError):
+    """A CUDA call failed while the GPU was working (out of memory, a kernel fault...)."""
+
+
 __all__ = [
+    "CudaError",
     "CudaUnavailableError",
     "EncodingError",
     "GpuTokError",

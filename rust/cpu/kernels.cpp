@@ -1,8 +1,7 @@
-// Host build of the shared kernel logic (cuda/*.cuh) for the CPU backend:
-// C-linkage entry points over the GT_HD functions, nothing more. Compiled by
-// build.rs with the `cc` crate.
-#include "gt_bpe.cuh"
-#include "gt_pretok.cuh"
+// Host build of the shared kernel logic (cuda/*.cuh) for the CPU backend and
+// the CUDA backend's host emulator: C-linkage entry points over the GT_HD
+// functions, nothing more. Compiled by build.rs with the `cc` crate.
+#include "gt_batch.cuh"
 
 extern "C" {
 
@@ -26,6 +25,47 @@ gt_u32 gt_host_find(gt_u32 pattern, const gt_u8* text, gt_u32 end, gt_u32 pos, g
 
 gt_u32 gt_host_bytes_find(const GtBytesTable* table, const gt_u8* bytes, gt_u32 n) {
     return gt_bytes_find(table, bytes, n);
+}
+
+// Words of text[0, n) after the Split steps: word(ctx, start, end) for each.
+typedef void (*GtWordCallback)(void* ctx, gt_u32 start, gt_u32 end);
+struct GtHostEmit {
+    GtWordCallback word;
+    void* ctx;
+    void operator()(gt_u32 start, gt_u32 end) { word(ctx, start, end); }
+};
+void gt_host_split_words(const GtSplits* splits, const gt_u8* text, gt_u32 n, GtWordCallback word, void* ctx) {
+    GtHostEmit emit = {word, ctx};
+    gt_split_words<0>(splits, text, 0, n, emit);
+}
+
+gt_u32 gt_host_next_cut(const gt_u8* text, gt_u32 end, gt_u32 from) { return gt_next_cut(text, end, from); }
+
+// Runs threads [begin, end) of batch kernel number `kernel` (the order of
+// GT_BATCH_KERNELS) with `args`, as the GPU would; returns 0, or -1 for an
+// unknown kernel.
+int gt_host_run(gt_u32 kernel, const void* args, gt_u32 begin, gt_u32 end) {
+    gt_u32 number = 0;
+#define GT_HOST_KERNEL(name, Args)                                                   \
+    if (kernel == number++) {                                                        \
+        for (gt_u32 i = begin; i < end; ++i) name##_thread((const Args*)args, i);    \
+        return 0;                                                                    \
+    }
+    GT_BATCH_KERNELS(GT_HOST_KERNEL)
+#undef GT_HOST_KERNEL
+    return -1;
+}
+
+// sizeof of each kernel's argument struct (kernel order), then of GtRowSpan
+// and GtMergeEntry: the Rust mirrors check their layout against these.
+gt_u32 gt_host_args_sizes(gt_u64* out, gt_u32 n) {
+    gt_u32 k = 0;
+#define GT_ARG_SIZE(name, Args) if (k < n) out[k++] = sizeof(Args);
+    GT_BATCH_KERNELS(GT_ARG_SIZE)
+#undef GT_ARG_SIZE
+    if (k < n) out[k++] = sizeof(GtRowSpan);
+    if (k < n) out[k++] = sizeof(GtMergeEntry);
+    return k;
 }
 
 }

@@ -2,6 +2,8 @@
 //! build.rs): `#[repr(C)]` mirrors of its structs and safe wrappers. The
 //! algorithms live in the headers only; this file just calls them.
 
+use std::ffi::c_void;
+
 /// Mirror of `GtPairTable` (cuda/gt_hash.cuh).
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -34,9 +36,36 @@ pub struct GtBpeModel {
     pub ignore_merges: u32,
 }
 
+impl GtBpeModel {
+    /// A model with no tables, for launches that encode no words.
+    pub fn null() -> Self {
+        let null_pairs = GtPairTable {
+            keys: std::ptr::null(),
+            ranks: std::ptr::null(),
+            merged: std::ptr::null(),
+            mask: 0,
+        };
+        let null_bytes = GtBytesTable {
+            hashes: std::ptr::null(),
+            starts: std::ptr::null(),
+            lens: std::ptr::null(),
+            ids: std::ptr::null(),
+            blob: std::ptr::null(),
+            mask: 0,
+        };
+        GtBpeModel {
+            merges: null_pairs,
+            vocab: null_bytes,
+            byte_ids: [0; 256],
+            ignore_merges: 0,
+        }
+    }
+}
+
+/// Mirror of `GtMergeEntry` (cuda/gt_bpe.cuh).
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
-struct GtMergeEntry {
+pub struct GtMergeEntry {
     rank: u32,
     pos: u32,
     merged: u32,
@@ -82,6 +111,74 @@ extern "C" {
     );
     fn gt_host_bytes_find(table: *const GtBytesTable, bytes: *const u8, n: u32) -> u32;
     fn gt_host_find(pattern: u32, text: *const u8, end: u32, pos: u32, start: *mut u32) -> u32;
+    fn gt_host_split_words(
+        splits: *const GtSplits,
+        text: *const u8,
+        n: u32,
+        word: unsafe extern "C" fn(*mut c_void, u32, u32),
+        ctx: *mut c_void,
+    );
+    fn gt_host_next_cut(text: *const u8, end: u32, from: u32) -> u32;
+}
+
+/// Mirror of `GtSplits` (cuda/gt_pretok.cuh): a chain of scanner steps.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GtSplits {
+    pub n: u32,
+    pub patterns: [u32; MAX_SPLITS],
+}
+
+/// `GT_MAX_SPLITS`.
+pub const MAX_SPLITS: usize = 4;
+
+impl GtSplits {
+    /// The chain of scanners `patterns`, or None if it is too long.
+    pub fn new(patterns: &[u32]) -> Option<Self> {
+        let mut splits = GtSplits {
+            n: u32::try_from(patterns.len()).ok()?,
+            ..Default::default()
+        };
+        splits
+            .patterns
+            .get_mut(..patterns.len())?
+            .copy_from_slice(patterns);
+        Some(splits)
+    }
+}
+
+/// Calls `emit(start, end)` for each word of `text` after the scanner chain
+/// `splits` (`gt_split_words`).
+pub fn split_words(splits: &GtSplits, text: &str, emit: &mut dyn FnMut(usize, usize)) {
+    unsafe extern "C" fn word(ctx: *mut c_void, start: u32, end: u32) {
+        // SAFETY: `ctx` is the `&mut &mut dyn FnMut` passed below, alive for the call.
+        let emit = unsafe { &mut *ctx.cast::<&mut dyn FnMut(usize, usize)>() };
+        emit(start as usize, end as usize);
+    }
+    assert!(text.len() < NONE as usize, "pieces are limited to 4 GiB");
+    let mut emit = emit;
+    // SAFETY: `text` is valid UTF-8 of the given length; the callback context
+    // outlives the call and is only used during it.
+    unsafe {
+        gt_host_split_words(
+            splits,
+            text.as_ptr(),
+            text.len() as u32,
+            word,
+            (&mut emit as *mut &mut dyn FnMut(usize, usize)).cast(),
+        )
+    }
+}
+
+/// The first safe cut of `text` at or after `from` (>= 1), or `text.len()`
+/// (`gt_next_cut`: the words of the two sides are the words of the whole).
+pub fn next_cut(text: &[u8], from: usize) -> usize {
+    assert!(from >= 1 && text.len() < NONE as usize);
+    if from >= text.len() {
+        return text.len();
+    }
+    // SAFETY: reads text[from - 1 .. len), inside the slice.
+    unsafe { gt_host_next_cut(text.as_ptr(), text.len() as u32, from as u32) as usize }
 }
 
 /// The leftmost match of scanner `pattern` (`GT_PAT_*` in cuda/gt_pretok.cuh)
@@ -188,6 +285,15 @@ pub fn pair_insert(
     }
 }
 
+/// Borrowed arrays of a [`BytesTable`].
+pub struct BytesTableArrays<'a> {
+    pub hashes: &'a [u64],
+    pub starts: &'a [u32],
+    pub lens: &'a [u32],
+    pub ids: &'a [u32],
+    pub blob: &'a [u8],
+}
+
 /// Owned arrays of a byte-string table (see `GtBytesTable`).
 pub struct BytesTable {
     hashes: Vec<u64>,
@@ -241,11 +347,78 @@ impl BytesTable {
         }
     }
 
+    /// The arrays, for copying to a device.
+    pub fn arrays(&self) -> BytesTableArrays<'_> {
+        BytesTableArrays {
+            hashes: &self.hashes,
+            starts: &self.starts,
+            lens: &self.lens,
+            ids: &self.ids,
+            blob: &self.blob,
+        }
+    }
+
     /// Id of `bytes`, if present.
     pub fn find(&self, bytes: &[u8]) -> Option<u32> {
         let view = self.view();
         // SAFETY: the view points into self's arrays, alive for the call.
         let id = unsafe { gt_host_bytes_find(&view, bytes.as_ptr(), bytes.len() as u32) };
         (id != NONE).then_some(id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The scanner chains of the real families (GT_PAT_* in cuda/gt_pretok.cuh).
+    const CHAINS: [&[u32]; 5] = [&[1], &[2], &[3], &[4], &[5, 6, 7]];
+
+    fn words(splits: &GtSplits, text: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        split_words(splits, text, &mut |a, b| out.push(text[a..b].to_string()));
+        out
+    }
+
+    fn texts() -> Vec<String> {
+        let mut texts: Vec<String> = [
+            "Hello world, it's 2026! Don't   stop\n\n  now ...  ok?",
+            "a  b   c\t\td \r\n e\n f 12345 678 9.5 x",
+            "日本語のテキスト と 中文 混合 text 汉字 42 ",
+            "emoji 😀 🎉 tail , ; :: -- 'S 'LL 'd ſ ſs",
+            "  leading and trailing   ",
+            "مرحبا بالعالم 123 Привет мир !!! ??? ",
+            "x/y/z a/ b /c https://example.com/a?b=c d",
+        ]
+        .map(String::from)
+        .to_vec();
+        let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/mixed.jsonl");
+        if let Ok(data) = std::fs::read_to_string(corpus) {
+            for line in data.lines().step_by(10).take(200) {
+                if let Ok(doc) = serde_json::from_str::<serde_json::Value>(line) {
+                    texts.extend(doc["text"].as_str().map(String::from));
+                }
+            }
+        }
+        texts
+    }
+
+    #[test]
+    fn cutting_at_safe_points_keeps_the_words() {
+        for chain in CHAINS {
+            let splits = GtSplits::new(chain).unwrap();
+            for text in texts() {
+                let whole = words(&splits, &text);
+                // Cut at every safe point: the strongest form of the claim.
+                let mut pieces = Vec::new();
+                let (mut from, bytes) = (0, text.as_bytes());
+                while from < bytes.len() {
+                    let cut = next_cut(bytes, from + 1);
+                    pieces.extend(words(&splits, &text[from..cut]));
+                    from = cut;
+                }
+                assert_eq!(pieces, whole, "chain {chain:?} on {text:?}");
+            }
+        }
     }
 }

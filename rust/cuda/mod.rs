@@ -1,7 +1,15 @@
-//! CUDA backend. So far: the probe that says whether a driver and NVRTC are
-//! there, without ever crashing a GPU-less host, and the kernel sources built
-//! into the binary. Device tables, launches, buffers and streams are still to
-//! come; until then `device="cuda"` raises `CudaUnavailableError`.
+//! CUDA backend. The batch pipeline (`pipeline`) is written once against the
+//! [`device::Device`] trait and runs on a GPU through the driver (`driver`,
+//! cudarc) or, for tests on machines without one, on the host emulator
+//! (`emulator`), which runs the very same kernel functions thread by thread.
+//! Kernels are compiled at first use by NVRTC and cached on disk (`jit`); the
+//! probe (`probe`) decides, without ever crashing, whether a GPU is usable.
 
+pub mod device;
+pub mod driver;
+pub mod emulator;
+pub mod jit;
+pub mod kernels;
+pub mod pipeline;
 pub mod probe;
 pub mod sources;

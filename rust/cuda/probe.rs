@@ -16,6 +16,8 @@ pub struct CudaStatus {
     /// `cuDriverGetVersion`, e.g. 13000 for CUDA 13.0.
     pub driver_version: Option<i32>,
     pub device_count: i32,
+    /// (name, compute capability) of each device.
+    pub devices: Vec<(String, (i32, i32))>,
     /// NVRTC version (major, minor), if a libnvrtc could be loaded.
     pub nvrtc_version: Option<(i32, i32)>,
     /// Why CUDA is not available (empty when it is).
@@ -70,10 +72,50 @@ fn probe_driver(status: &mut CudaStatus) {
             return;
         }
         status.device_count = n;
+        note_initialised();
     }
+    status.devices = (0..status.device_count)
+        .map(|i| describe_device(&lib, i))
+        .collect();
     // Keep the driver loaded for the life of the process, as CUDA expects.
     std::mem::forget(lib);
     status.available = true;
+}
+
+/// Name and compute capability of device `ordinal` ("?" and (0, 0) if unknown).
+fn describe_device(lib: &Library, ordinal: c_int) -> (String, (i32, i32)) {
+    type GetDevice = unsafe extern "C" fn(*mut c_int, c_int) -> c_int;
+    type GetName = unsafe extern "C" fn(*mut std::ffi::c_char, c_int, c_int) -> c_int;
+    type GetAttribute = unsafe extern "C" fn(*mut c_int, c_int, c_int) -> c_int;
+    const MAJOR: c_int = 75; // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
+    const MINOR: c_int = 76; // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR
+    let mut out = ("?".to_string(), (0, 0));
+    // SAFETY: the symbols have these C signatures in every driver since CUDA 2.0;
+    // the name buffer is 256 bytes and NUL-terminated by the driver.
+    unsafe {
+        let (Ok(get), Ok(name), Ok(attr)) = (
+            lib.get::<GetDevice>(b"cuDeviceGet\0"),
+            lib.get::<GetName>(b"cuDeviceGetName\0"),
+            lib.get::<GetAttribute>(b"cuDeviceGetAttribute\0"),
+        ) else {
+            return out;
+        };
+        let mut dev = 0;
+        if get(&mut dev, ordinal) != 0 {
+            return out;
+        }
+        let mut buf = [0 as std::ffi::c_char; 256];
+        if name(buf.as_mut_ptr(), buf.len() as c_int, dev) == 0 {
+            out.0 = std::ffi::CStr::from_ptr(buf.as_ptr())
+                .to_string_lossy()
+                .into_owned();
+        }
+        let (mut major, mut minor) = (0, 0);
+        if attr(&mut major, MAJOR, dev) == 0 && attr(&mut minor, MINOR, dev) == 0 {
+            out.1 = (major, minor);
+        }
+    }
+    out
 }
 
 fn probe_nvrtc() -> Option<(i32, i32)> {
@@ -89,9 +131,28 @@ fn probe_nvrtc() -> Option<(i32, i32)> {
     found
 }
 
+/// The process that initialised the CUDA driver (0: none yet).
+static INITIALISED_BY: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// Records that this process initialised the driver (cuInit succeeded).
+pub fn note_initialised() {
+    INITIALISED_BY.store(std::process::id(), std::sync::atomic::Ordering::SeqCst);
+}
+
+/// True in a child forked after its parent initialised the driver: CUDA is
+/// unusable there (the driver's state does not survive fork).
+pub fn initialised_before_fork() -> bool {
+    let pid = INITIALISED_BY.load(std::sync::atomic::Ordering::SeqCst);
+    pid != 0 && pid != std::process::id()
+}
+
 /// Probes the driver and NVRTC. Never panics.
 pub fn probe() -> CudaStatus {
     let mut status = CudaStatus::default();
+    if initialised_before_fork() {
+        status.reason = "CUDA was initialised in the parent process before fork()".into();
+        return status;
+    }
     let outcome = std::panic::catch_unwind(|| {
         let mut s = CudaStatus::default();
         probe_driver(&mut s);

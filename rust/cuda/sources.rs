@@ -1,8 +1,9 @@
-//! The kernel sources built into the binary, and the kernel names they define
-//! (`gt_<stage>_<variant>`, kept here in one place). The CUDA backend compiles
-//! them with NVRTC at first use; CI compile-checks them with the pip NVRTC
-//! wheel (`tests/test_kernels_nvrtc.py`) so a kernel that does not compile
-//! never lands.
+//! The kernel sources built into the binary, and the kernels they define. The
+//! CUDA backend compiles them with NVRTC at first use (`jit`); CI compile-checks
+//! them with the pip NVRTC wheel (`tests/test_kernels_nvrtc.py`) so a kernel
+//! that does not compile never lands.
+
+use super::kernels::Kernel;
 
 /// Every kernel header and source file, as (file name, text).
 pub const FILES: [(&str, &str); 7] = [
@@ -14,12 +15,14 @@ pub const FILES: [(&str, &str); 7] = [
         include_str!("../../cuda/gt_unicode_table.cuh"),
     ),
     ("gt_pretok.cuh", include_str!("../../cuda/gt_pretok.cuh")),
-    ("gt_bpe.cu", include_str!("../../cuda/gt_bpe.cu")),
-    ("gt_pretok.cu", include_str!("../../cuda/gt_pretok.cu")),
+    ("gt_batch.cuh", include_str!("../../cuda/gt_batch.cuh")),
+    ("gt_batch.cu", include_str!("../../cuda/gt_batch.cu")),
 ];
 
+/// The one translation unit: every batch kernel is in it.
+pub const UNIT: &str = "gt_batch.cu";
+
 /// The `.cu` translation units and the `__global__` kernels each defines.
-pub const KERNELS: [(&str, &[&str]); 2] = [
-    ("gt_bpe.cu", &["gt_bpe_words"]),
-    ("gt_pretok.cu", &["gt_pretok_count", "gt_pretok_fill"]),
-];
+pub fn kernels() -> Vec<(&'static str, Vec<&'static str>)> {
+    vec![(UNIT, Kernel::ALL.iter().map(|k| k.name()).collect())]
+}

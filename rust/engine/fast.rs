@@ -5,27 +5,41 @@
 
 use crate::cpu::{kernels, word_cache};
 use crate::plan::bytelevel::{ByteLevelPlan, SplitStep};
+use std::borrow::Cow;
 
-/// Token ids of `text`, or None if only the exact path can encode it.
-pub fn encode_ids(plan: &ByteLevelPlan, plan_id: u64, text: &str) -> Option<Vec<u32>> {
+/// `text` normalized for the fast path, or None if only the exact path can
+/// encode it (it contains an added token's text, before or after normalizing).
+pub fn prepare<'t>(plan: &ByteLevelPlan, text: &'t str) -> Option<Cow<'t, str>> {
     if plan.has_added_token(text) {
         return None;
     }
     let normalized = plan.normalize(text);
-    let text = normalized.as_ref();
-    if matches!(normalized, std::borrow::Cow::Owned(_)) && plan.has_added_token(text) {
+    if matches!(normalized, Cow::Owned(_)) && plan.has_added_token(&normalized) {
         return None;
     }
+    Some(normalized)
+}
+
+/// Token ids of `text`, or None if only the exact path can encode it.
+pub fn encode_ids(plan: &ByteLevelPlan, plan_id: u64, text: &str) -> Option<Vec<u32>> {
+    let normalized = prepare(plan, text)?;
+    let text = normalized.as_ref();
     let mut ids = Vec::with_capacity(text.len() / 3 + 1);
     word_cache::with_cache(plan_id, |cache| {
-        for_each_word(&plan.splits, text, &mut |word| {
-            cache.encode_word(plan.model(), word.as_bytes(), &mut ids)
-        });
+        let mut encode = |word: &str| cache.encode_word(plan.model(), word.as_bytes(), &mut ids);
+        match &plan.scanner_chain {
+            // Every step a scanner: the shared kernel logic splits (as on the GPU).
+            Some(chain) => {
+                kernels::split_words(chain, text, &mut |start, end| encode(&text[start..end]))
+            }
+            None => for_each_word(&plan.splits, text, &mut encode),
+        }
     });
     Some(ids)
 }
 
-/// Calls `emit` with each non-empty word: the pieces of `text` after every
+/// Calls `emit` with each non-empty word (for chains with a regex step; all-
+/// scanner chains use `gt_split_words`, the same rule): the pieces of `text` after every
 /// Split step (Isolated: each match and each gap between matches is a piece),
 /// in order, as the crate's `PreTokenizedString::split` produces them.
 fn for_each_word(splits: &[SplitStep], text: &str, emit: &mut impl FnMut(&str)) {

@@ -10,6 +10,7 @@
 //! path (`exact`, the `tokenizers` crate's own stages); truncation, the
 //! post-processor and packing are the same for both.
 
+pub mod device;
 pub mod exact;
 pub mod fast;
 pub mod pack;
@@ -43,6 +44,8 @@ pub struct Engine {
     fast: std::result::Result<ByteLevelPlan, String>,
     /// Unique per engine: tags per-thread word caches.
     id: u64,
+    /// The fast plan's tables on each device they were uploaded to.
+    device_tables: device::TablesCache,
 }
 
 static NEXT_ENGINE_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -74,6 +77,7 @@ impl Engine {
             file_padding,
             fast,
             id,
+            device_tables: Default::default(),
         })
     }
 
@@ -180,14 +184,24 @@ impl Engine {
             }
             None => (first, second),
         };
+        self.post_process(first, second, settings.add_special_tokens)
+    }
+
+    /// The post-processor (or the crate's default) over truncated sequences.
+    fn post_process(
+        &self,
+        first: Encoding,
+        second: Option<Encoding>,
+        add_special_tokens: bool,
+    ) -> Result<Encoding> {
         match self.hf.get_post_processor() {
             Some(processor) => processor
-                .process(first, second, settings.add_special_tokens)
+                .process(first, second, add_special_tokens)
                 .map_err(Error::tokenizers),
             None => {
                 let encodings = std::iter::once(first).chain(second).collect();
                 let mut merged =
-                    <dyn PostProcessor>::default_process(encodings, settings.add_special_tokens)
+                    <dyn PostProcessor>::default_process(encodings, add_special_tokens)
                         .map_err(Error::tokenizers)?;
                 merged
                     .pop()

@@ -55,16 +55,28 @@ fn pad_target(lengths: impl Iterator<Item = usize>, params: &PaddingParams) -> u
     target
 }
 
-/// Packs `encodings` (post-processed, unpadded) into a [`Batch`].
-pub fn pack(encodings: &[Encoding], padding: Option<&PaddingParams>, want: Outputs) -> Batch {
-    let target = padding.map_or(0, |p| pad_target(encodings.iter().map(Encoding::len), p));
-    let mut row_starts = Vec::with_capacity(encodings.len() + 1);
+/// Where each row starts once padded (B + 1 entries, CSR) and the width when
+/// padding made every row the same length: the layout of every [`Batch`].
+pub fn row_layout(lengths: &[usize], padding: Option<&PaddingParams>) -> (Vec<i64>, Option<usize>) {
+    let target = padding.map_or(0, |p| pad_target(lengths.iter().copied(), p));
+    let mut row_starts = Vec::with_capacity(lengths.len() + 1);
     row_starts.push(0i64);
     let mut total = 0usize;
-    for e in encodings {
-        total += e.len().max(target);
+    for &len in lengths {
+        total += len.max(target);
         row_starts.push(total as i64);
     }
+    let first = lengths.first().map_or(target, |&len| len.max(target));
+    let uniform = lengths.iter().all(|&len| len.max(target) == first);
+    (row_starts, (padding.is_some() && uniform).then_some(first))
+}
+
+/// Packs `encodings` (post-processed, unpadded) into a [`Batch`].
+pub fn pack(encodings: &[Encoding], padding: Option<&PaddingParams>, want: Outputs) -> Batch {
+    let lengths: Vec<usize> = encodings.iter().map(Encoding::len).collect();
+    let (row_starts, width) = row_layout(&lengths, padding);
+    let target = padding.map_or(0, |p| pad_target(lengths.iter().copied(), p));
+    let total = *row_starts.last().unwrap_or(&0) as usize;
 
     let field = |on: bool| on.then(|| Vec::<i64>::with_capacity(total));
     let mut batch = Batch {
@@ -102,11 +114,9 @@ pub fn pack(encodings: &[Encoding], padding: Option<&PaddingParams>, want: Outpu
         }
     }
 
-    let first_len = encodings.first().map_or(target, |e| e.len().max(target));
-    let uniform = encodings.iter().all(|e| e.len().max(target) == first_len);
-    batch.width = (padding.is_some() && uniform).then_some(first_len);
+    batch.width = width;
     batch.row_starts = row_starts;
-    batch.lengths = encodings.iter().map(|e| e.len() as i64).collect();
+    batch.lengths = lengths.iter().map(|&len| len as i64).collect();
     batch
 }
 

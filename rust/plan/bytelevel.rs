@@ -20,7 +20,7 @@
 //!
 //! Why not: each refusal is a reason string shown by `tok.plan`.
 
-use crate::cpu::kernels::{self, BytesTable, GtBpeModel, GtPairTable};
+use crate::cpu::kernels::{self, BytesTable, GtBpeModel, GtPairTable, GtSplits};
 use aho_corasick::AhoCorasick;
 use serde_json::Value;
 use std::borrow::Cow;
@@ -116,11 +116,22 @@ pub struct ByteLevelPlan {
     pub splits: Vec<SplitStep>,
     /// Texts of the added tokens (and their normalized forms); None when there are none.
     pub added: Option<AhoCorasick>,
+    /// The split steps as one scanner chain, when every step is a scanner
+    /// (what the shared kernels, and so the GPU, can run).
+    pub scanner_chain: Option<GtSplits>,
     model: GtBpeModel,
-    _pair_keys: Vec<u64>,
-    _pair_ranks: Vec<u32>,
-    _pair_merged: Vec<u32>,
-    _words: BytesTable,
+    pair_keys: Vec<u64>,
+    pair_ranks: Vec<u32>,
+    pair_merged: Vec<u32>,
+    words: BytesTable,
+}
+
+/// The arrays behind [`GtBpeModel`], for copying to a device.
+pub struct ModelTables<'a> {
+    pub pair_keys: &'a [u64],
+    pub pair_ranks: &'a [u32],
+    pub pair_merged: &'a [u32],
+    pub words: &'a BytesTable,
 }
 
 // SAFETY: `model` holds pointers into the Vecs and table owned alongside it,
@@ -218,16 +229,34 @@ impl ByteLevelPlan {
             byte_ids,
             ignore_merges: u32::from(ignore_merges),
         };
+        let scanners: Option<Vec<u32>> = splits
+            .iter()
+            .map(|step| match step {
+                SplitStep::Scanner(pattern) => Some(*pattern),
+                SplitStep::Regex(_) => None,
+            })
+            .collect();
         Ok(ByteLevelPlan {
             normal_forms,
+            scanner_chain: scanners.and_then(|p| GtSplits::new(&p)),
             splits,
             added,
             model: view,
-            _pair_keys: keys,
-            _pair_ranks: ranks,
-            _pair_merged: merged,
-            _words: words,
+            pair_keys: keys,
+            pair_ranks: ranks,
+            pair_merged: merged,
+            words,
         })
+    }
+
+    /// The arrays the model view points into.
+    pub fn tables(&self) -> ModelTables<'_> {
+        ModelTables {
+            pair_keys: &self.pair_keys,
+            pair_ranks: &self.pair_ranks,
+            pair_merged: &self.pair_merged,
+            words: &self.words,
+        }
     }
 
     /// How words are found, for `tok.plan`.

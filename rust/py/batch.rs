@@ -1,9 +1,11 @@
 //! `CoreBatch`: a packed batch handed to Python as tensors (DLPack-capable) or
 //! as plain lists. Padded batches with equal rows are `[B, L]`; anything else
 //! is ragged: flat values plus `row_offsets` (CSR, B + 1 entries). Tensors share
-//! the batch's buffers: nothing is copied on the way out.
+//! the batch's buffers (host memory, or device memory for a CUDA call):
+//! nothing is copied on the way out.
 
-use super::tensor::{HostBuffer, Tensor};
+use super::tensor::{Storage, Tensor};
+use crate::cuda::pipeline::{DeviceBatch, Timings};
 use crate::engine::pack::Batch;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
@@ -13,10 +15,13 @@ use std::sync::Arc;
 #[pyclass(frozen, module = "gpu_tok._core")]
 pub struct CoreBatch {
     /// Present fields in transformers' order, each one buffer for all rows.
-    fields: Vec<(&'static str, Arc<HostBuffer>)>,
-    row_starts: Arc<HostBuffer>,
-    lengths: Arc<HostBuffer>,
+    fields: Vec<(&'static str, Arc<Storage>)>,
+    row_starts: Arc<Storage>,
+    lengths: Arc<Storage>,
+    /// Host copies of the row layout (for `to_lists` and shapes).
+    host_row_starts: Vec<i64>,
     width: Option<usize>,
+    timings: Option<Timings>,
 }
 
 impl CoreBatch {
@@ -39,22 +44,40 @@ impl CoreBatch {
             ("offset_mapping", offsets),
         ]
         .into_iter()
-        .filter_map(|(name, values)| Some((name, HostBuffer::new(values?))))
+        .filter_map(|(name, values)| Some((name, Storage::host(values?))))
         .collect();
         CoreBatch {
             fields,
-            row_starts: HostBuffer::new(row_starts),
-            lengths: HostBuffer::new(lengths),
+            host_row_starts: row_starts.clone(),
+            row_starts: Storage::host(row_starts),
+            lengths: Storage::host(lengths),
             width,
+            timings: None,
         }
     }
 
-    fn field(&self, name: &str) -> Option<&Arc<HostBuffer>> {
+    /// A batch whose buffers live on a device.
+    pub fn from_device(batch: DeviceBatch) -> Self {
+        CoreBatch {
+            fields: batch
+                .fields
+                .into_iter()
+                .map(|(name, buffer)| (name, Storage::device(buffer)))
+                .collect(),
+            host_row_starts: batch.row_starts,
+            row_starts: Storage::device(batch.row_starts_buf),
+            lengths: Storage::device(batch.lengths_buf),
+            width: batch.width,
+            timings: Some(batch.timings),
+        }
+    }
+
+    fn field(&self, name: &str) -> Option<&Arc<Storage>> {
         self.fields.iter().find(|(n, _)| *n == name).map(|(_, b)| b)
     }
 
     fn n_rows(&self) -> usize {
-        self.lengths.values().len()
+        self.host_row_starts.len().saturating_sub(1)
     }
 }
 
@@ -93,7 +116,7 @@ impl CoreBatch {
         let k = per_token(name);
         let mut shape = match self.width {
             Some(width) => vec![self.n_rows(), width],
-            None => vec![buffer.values().len() / k],
+            None => vec![buffer.len() / k],
         };
         if k == 2 {
             shape.push(2);
@@ -111,12 +134,24 @@ impl CoreBatch {
         Tensor::new(Arc::clone(&self.lengths), vec![self.n_rows()])
     }
 
+    /// Milliseconds spent by a device call: {"kernels_ms", "upload_ms"}; None
+    /// for a CPU call.
+    fn timings<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let Some(t) = self.timings else {
+            return Ok(None);
+        };
+        let out = PyDict::new(py);
+        out.set_item("kernels_ms", t.kernels_ms)?;
+        out.set_item("upload_ms", t.upload_ms)?;
+        Ok(Some(out))
+    }
+
     /// Every field as a list of per-row lists (offsets as (start, end) tuples).
     fn to_lists<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let out = PyDict::new(py);
-        let starts = self.row_starts.values();
+        let starts = &self.host_row_starts;
         for (name, buffer) in &self.fields {
-            let values = buffer.values();
+            let values = buffer.values()?;
             let k = per_token(name);
             let rows = starts
                 .windows(2)

@@ -25,6 +25,7 @@ pub fn to_py(py: Python<'_>, err: Error) -> PyErr {
         Error::InvalidArgument(_) => "InvalidInputError",
         Error::Tokenizers(_) => "EncodingError",
         Error::CudaUnavailable(_) => "CudaUnavailableError",
+        Error::Cuda(_) => "CudaError",
     };
     raise(py, class, message)
 }

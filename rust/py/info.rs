@@ -1,9 +1,11 @@
 //! Build and runtime facts for `gpu_tok.info()`.
 
+use super::errors::detach_work;
 use crate::cpu;
-use crate::cuda::{probe, sources};
+use crate::cuda::{jit, probe, sources};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyBytes, PyDict};
+use std::path::PathBuf;
 
 /// Version and compiled-in features of the native core.
 #[pyfunction]
@@ -12,7 +14,7 @@ pub fn build_info(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     d.set_item("version", env!("CARGO_PKG_VERSION"))?;
     d.set_item("tokenizers_crate", "0.23.2")?;
     d.set_item("features", Vec::<&str>::new())?;
-    d.set_item("cuda_backend", false)?;
+    d.set_item("cuda_backend", true)?;
     d.set_item("debug", cfg!(debug_assertions))?;
     Ok(d)
 }
@@ -27,7 +29,69 @@ pub fn cuda_probe(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     d.set_item("device_count", status.device_count)?;
     d.set_item("nvrtc_version", status.nvrtc_version)?;
     d.set_item("reason", status.reason)?;
+    let devices = status
+        .devices
+        .iter()
+        .enumerate()
+        .map(|(ordinal, (name, (major, minor)))| {
+            let dev = PyDict::new(py);
+            dev.set_item("ordinal", ordinal)?;
+            dev.set_item("name", name)?;
+            dev.set_item("sm", format!("sm_{major}{minor}"))?;
+            Ok(dev)
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    d.set_item("devices", devices)?;
+    d.set_item("kernel_cache_dir", jit::cache_dir())?;
     Ok(d)
+}
+
+/// Sets up CUDA device `ordinal` for the batch kernels (context, kernels
+/// compiled or loaded from the cache) and describes it.
+#[pyfunction]
+pub fn cuda_device(py: Python<'_>, ordinal: usize) -> PyResult<Bound<'_, PyDict>> {
+    let gpu = detach_work(py, || crate::cuda::driver::gpu(ordinal))?;
+    let d = PyDict::new(py);
+    d.set_item("ordinal", gpu.ordinal)?;
+    d.set_item("name", &gpu.name)?;
+    d.set_item("sm", format!("sm_{}{}", gpu.sm.0, gpu.sm.1))?;
+    d.set_item("total_memory", gpu.total_memory)?;
+    d.set_item("cubin", &gpu.cubin_path)?;
+    d.set_item("cubin_from_cache", gpu.cubin_from_cache)?;
+    Ok(d)
+}
+
+/// Compiles the built-in kernels for `arch` ("sm_90") through the on-disk
+/// cache in `cache_dir` (default: the kernel cache): (path, from_cache, size).
+#[pyfunction]
+#[pyo3(signature = (arch, cache_dir=None))]
+pub fn compile_kernels(
+    py: Python<'_>,
+    arch: String,
+    cache_dir: Option<PathBuf>,
+) -> PyResult<(PathBuf, bool, usize)> {
+    let dir = cache_dir.unwrap_or_else(jit::cache_dir);
+    let cubin = detach_work(py, || jit::kernels_cubin(&arch, &dir))?;
+    Ok((cubin.path, cubin.from_cache, cubin.image.len()))
+}
+
+/// Compiles `unit` of `files` ({name: text}, headers are the `.cuh` files) to
+/// a CUBIN for `arch` with NVRTC: the JIT's compiler, for compile checks.
+#[pyfunction]
+pub fn nvrtc_compile<'py>(
+    py: Python<'py>,
+    unit: String,
+    files: Vec<(String, String)>,
+    arch: String,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let image = detach_work(py, || {
+        let borrowed: Vec<(&str, &str)> = files
+            .iter()
+            .map(|(n, t)| (n.as_str(), t.as_str()))
+            .collect();
+        jit::compile(&unit, &borrowed, &arch)
+    })?;
+    Ok(PyBytes::new(py, &image))
 }
 
 /// Kernel sources built into this binary: ({file: text}, {unit: [kernel names]}).
@@ -38,8 +102,8 @@ pub fn kernel_sources(py: Python<'_>) -> PyResult<(Bound<'_, PyDict>, Bound<'_, 
         files.set_item(name, text)?;
     }
     let kernels = PyDict::new(py);
-    for (unit, names) in sources::KERNELS {
-        kernels.set_item(unit, names.to_vec())?;
+    for (unit, names) in sources::kernels() {
+        kernels.set_item(unit, names)?;
     }
     Ok((files, kernels))
 }

@@ -23,6 +23,9 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(info::num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(info::kernel_sources, m)?)?;
     m.add_function(wrap_pyfunction!(info::byte_level_alphabet, m)?)?;
+    m.add_function(wrap_pyfunction!(info::compile_kernels, m)?)?;
+    m.add_function(wrap_pyfunction!(info::nvrtc_compile, m)?)?;
+    m.add_function(wrap_pyfunction!(info::cuda_device, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -1,12 +1,16 @@
 //! `Tensor`: an int64 result buffer that numpy, torch and CuPy take without a
-//! copy, through DLPack (`__dlpack__`, `__dlpack_device__`) or the buffer
-//! protocol. Owns host buffers today; device buffers join with the CUDA backend.
+//! copy, through DLPack (`__dlpack__`, `__dlpack_device__`) or, for host
+//! memory, the buffer protocol. The buffer is host memory or device memory
+//! from the CUDA backend (freed, back into the driver's pool, when the last
+//! tensor or DLPack consumer lets go of it).
 
+use crate::cuda::device::{DevBuf, Location};
 use crate::dlpack::{self, DLDevice, Export};
 use pyo3::exceptions::{PyBufferError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
+use std::borrow::Cow;
 use std::cell::UnsafeCell;
 use std::ffi::c_int;
 use std::sync::Arc;
@@ -19,11 +23,6 @@ pub struct HostBuffer(UnsafeCell<Vec<i64>>);
 unsafe impl Sync for HostBuffer {}
 
 impl HostBuffer {
-    /// Takes ownership of `values`.
-    pub fn new(values: Vec<i64>) -> Arc<Self> {
-        Arc::new(HostBuffer(UnsafeCell::new(values)))
-    }
-
     /// The values (consumers may have written through their views).
     pub fn values(&self) -> &[i64] {
         // SAFETY: the buffer is never resized; element writes by consumers are plain int64 stores.
@@ -41,10 +40,69 @@ impl HostBuffer {
     }
 }
 
-/// An int64 tensor over a shared host buffer.
+/// The memory under a tensor: int64 values on the host or on a device.
+pub enum Storage {
+    Host(HostBuffer),
+    Device(DevBuf),
+}
+
+impl Storage {
+    /// Host values as a shared storage.
+    pub fn host(values: Vec<i64>) -> Arc<Self> {
+        Arc::new(Storage::Host(HostBuffer(UnsafeCell::new(values))))
+    }
+
+    pub fn device(buffer: DevBuf) -> Arc<Self> {
+        Arc::new(Storage::Device(buffer))
+    }
+
+    /// Number of int64 values.
+    pub fn len(&self) -> usize {
+        match self {
+            Storage::Host(h) => h.len(),
+            Storage::Device(d) => d.bytes() / 8,
+        }
+    }
+
+    /// The values; device memory is copied to the host.
+    pub fn values(&self) -> PyResult<Cow<'_, [i64]>> {
+        match self {
+            Storage::Host(h) => Ok(Cow::Borrowed(h.values())),
+            Storage::Device(d) => d
+                .read_vec::<i64>(self.len())
+                .map(Cow::Owned)
+                .map_err(|e| PyBufferError::new_err(e.to_string())),
+        }
+    }
+
+    /// The DLPack device and address of the first value.
+    fn location(&self) -> (DLDevice, *mut i64) {
+        let (device_type, device_id, ptr) = match self {
+            Storage::Host(h) => (dlpack::DEVICE_CPU, 0, h.ptr()),
+            // Emulated device memory is host memory.
+            Storage::Device(d) => match d.location() {
+                Location::Host => (dlpack::DEVICE_CPU, 0, d.ptr() as *mut i64),
+                Location::Cuda(n) => (dlpack::DEVICE_CUDA, n as i32, d.ptr() as *mut i64),
+            },
+        };
+        (
+            DLDevice {
+                device_type,
+                device_id,
+            },
+            ptr,
+        )
+    }
+
+    fn on_host(&self) -> bool {
+        self.location().0.device_type == dlpack::DEVICE_CPU
+    }
+}
+
+/// An int64 tensor over a shared storage.
 #[pyclass(frozen, module = "gpu_tok._core")]
 pub struct Tensor {
-    buffer: Arc<HostBuffer>,
+    buffer: Arc<Storage>,
     /// Shape and strides in elements; stored as isize for the buffer protocol.
     shape: Vec<isize>,
     strides_bytes: Vec<isize>,
@@ -52,7 +110,7 @@ pub struct Tensor {
 
 impl Tensor {
     /// A tensor of `shape` over `buffer` (which holds exactly the product of the shape).
-    pub fn new(buffer: Arc<HostBuffer>, shape: Vec<usize>) -> Self {
+    pub fn new(buffer: Arc<Storage>, shape: Vec<usize>) -> Self {
         debug_assert_eq!(buffer.len(), shape.iter().product::<usize>());
         let mut strides_bytes = vec![0isize; shape.len()];
         let mut step = 8isize;
@@ -67,8 +125,17 @@ impl Tensor {
         }
     }
 
-    fn values(&self) -> &[i64] {
+    fn values(&self) -> PyResult<Cow<'_, [i64]>> {
         self.buffer.values()
+    }
+
+    fn device_name(&self) -> String {
+        let (device, _) = self.buffer.location();
+        if device.device_type == dlpack::DEVICE_CUDA {
+            format!("cuda:{}", device.device_id)
+        } else {
+            "cpu".into()
+        }
     }
 }
 
@@ -109,10 +176,10 @@ impl Tensor {
         "int64"
     }
 
-    /// Where the data lives: "cpu".
+    /// Where the data lives: "cpu" or "cuda:N".
     #[getter]
-    fn device(&self) -> &'static str {
-        "cpu"
+    fn device(&self) -> String {
+        self.device_name()
     }
 
     #[getter]
@@ -126,22 +193,27 @@ impl Tensor {
 
     /// The values as (nested) Python lists.
     fn tolist<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        nested_list(py, self.values(), &self.shape)
+        nested_list(py, &self.values()?, &self.shape)
     }
 
     fn __repr__(&self) -> String {
         format!(
-            "gpu_tok.Tensor(shape={:?}, dtype=int64, device=cpu)",
-            self.shape
+            "gpu_tok.Tensor(shape={:?}, dtype=int64, device={})",
+            self.shape,
+            self.device_name()
         )
     }
 
     fn __dlpack_device__(&self) -> (i32, i32) {
-        (dlpack::DEVICE_CPU, 0)
+        let (device, _) = self.buffer.location();
+        (device.device_type, device.device_id)
     }
 
-    /// DLPack export. `stream` must be None or -1 for host memory; a
-    /// `max_version` of (1, x) or later gets a versioned capsule.
+    /// DLPack export. `stream` must be None or -1 for host memory; for device
+    /// memory any stream is fine: the data are complete when a call returns
+    /// (its stream was synchronised), so no consumer stream has to wait. A
+    /// device tensor asked for on the CPU (`dl_device`) is copied unless
+    /// `copy=False`. A `max_version` of (1, x) or later gets a versioned capsule.
     #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
     fn __dlpack__<'py>(
         &self,
@@ -151,33 +223,42 @@ impl Tensor {
         dl_device: Option<(i32, i32)>,
         copy: Option<bool>,
     ) -> PyResult<Bound<'py, PyAny>> {
+        let on_host = self.buffer.on_host();
         if let Some(stream) = stream {
-            if !stream.is_none() && stream.extract::<i64>().ok() != Some(-1) {
+            if on_host && !stream.is_none() && stream.extract::<i64>().ok() != Some(-1) {
                 return Err(PyValueError::new_err(
                     "stream must be None or -1 for a CPU tensor",
                 ));
             }
         }
-        if let Some(device) = dl_device {
-            if device != (dlpack::DEVICE_CPU, 0) {
-                return Err(PyBufferError::new_err(format!(
-                    "this tensor lives on the CPU; cannot export it to DLPack device {device:?}"
-                )));
-            }
-        }
-        let buffer = if copy == Some(true) {
-            HostBuffer::new(self.values().to_vec())
+        let here = self.__dlpack_device__();
+        let to_host =
+            match dl_device {
+                Some(device) if device == here => false,
+                Some(device) if device == (dlpack::DEVICE_CPU, 0) && copy != Some(false) => true,
+                Some(device) => {
+                    return Err(PyBufferError::new_err(format!(
+                    "this tensor lives on DLPack device {here:?}; cannot export it to {device:?}{}",
+                    if copy == Some(false) { " without a copy" } else { "" }
+                )))
+                }
+                None => false,
+            };
+        let buffer = if copy == Some(true) && on_host || to_host {
+            Storage::host(self.values()?.into_owned())
+        } else if copy == Some(true) {
+            return Err(PyBufferError::new_err(
+                "copy=True of a device tensor: copy it with the consumer (e.g. torch's .clone())",
+            ));
         } else {
             Arc::clone(&self.buffer)
         };
+        let (device, data) = buffer.location();
         let export = Export {
-            data: buffer.ptr(),
+            data,
             shape: self.shape.iter().map(|&d| d as i64).collect(),
             strides: self.strides_bytes.iter().map(|&s| (s / 8) as i64).collect(),
-            device: DLDevice {
-                device_type: dlpack::DEVICE_CPU,
-                device_id: 0,
-            },
+            device,
             owner: Box::new(buffer),
         };
         let versioned = max_version.is_some_and(|(major, _)| major >= 1);
@@ -194,11 +275,17 @@ impl Tensor {
             return Err(PyBufferError::new_err("view is null"));
         }
         let this = slf.get();
+        if !this.buffer.on_host() {
+            return Err(PyBufferError::new_err(
+                "this tensor lives on a GPU; use DLPack (torch.from_dlpack, cupy.from_dlpack) or .tolist()",
+            ));
+        }
+        let (_, data) = this.buffer.location();
         // SAFETY: `view` is a valid Py_buffer provided by CPython; the pointers we
         // store (shape, strides, format) live in `slf`, which `view.obj` keeps alive.
         unsafe {
             (*view).obj = slf.clone().into_any().into_ptr();
-            (*view).buf = this.buffer.ptr().cast();
+            (*view).buf = data.cast();
             (*view).len = (this.buffer.len() * 8) as isize;
             (*view).itemsize = 8;
             (*view).readonly = 0;

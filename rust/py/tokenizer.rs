@@ -5,6 +5,8 @@
 use super::batch::CoreBatch;
 use super::errors::detach_work;
 use super::inputs;
+use crate::cuda::driver;
+use crate::cuda::emulator::Emulator;
 use crate::engine::pack::Outputs;
 use crate::engine::{Engine, Settings};
 use crate::error::Error;
@@ -98,6 +100,28 @@ fn side(left: bool) -> &'static str {
     }
 }
 
+/// Where a call runs.
+enum Target {
+    Cpu,
+    Cuda(usize),
+    /// The CUDA pipeline on the host, with this many text bytes per chunk.
+    Emulator(usize),
+}
+
+impl Target {
+    fn parse(device: &str) -> PyResult<Self> {
+        let bad = || PyValueError::new_err(format!("unknown device {device:?}"));
+        match device.split_once(':') {
+            None if device == "cpu" => Ok(Target::Cpu),
+            None if device == "cuda" => Ok(Target::Cuda(0)),
+            None if device == "emulator" => Ok(Target::Emulator(64 << 10)),
+            Some(("cuda", n)) => n.parse().map(Target::Cuda).map_err(|_| bad()),
+            Some(("emulator", n)) => n.parse().map(Target::Emulator).map_err(|_| bad()),
+            _ => Err(bad()),
+        }
+    }
+}
+
 /// A loaded tokenizer (immutable).
 #[pyclass(frozen, module = "gpu_tok._core")]
 pub struct CoreTokenizer {
@@ -116,8 +140,11 @@ impl CoreTokenizer {
     }
 
     /// Encodes a batch. Settings are explicit; the Python layer resolves defaults.
+    /// `device`: "cpu", "cuda:N", or "emulator[:chunk_bytes]" (the CUDA pipeline
+    /// run on the host, for tests).
     #[pyo3(signature = (texts, pairs=None, *, add_special_tokens=true, truncation=None, padding=None,
-                        attention_mask=false, type_ids=false, special_tokens_mask=false, offsets=false))]
+                        attention_mask=false, type_ids=false, special_tokens_mask=false, offsets=false,
+                        device="cpu"))]
     #[allow(clippy::too_many_arguments)]
     fn encode_batch(
         &self,
@@ -131,7 +158,9 @@ impl CoreTokenizer {
         type_ids: bool,
         special_tokens_mask: bool,
         offsets: bool,
+        device: &str,
     ) -> PyResult<CoreBatch> {
+        let target = Target::parse(device)?;
         let firsts = inputs::Texts::read(texts, "texts")?;
         let seconds = pairs
             .map(|p| inputs::Texts::read(p, "text_pair"))
@@ -170,8 +199,24 @@ impl CoreTokenizer {
             },
         };
         let engine = &self.engine;
-        let batch = detach_work(py, || engine.encode_batch(&rows, &settings))?;
-        Ok(CoreBatch::new(batch))
+        match target {
+            Target::Cpu => {
+                let batch = detach_work(py, || engine.encode_batch(&rows, &settings))?;
+                Ok(CoreBatch::new(batch))
+            }
+            Target::Emulator(chunk_bytes) => {
+                let dev = Emulator::new(chunk_bytes);
+                let batch = detach_work(py, || engine.encode_batch_on(&dev, &rows, &settings))?;
+                Ok(CoreBatch::from_device(batch))
+            }
+            Target::Cuda(ordinal) => {
+                let batch = detach_work(py, || {
+                    let stream = driver::GpuStream::acquire(&driver::gpu(ordinal)?)?;
+                    engine.encode_batch_on(&stream, &rows, &settings)
+                })?;
+                Ok(CoreBatch::from_device(batch))
+            }
+        }
     }
 
     /// Truncation stored in tokenizer.json as (max_length, strategy, direction, stride), or None.

@@ -1,0 +1,243 @@
+// gt_batch.cuh: the batch pipeline of the CUDA backend, one function per
+// thread of each kernel. gt_batch.cu wraps each in a __global__ (thread i of
+// n runs gt_<kernel>_thread(&args, i)); the host build runs the very same
+// functions in a loop over i (rust/cuda/emulator.rs), so CI exercises every
+// line here without a GPU.
+//
+// Data flow for one chunk of rows (all offsets are bytes of one UTF-8 buffer
+// holding the rows' texts back to back; rows are cut into pieces at safe
+// points, gt_next_cut, so no thread scans more than a bounded piece):
+//   pretok_count  piece  -> words in the piece                 (word_counts)
+//   scan          word_counts -> first word of each piece       (exclusive, + total)
+//   pretok_fill   piece  -> (start, length) of its words
+//   bpe_words     word   -> ids at the word's byte offset       (tok_counts)
+//   scan          tok_counts -> first token of each word
+//   compact       word   -> ids moved to their final place      (raw ids, CSR by word)
+//   row_spans     row    -> its raw token range, truncation, final length
+//   (host: padding target and row starts, exactly as engine/pack.rs)
+//   pack          output element -> id / mask / type id / special mask
+// Example: rows ["Hi there", "ok"] with template [BOS] + seq, padding longest:
+//   words "Hi" " there" "ok" -> raw ids [h, t, o] -> [[BOS, h, t], [BOS, o, PAD]].
+#pragma once
+#include "gt_bpe.cuh"
+#include "gt_pretok.cuh"
+
+// ---- pre-tokenization ------------------------------------------------------
+struct GtPretokArgs {
+    GtSplits splits;
+    const gt_u8* text;
+    const gt_u32* piece_bounds;  // n + 1 entries: piece i is [bounds[i], bounds[i + 1])
+    gt_u32* word_counts;          // count pass: words per piece; later scanned in place
+    const gt_u32* first_word;     // fill pass: the scanned counts
+    gt_u32* word_starts;
+    gt_u32* word_lens;
+};
+
+struct GtCountWords {
+    gt_u32 n;
+    GT_HD void operator()(gt_u32, gt_u32) { ++n; }
+};
+
+struct GtFillWords {
+    gt_u32 k;
+    gt_u32* starts;
+    gt_u32* lens;
+    GT_HD void operator()(gt_u32 start, gt_u32 end) {
+        starts[k] = start;
+        lens[k] = end - start;
+        ++k;
+    }
+};
+
+GT_HD void gt_pretok_count_thread(const GtPretokArgs* a, gt_u32 i) {
+    GtCountWords count = {0};
+    gt_split_words<0>(&a->splits, a->text, a->piece_bounds[i], a->piece_bounds[i + 1], count);
+    a->word_counts[i] = count.n;
+}
+
+GT_HD void gt_pretok_fill_thread(const GtPretokArgs* a, gt_u32 i) {
+    GtFillWords fill = {a->first_word[i], a->word_starts, a->word_lens};
+    gt_split_words<0>(&a->splits, a->text, a->piece_bounds[i], a->piece_bounds[i + 1], fill);
+}
+
+// ---- BPE, one thread per word ---------------------------------------------
+// Scratch arrays are indexed by byte offset in the text (heap: 3x), so each
+// word's scratch and output slots are its own: ids for the word starting at
+// byte b go to out[b..], at most one id per byte.
+struct GtBpeArgs {
+    GtBpeModel model;
+    const gt_u8* text;
+    const gt_u32* word_starts;
+    const gt_u32* word_lens;
+    gt_u32* scratch_ids;
+    gt_i32* scratch_prev;
+    gt_i32* scratch_next;
+    gt_u32* scratch_len;
+    GtMergeEntry* scratch_heap;
+    gt_u32* out;         // as long as the text
+    gt_u32* tok_counts;  // ids per word; later scanned in place
+};
+
+GT_HD void gt_bpe_words_thread(const GtBpeArgs* a, gt_u32 w) {
+    gt_u32 start = a->word_starts[w];
+    GtBpeScratch s = {a->scratch_ids + start, a->scratch_prev + start, a->scratch_next + start,
+                      a->scratch_len + start, a->scratch_heap + 3ull * start};
+    a->tok_counts[w] = gt_bpe_word(&a->model, a->text + start, a->word_lens[w], s, a->out + start);
+}
+
+// ---- compaction: word-major ids into one dense array ------------------------
+struct GtCompactArgs {
+    const gt_u32* word_starts;
+    const gt_u32* tok_offsets;  // n + 1 entries (scanned tok_counts)
+    const gt_u32* bpe_out;
+    gt_u32* raw_ids;
+};
+
+GT_HD void gt_compact_thread(const GtCompactArgs* a, gt_u32 w) {
+    const gt_u32* from = a->bpe_out + a->word_starts[w];
+    gt_u32 to = a->tok_offsets[w], n = a->tok_offsets[w + 1] - to;
+    for (gt_u32 k = 0; k < n; ++k) a->raw_ids[to + k] = from[k];
+}
+
+// ---- exclusive scan of u32 counts, in place --------------------------------
+// values has n + 1 entries: counts in [0, n) become offsets, values[n] the
+// total. Large arrays go in two passes over tiles of `tile` entries (sum each
+// tile, scan the tile sums the same way, then apply); a small one is a single
+// tile with base 0.
+struct GtScanArgs {
+    gt_u32* values;
+    gt_u32* tile_sums;         // sum pass output; apply pass: scanned tile bases (null: 0)
+    gt_u32 n;
+    gt_u32 tile;
+};
+
+GT_HD void gt_scan_sum_thread(const GtScanArgs* a, gt_u32 t) {
+    gt_u64 begin = (gt_u64)t * a->tile, end = begin + a->tile < a->n ? begin + a->tile : a->n;
+    gt_u32 sum = 0;
+    for (gt_u64 j = begin; j < end; ++j) sum += a->values[j];
+    a->tile_sums[t] = sum;
+}
+
+GT_HD void gt_scan_apply_thread(const GtScanArgs* a, gt_u32 t) {
+    gt_u64 begin = (gt_u64)t * a->tile, end = begin + a->tile < a->n ? begin + a->tile : a->n;
+    gt_u32 running = a->tile_sums ? a->tile_sums[t] : 0;
+    for (gt_u64 j = begin; j < end; ++j) {
+        gt_u32 v = a->values[j];
+        a->values[j] = running;
+        running += v;
+    }
+    if (end == a->n) a->values[a->n] = running;
+}
+
+// ---- rows: raw token ranges, truncation, the post-processor's template -----
+#define GT_MAX_TEMPLATE 8
+
+// The special tokens a single-sequence post-processor puts around the
+// sequence (found by the host by asking the crate's post-processor).
+struct GtTemplate {
+    gt_u32 n_prefix, n_suffix;
+    gt_u32 ids[GT_MAX_TEMPLATE];       // prefix then suffix
+    gt_u32 type_ids[GT_MAX_TEMPLATE];
+    gt_u32 seq_type_id;                // type id of the sequence's own tokens
+};
+
+// A row's tokens before post-processing: device ids [dev_begin, dev_end) of
+// raw_ids, then host ids [host_begin, host_end) (rows the host encoded).
+struct GtRowSource {
+    gt_u32 piece_begin, piece_end, host_begin, host_end;
+};
+
+struct GtRowSpan {
+    gt_u32 dev_begin, dev_end, host_begin, host_end;
+    gt_u32 skip;  // raw tokens dropped at the front (left truncation)
+    gt_u32 keep;  // raw tokens kept
+};
+
+struct GtRowArgs {
+    const GtRowSource* sources;
+    const gt_u32* first_word;   // scanned word counts (n_pieces + 1)
+    const gt_u32* tok_offsets;  // scanned token counts (n_words + 1)
+    GtTemplate tmpl;
+    gt_u32 truncate;            // 1: keep at most max_seq raw tokens
+    gt_u32 max_seq;             // max_length minus the template's tokens
+    gt_u32 truncate_left;
+    GtRowSpan* spans;
+    gt_u32* lengths;            // final length of each row (before padding)
+};
+
+GT_HD void gt_row_spans_thread(const GtRowArgs* a, gt_u32 r) {
+    GtRowSource src = a->sources[r];
+    GtRowSpan span;
+    span.dev_begin = a->tok_offsets[a->first_word[src.piece_begin]];
+    span.dev_end = a->tok_offsets[a->first_word[src.piece_end]];
+    span.host_begin = src.host_begin;
+    span.host_end = src.host_end;
+    gt_u32 raw = (span.dev_end - span.dev_begin) + (src.host_end - src.host_begin);
+    span.keep = a->truncate && raw > a->max_seq ? a->max_seq : raw;
+    span.skip = a->truncate_left ? raw - span.keep : 0;
+    a->spans[r] = span;
+    a->lengths[r] = a->tmpl.n_prefix + span.keep + a->tmpl.n_suffix;
+}
+
+// ---- packing: one thread per output element --------------------------------
+// Rows are back to back (row_starts, B + 1 entries, padding included), as
+// engine/pack.rs lays them out; absent outputs are null.
+struct GtPackArgs {
+    const GtRowSpan* spans;
+    const gt_u32* lengths;
+    const gt_u64* row_starts;  // relative to out_base
+    gt_u32 n_rows;
+    const gt_u32* raw_ids;
+    const gt_u32* host_ids;
+    GtTemplate tmpl;
+    gt_u32 pad_left;
+    gt_u32 pad_id, pad_type_id;
+    long long* ids;
+    long long* attention_mask;
+    long long* type_ids;
+    long long* special_tokens_mask;
+};
+
+GT_HD void gt_pack_thread(const GtPackArgs* a, gt_u32 e) {
+    gt_u32 lo = 0, hi = a->n_rows;  // the row r with row_starts[r] <= e < row_starts[r + 1]
+    while (hi - lo > 1) {
+        gt_u32 mid = (lo + hi) / 2;
+        if (a->row_starts[mid] <= e) lo = mid;
+        else hi = mid;
+    }
+    gt_u32 r = lo, j = (gt_u32)(e - a->row_starts[r]);
+    gt_u32 width = (gt_u32)(a->row_starts[r + 1] - a->row_starts[r]), len = a->lengths[r], pad = width - len;
+    long long id = a->pad_id, mask = 0, type = a->pad_type_id, special = 1;
+    gt_u32 k = a->pad_left ? j - pad : j;  // position among the row's tokens
+    if (a->pad_left ? j >= pad : j < len) {
+        GtRowSpan s = a->spans[r];
+        gt_u32 n_prefix = a->tmpl.n_prefix;
+        mask = 1;
+        if (k < n_prefix || k >= n_prefix + s.keep) {
+            gt_u32 t = k < n_prefix ? k : k - s.keep;
+            id = a->tmpl.ids[t];
+            type = a->tmpl.type_ids[t];
+        } else {
+            gt_u32 raw = s.skip + (k - n_prefix), n_dev = s.dev_end - s.dev_begin;
+            id = raw < n_dev ? a->raw_ids[s.dev_begin + raw] : a->host_ids[s.host_begin + raw - n_dev];
+            type = a->tmpl.seq_type_id;
+            special = 0;
+        }
+    }
+    a->ids[e] = id;
+    if (a->attention_mask) a->attention_mask[e] = mask;
+    if (a->type_ids) a->type_ids[e] = type;
+    if (a->special_tokens_mask) a->special_tokens_mask[e] = special;
+}
+
+// Every batch kernel: X(kernel name, argument struct). gt_batch.cu and the host
+// emulator both expand this list; rust/cuda/kernels.rs numbers it the same way.
+#define GT_BATCH_KERNELS(X)               \
+    X(gt_pretok_count, GtPretokArgs)      \
+    X(gt_pretok_fill, GtPretokArgs)       \
+    X(gt_bpe_words, GtBpeArgs)            \
+    X(gt_compact, GtCompactArgs)          \
+    X(gt_scan_sum, GtScanArgs)            \
+    X(gt_scan_apply, GtScanArgs)          \
+    X(gt_row_spans, GtRowArgs)            \
+    X(gt_pack, GtPackArgs)

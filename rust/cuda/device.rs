@@ -1,0 +1,150 @@
+//! What the batch pipeline needs from a device: memory, copies, launches and
+//! timestamps. Two implementations: the GPU (`driver`) and the host emulator
+//! (`emulator`). Calls on one `Device` value are ordered (one CUDA stream).
+
+use super::kernels::{DevPtr, Kernel, KernelArgs};
+use crate::error::Result;
+use std::sync::Arc;
+
+/// Frees device memory; shared by every buffer of one device.
+pub trait Memory: Send + Sync {
+    /// Releases `bytes` at `ptr` (allocated by the same memory), in stream
+    /// order: after the work already queued. Must not fail loudly.
+    fn free(&self, ptr: DevPtr, bytes: usize);
+    /// Copies `dst.len()` bytes from `ptr` once the work queued before is done.
+    fn read(&self, ptr: DevPtr, dst: &mut [u8]) -> Result<()>;
+    fn location(&self) -> Location;
+}
+
+/// Device memory that is freed when dropped.
+pub struct DevBuf {
+    ptr: DevPtr,
+    bytes: usize,
+    memory: Arc<dyn Memory>,
+}
+
+impl DevBuf {
+    /// Wraps memory allocated by `memory`.
+    pub fn new(ptr: DevPtr, bytes: usize, memory: Arc<dyn Memory>) -> Self {
+        DevBuf { ptr, bytes, memory }
+    }
+
+    pub fn ptr(&self) -> DevPtr {
+        self.ptr
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    pub fn location(&self) -> Location {
+        self.memory.location()
+    }
+
+    /// The first `n` values of `T`, copied to the host.
+    pub fn read_vec<T: Copy + Default>(&self, n: usize) -> Result<Vec<T>> {
+        assert!(
+            std::mem::size_of::<T>() * n <= self.bytes.max(8),
+            "read past the end of a buffer"
+        );
+        let mut out = vec![T::default(); n];
+        // SAFETY: `out` is n initialised plain values; we overwrite their bytes.
+        let bytes = unsafe {
+            std::slice::from_raw_parts_mut(
+                out.as_mut_ptr().cast::<u8>(),
+                std::mem::size_of_val(&out[..]),
+            )
+        };
+        self.memory.read(self.ptr, bytes)?;
+        Ok(out)
+    }
+}
+
+impl Drop for DevBuf {
+    fn drop(&mut self) {
+        self.memory.free(self.ptr, self.bytes);
+    }
+}
+
+/// Where a device's memory lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Location {
+    /// Host memory (the emulator).
+    Host,
+    /// A CUDA device, by ordinal.
+    Cuda(usize),
+}
+
+/// A point in the device's stream of work, for timing.
+pub enum Mark {
+    Host(std::time::Instant),
+    Cuda(super::driver::Event),
+}
+
+/// One ordered stream of device work.
+pub trait Device {
+    fn location(&self) -> Location;
+    /// Uninitialised device memory (at least 8 bytes, 8-byte aligned).
+    fn alloc(&self, bytes: usize) -> Result<DevBuf>;
+    /// Copies `src` to `dst` at byte `offset`. `src` may be reused once this returns.
+    fn upload(&self, dst: &DevBuf, offset: usize, src: &[u8]) -> Result<()>;
+    /// Copies from `src` at byte `offset` into `dst`, waiting for earlier work.
+    fn download(&self, src: &DevBuf, offset: usize, dst: &mut [u8]) -> Result<()>;
+    /// Runs `n` threads of `kernel` with `args` (its argument struct).
+    fn launch(&self, kernel: Kernel, args: &[u8], n: u32) -> Result<()>;
+    /// Marks this point of the stream.
+    fn mark(&self) -> Result<Mark>;
+    /// Milliseconds between two marks (waits for the later one).
+    fn elapsed_ms(&self, from: &Mark, to: &Mark) -> Result<f64>;
+    /// Text bytes per chunk: chunks keep scratch memory within what is free.
+    fn chunk_bytes(&self) -> usize;
+}
+
+/// Typed helpers over [`Device`].
+pub trait DeviceExt: Device {
+    /// A buffer holding `values`.
+    fn upload_new<T: Copy>(&self, values: &[T]) -> Result<DevBuf> {
+        let buf = self.alloc(std::mem::size_of_val(values))?;
+        self.upload(&buf, 0, as_bytes(values))?;
+        Ok(buf)
+    }
+
+    /// `n` values of `T` from the start of `src`.
+    fn download_vec<T: Copy + Default>(
+        &self,
+        src: &DevBuf,
+        offset: usize,
+        n: usize,
+    ) -> Result<Vec<T>> {
+        let mut out = vec![T::default(); n];
+        // SAFETY: `out` is n initialised plain values; we overwrite their bytes.
+        let bytes = unsafe {
+            std::slice::from_raw_parts_mut(
+                out.as_mut_ptr().cast::<u8>(),
+                std::mem::size_of_val(&out[..]),
+            )
+        };
+        self.download(src, offset, bytes)?;
+        Ok(out)
+    }
+
+    /// One `u32` at element index `index`.
+    fn read_u32(&self, src: &DevBuf, index: usize) -> Result<u32> {
+        Ok(self.download_vec::<u32>(src, 4 * index, 1)?[0])
+    }
+
+    fn run<A: KernelArgs>(&self, kernel: Kernel, args: &A, n: u32) -> Result<()> {
+        if n == 0 {
+            return Ok(());
+        }
+        self.launch(kernel, args.as_bytes(), n)
+    }
+}
+
+impl<D: Device + ?Sized> DeviceExt for D {}
+
+/// The bytes of a slice of plain values.
+pub fn as_bytes<T: Copy>(values: &[T]) -> &[u8] {
+    // SAFETY: any initialised plain value can be viewed as bytes.
+    unsafe { std::slice::from_raw_parts(values.as_ptr().cast(), std::mem::size_of_val(values)) }
+}

@@ -1,0 +1,538 @@
+//! The batch pipeline on a [`Device`]: rows in, packed output buffers out, in
+//! the layout of `engine::pack` (so a device batch and a CPU batch compare
+//! value for value). The kernels and the data flow are described in
+//! `cuda/gt_batch.cuh`; this module lays out the inputs, sizes the buffers,
+//! launches, and cuts big batches into chunks that fit the device.
+//!
+//! Rows come prepared by the engine: a row is text for the device (already
+//! normalized, free of added tokens) or ids the host encoded (rows the device
+//! cannot take). Both get the post-processor's template, truncation and
+//! padding on the device.
+
+use super::device::{DevBuf, Device, DeviceExt, Location, Mark};
+use super::kernels::*;
+use crate::cpu::kernels::{next_cut, GtBpeModel, GtBytesTable, GtPairTable, GtSplits};
+use crate::engine::pack::{row_layout, Batch, Outputs};
+use crate::error::{Error, Result};
+use crate::plan::bytelevel::ByteLevelPlan;
+use std::borrow::Cow;
+use std::ops::Range;
+use tokenizers::{PaddingDirection, PaddingParams};
+
+/// One row's input.
+pub enum Row<'a> {
+    /// Text the device pre-tokenizes and encodes.
+    Text(Cow<'a, str>),
+    /// Ids the host encoded (before truncation and the template).
+    Ids(Vec<u32>),
+}
+
+/// Truncation of a single sequence, as the engine resolved it.
+#[derive(Clone, Copy, Debug)]
+pub struct Truncation {
+    /// Raw tokens kept at most (max_length minus the template's tokens).
+    pub max_seq: u32,
+    pub left: bool,
+}
+
+/// Everything one call needs.
+pub struct Job<'a> {
+    /// The BPE tables on the device (null when every row is host ids).
+    pub model: GtBpeModel,
+    pub splits: GtSplits,
+    pub rows: Vec<Row<'a>>,
+    pub template: GtTemplate,
+    pub truncation: Option<Truncation>,
+    pub padding: Option<&'a PaddingParams>,
+    pub outputs: Outputs,
+}
+
+/// Milliseconds spent, for `enc.timings`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Timings {
+    /// Device time from the first kernel to the end of packing (CUDA events;
+    /// includes the few small reads of counts between kernels, and the
+    /// uploads of later chunks).
+    pub kernels_ms: f64,
+    /// Host time spent laying out and uploading inputs.
+    pub upload_ms: f64,
+}
+
+/// A packed batch whose token buffers live on the device.
+pub struct DeviceBatch {
+    pub location: Location,
+    pub row_starts: Vec<i64>,
+    pub lengths: Vec<i64>,
+    /// `row_starts` and `lengths` on the device too.
+    pub row_starts_buf: DevBuf,
+    pub lengths_buf: DevBuf,
+    pub width: Option<usize>,
+    /// (field name, buffer of int64), in transformers' order.
+    pub fields: Vec<(&'static str, DevBuf)>,
+    pub timings: Timings,
+}
+
+impl DeviceBatch {
+    /// Copies every field back into a host [`Batch`].
+    pub fn to_host(&self, dev: &dyn Device) -> Result<Batch> {
+        let total = *self.row_starts.last().unwrap_or(&0) as usize;
+        let field = |name: &str| -> Result<Option<Vec<i64>>> {
+            self.fields
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, buf)| dev.download_vec::<i64>(buf, 0, total))
+                .transpose()
+        };
+        Ok(Batch {
+            row_starts: self.row_starts.clone(),
+            lengths: self.lengths.clone(),
+            ids: field("input_ids")?.unwrap_or_default(),
+            attention_mask: field("attention_mask")?,
+            type_ids: field("token_type_ids")?,
+            special_tokens_mask: field("special_tokens_mask")?,
+            offsets: None,
+            width: self.width,
+        })
+    }
+
+    /// A host batch copied onto the device (results the host had to compute
+    /// whole, e.g. pairs or offsets, for a caller that asked for the device).
+    pub fn upload(dev: &dyn Device, batch: Batch) -> Result<DeviceBatch> {
+        let mut fields = vec![("input_ids", dev.upload_new(&batch.ids)?)];
+        for (name, values) in [
+            ("attention_mask", &batch.attention_mask),
+            ("token_type_ids", &batch.type_ids),
+            ("special_tokens_mask", &batch.special_tokens_mask),
+            ("offset_mapping", &batch.offsets),
+        ] {
+            if let Some(values) = values {
+                fields.push((name, dev.upload_new(values)?));
+            }
+        }
+        Ok(DeviceBatch {
+            location: dev.location(),
+            row_starts_buf: dev.upload_new(&batch.row_starts)?,
+            lengths_buf: dev.upload_new(&batch.lengths)?,
+            row_starts: batch.row_starts,
+            lengths: batch.lengths,
+            width: batch.width,
+            fields,
+            timings: Timings::default(),
+        })
+    }
+}
+
+/// The BPE tables on one device: the model view points into `_buffers`.
+pub struct DeviceTables {
+    pub model: GtBpeModel,
+    _buffers: Vec<DevBuf>,
+}
+
+// SAFETY: the model's pointers are device addresses of the immutable buffers
+// owned alongside; nothing is written through them after the upload.
+unsafe impl Send for DeviceTables {}
+// SAFETY: as above.
+unsafe impl Sync for DeviceTables {}
+
+/// Uploads a plan's tables (once per tokenizer per device; the engine caches it).
+pub fn upload_tables(dev: &dyn Device, plan: &ByteLevelPlan) -> Result<DeviceTables> {
+    let t = plan.tables();
+    let words = t.words.arrays();
+    let bufs = vec![
+        dev.upload_new(t.pair_keys)?,
+        dev.upload_new(t.pair_ranks)?,
+        dev.upload_new(t.pair_merged)?,
+        dev.upload_new(words.hashes)?,
+        dev.upload_new(words.starts)?,
+        dev.upload_new(words.lens)?,
+        dev.upload_new(words.ids)?,
+        dev.upload_new(words.blob)?,
+    ];
+    let host = plan.model();
+    let at = |i: usize| bufs[i].ptr();
+    let model = GtBpeModel {
+        merges: GtPairTable {
+            keys: at(0) as *const u64,
+            ranks: at(1) as *const u32,
+            merged: at(2) as *const u32,
+            mask: host.merges.mask,
+        },
+        vocab: GtBytesTable {
+            hashes: at(3) as *const u64,
+            starts: at(4) as *const u32,
+            lens: at(5) as *const u32,
+            ids: at(6) as *const u32,
+            blob: at(7) as *const u8,
+            mask: host.vocab.mask,
+        },
+        byte_ids: host.byte_ids,
+        ignore_merges: host.ignore_merges,
+    };
+    Ok(DeviceTables {
+        model,
+        _buffers: bufs,
+    })
+}
+
+/// Longest piece of text one device thread scans before a cut is looked for.
+pub const PIECE_BYTES: usize = 4096;
+/// Entries per thread in the scan kernels.
+const SCAN_TILE: u32 = 1024;
+
+/// Runs `job` on `dev`. Buffers dropped here are freed in stream order (after
+/// the kernels that use them), so no call waits for the device except the few
+/// small reads of counts that size the next buffers.
+pub fn encode(dev: &dyn Device, job: &Job<'_>) -> Result<DeviceBatch> {
+    let mut upload_ms = 0.0;
+    let mut first_kernel = None;
+    let mut chunks = Vec::new();
+    for rows in chunk_rows(&job.rows, dev.chunk_bytes()) {
+        chunks.push(tokenize_chunk(
+            dev,
+            job,
+            rows,
+            &mut upload_ms,
+            &mut first_kernel,
+        )?);
+    }
+    let lengths: Vec<usize> = chunks
+        .iter()
+        .flat_map(|c| c.lengths.iter().map(|&n| n as usize))
+        .collect();
+    let (row_starts, width) = row_layout(&lengths, job.padding);
+    let total = *row_starts.last().unwrap_or(&0) as usize;
+
+    let mut fields = vec![("input_ids", dev.alloc(8 * total)?)];
+    for (name, wanted) in [
+        ("attention_mask", job.outputs.attention_mask),
+        ("token_type_ids", job.outputs.type_ids),
+        ("special_tokens_mask", job.outputs.special_tokens_mask),
+    ] {
+        if wanted {
+            fields.push((name, dev.alloc(8 * total)?));
+        }
+    }
+    let out = |name: &str, base: usize| {
+        fields
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map_or(0, |(_, buf)| buf.ptr() + 8 * base as u64)
+    };
+    for chunk in &chunks {
+        let starts = &row_starts[chunk.rows.start..=chunk.rows.end];
+        let base = starts[0] as usize;
+        let elements = starts[starts.len() - 1] as usize - base;
+        let elements = u32::try_from(elements).map_err(|_| {
+            Error::InvalidArgument(
+                "a device call is limited to 2^32 output tokens per chunk".into(),
+            )
+        })?;
+        let relative: Vec<u64> = starts.iter().map(|&s| (s as usize - base) as u64).collect();
+        let relative = dev.upload_new(&relative)?;
+        let padding = job.padding;
+        let args = GtPackArgs {
+            spans: chunk.spans.ptr(),
+            lengths: chunk.lengths_dev.ptr(),
+            row_starts: relative.ptr(),
+            n_rows: chunk.rows.len() as u32,
+            raw_ids: chunk.raw_ids.ptr(),
+            host_ids: chunk.host_ids.ptr(),
+            tmpl: job.template,
+            pad_left: u32::from(
+                padding.is_some_and(|p| matches!(p.direction, PaddingDirection::Left)),
+            ),
+            pad_id: padding.map_or(0, |p| p.pad_id),
+            pad_type_id: padding.map_or(0, |p| p.pad_type_id),
+            ids: out("input_ids", base),
+            attention_mask: out("attention_mask", base),
+            type_ids: out("token_type_ids", base),
+            special_tokens_mask: out("special_tokens_mask", base),
+        };
+        dev.run(Kernel::Pack, &args, elements)?;
+    }
+    let lengths: Vec<i64> = lengths.iter().map(|&n| n as i64).collect();
+    let row_starts_buf = dev.upload_new(&row_starts)?;
+    let lengths_buf = dev.upload_new(&lengths)?;
+    let end = dev.mark()?;
+    let kernels_ms = match &first_kernel {
+        Some(start) => dev.elapsed_ms(start, &end)?,
+        None => 0.0,
+    };
+    Ok(DeviceBatch {
+        location: dev.location(),
+        row_starts_buf,
+        lengths_buf,
+        row_starts,
+        lengths,
+        width,
+        fields,
+        timings: Timings {
+            kernels_ms,
+            upload_ms,
+        },
+    })
+}
+
+/// Rows grouped so that each group's text fits `chunk_bytes` (a longer row
+/// gets a group of its own).
+fn chunk_rows(rows: &[Row<'_>], chunk_bytes: usize) -> Vec<Range<usize>> {
+    let mut groups = Vec::new();
+    let (mut begin, mut bytes) = (0, 0);
+    for (i, row) in rows.iter().enumerate() {
+        let n = match row {
+            Row::Text(t) => t.len(),
+            Row::Ids(ids) => 4 * ids.len(),
+        };
+        if i > begin && bytes + n > chunk_bytes {
+            groups.push(begin..i);
+            (begin, bytes) = (i, 0);
+        }
+        bytes += n;
+    }
+    if begin < rows.len() || rows.is_empty() {
+        groups.push(begin..rows.len());
+    }
+    groups
+}
+
+/// One chunk's results, kept until packing.
+struct Chunk {
+    rows: Range<usize>,
+    raw_ids: DevBuf,
+    host_ids: DevBuf,
+    spans: DevBuf,
+    lengths_dev: DevBuf,
+    lengths: Vec<u32>,
+}
+
+/// Host layout of a chunk: texts back to back, cut into pieces; host ids.
+#[derive(Default)]
+struct Layout {
+    text: Vec<u8>,
+    piece_bounds: Vec<u32>,
+    sources: Vec<GtRowSource>,
+    host_ids: Vec<u32>,
+}
+
+fn lay_out(rows: &[Row<'_>], cuts: bool) -> Result<Layout> {
+    let too_big = || Error::InvalidArgument("a device chunk is limited to 4 GiB of text".into());
+    let mut l = Layout {
+        piece_bounds: vec![0],
+        ..Layout::default()
+    };
+    for row in rows {
+        let piece_begin = l.piece_bounds.len() as u32 - 1;
+        let host_begin = l.host_ids.len() as u32;
+        match row {
+            Row::Text(text) => {
+                let bytes = text.as_bytes();
+                let base = l.text.len();
+                l.text.extend_from_slice(bytes);
+                let mut from = 0;
+                while cuts && bytes.len() - from > PIECE_BYTES {
+                    let cut = next_cut(bytes, from + PIECE_BYTES);
+                    if cut >= bytes.len() {
+                        break;
+                    }
+                    l.piece_bounds
+                        .push(u32::try_from(base + cut).map_err(|_| too_big())?);
+                    from = cut;
+                }
+                if !bytes.is_empty() {
+                    l.piece_bounds
+                        .push(u32::try_from(l.text.len()).map_err(|_| too_big())?);
+                }
+            }
+            Row::Ids(ids) => l.host_ids.extend_from_slice(ids),
+        }
+        l.sources.push(GtRowSource {
+            piece_begin,
+            piece_end: l.piece_bounds.len() as u32 - 1,
+            host_begin,
+            host_end: u32::try_from(l.host_ids.len()).map_err(|_| too_big())?,
+        });
+    }
+    Ok(l)
+}
+
+fn tokenize_chunk(
+    dev: &dyn Device,
+    job: &Job<'_>,
+    rows: Range<usize>,
+    upload_ms: &mut f64,
+    first_kernel: &mut Option<Mark>,
+) -> Result<Chunk> {
+    let clock = std::time::Instant::now();
+    let layout = lay_out(&job.rows[rows.clone()], job.splits.n > 0)?;
+    let text = dev.upload_new(&layout.text)?;
+    let bounds = dev.upload_new(&layout.piece_bounds)?;
+    let sources = dev.upload_new(&layout.sources)?;
+    let host_ids = dev.upload_new(&layout.host_ids)?;
+    *upload_ms += clock.elapsed().as_secs_f64() * 1e3;
+    if first_kernel.is_none() {
+        *first_kernel = Some(dev.mark()?);
+    }
+    let n_pieces = layout.piece_bounds.len() as u32 - 1;
+    let text_len = layout.text.len();
+
+    // Words: count per piece, scan, fill.
+    let word_counts = dev.alloc(4 * (n_pieces as usize + 1))?;
+    let mut pretok = GtPretokArgs {
+        splits: job.splits,
+        text: text.ptr(),
+        piece_bounds: bounds.ptr(),
+        word_counts: word_counts.ptr(),
+        first_word: word_counts.ptr(),
+        word_starts: 0,
+        word_lens: 0,
+    };
+    dev.run(Kernel::PretokCount, &pretok, n_pieces)?;
+    scan(dev, &word_counts, n_pieces)?;
+    let n_words = dev.read_u32(&word_counts, n_pieces as usize)?;
+    let word_starts = dev.alloc(4 * n_words as usize)?;
+    let word_lens = dev.alloc(4 * n_words as usize)?;
+    pretok.word_starts = word_starts.ptr();
+    pretok.word_lens = word_lens.ptr();
+    dev.run(Kernel::PretokFill, &pretok, n_pieces)?;
+
+    // BPE per word into scratch indexed by byte offset, then compaction.
+    let tok_counts = dev.alloc(4 * (n_words as usize + 1))?;
+    let raw_ids = {
+        let scratch = |bytes_per_byte: usize| dev.alloc(bytes_per_byte * text_len);
+        let (ids, prev, next, len) = (scratch(4)?, scratch(4)?, scratch(4)?, scratch(4)?);
+        let heap = scratch(3 * std::mem::size_of::<crate::cpu::kernels::GtMergeEntry>())?;
+        let bpe_out = scratch(4)?;
+        let bpe = GtBpeArgs {
+            model: job.model,
+            text: text.ptr(),
+            word_starts: word_starts.ptr(),
+            word_lens: word_lens.ptr(),
+            scratch_ids: ids.ptr(),
+            scratch_prev: prev.ptr(),
+            scratch_next: next.ptr(),
+            scratch_len: len.ptr(),
+            scratch_heap: heap.ptr(),
+            out: bpe_out.ptr(),
+            tok_counts: tok_counts.ptr(),
+        };
+        dev.run(Kernel::BpeWords, &bpe, n_words)?;
+        scan(dev, &tok_counts, n_words)?;
+        let n_tokens = dev.read_u32(&tok_counts, n_words as usize)?;
+        let raw_ids = dev.alloc(4 * n_tokens as usize)?;
+        let compact = GtCompactArgs {
+            word_starts: word_starts.ptr(),
+            tok_offsets: tok_counts.ptr(),
+            bpe_out: bpe_out.ptr(),
+            raw_ids: raw_ids.ptr(),
+        };
+        dev.run(Kernel::Compact, &compact, n_words)?;
+        raw_ids
+    };
+
+    // Rows: raw ranges, truncation, final lengths.
+    let n_rows = rows.len();
+    let spans = dev.alloc(ROW_SPAN_BYTES * n_rows)?;
+    let lengths_dev = dev.alloc(4 * n_rows)?;
+    let row_args = GtRowArgs {
+        sources: sources.ptr(),
+        first_word: word_counts.ptr(),
+        tok_offsets: tok_counts.ptr(),
+        tmpl: job.template,
+        truncate: u32::from(job.truncation.is_some()),
+        max_seq: job.truncation.map_or(0, |t| t.max_seq),
+        truncate_left: u32::from(job.truncation.is_some_and(|t| t.left)),
+        spans: spans.ptr(),
+        lengths: lengths_dev.ptr(),
+    };
+    dev.run(Kernel::RowSpans, &row_args, n_rows as u32)?;
+    let lengths = dev.download_vec::<u32>(&lengths_dev, 0, n_rows)?;
+    Ok(Chunk {
+        rows,
+        raw_ids,
+        host_ids,
+        spans,
+        lengths_dev,
+        lengths,
+    })
+}
+
+/// Exclusive scan of `values[0..n)` in place; `values[n]` becomes the total.
+fn scan(dev: &dyn Device, values: &DevBuf, n: u32) -> Result<()> {
+    if n <= SCAN_TILE {
+        let args = GtScanArgs {
+            values: values.ptr(),
+            tile_sums: 0,
+            n,
+            tile: SCAN_TILE,
+        };
+        return dev.launch(Kernel::ScanApply, args.as_bytes(), 1);
+    }
+    let tiles = n.div_ceil(SCAN_TILE);
+    let sums = dev.alloc(4 * (tiles as usize + 1))?;
+    let args = GtScanArgs {
+        values: values.ptr(),
+        tile_sums: sums.ptr(),
+        n,
+        tile: SCAN_TILE,
+    };
+    dev.run(Kernel::ScanSum, &args, tiles)?;
+    scan(dev, &sums, tiles)?;
+    dev.run(Kernel::ScanApply, &args, tiles)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::emulator::Emulator;
+    use super::*;
+
+    #[test]
+    fn scan_is_exclusive_with_total() {
+        let dev = Emulator::new(1 << 20);
+        for n in [0u32, 1, 5, 1024, 1025, 5000, 2_100_000] {
+            let mut values: Vec<u32> = (0..n).map(|i| i % 7).collect();
+            values.push(99);
+            let buf = dev.upload_new(&values).unwrap();
+            scan(&dev, &buf, n).unwrap();
+            let got = dev.download_vec::<u32>(&buf, 0, n as usize + 1).unwrap();
+            let mut expect = Vec::with_capacity(n as usize + 1);
+            let mut running = 0;
+            for v in &values[..n as usize] {
+                expect.push(running);
+                running += v;
+            }
+            expect.push(running);
+            assert_eq!(got, expect, "n = {n}");
+        }
+    }
+
+    #[test]
+    fn rows_group_by_text_bytes() {
+        let rows: Vec<Row<'_>> = ["aaaa", "bb", "cccccc", "", "d"]
+            .into_iter()
+            .map(|t| Row::Text(Cow::Borrowed(t)))
+            .collect();
+        assert_eq!(chunk_rows(&rows, 6), vec![0..2, 2..4, 4..5]);
+        assert_eq!(chunk_rows(&rows, 1), vec![0..1, 1..2, 2..3, 3..5]);
+        assert_eq!(chunk_rows(&[], 6), vec![0..0]);
+    }
+
+    #[test]
+    fn layout_cuts_long_rows_at_safe_points() {
+        let long = "word ".repeat(2000);
+        let rows = vec![
+            Row::Text(Cow::Borrowed(long.as_str())),
+            Row::Ids(vec![7, 8]),
+            Row::Text(Cow::Borrowed("")),
+        ];
+        let l = lay_out(&rows, true).unwrap();
+        assert!(l.piece_bounds.len() > 3, "a 10 kB row is cut");
+        for w in l.piece_bounds.windows(2) {
+            assert!(w[0] < w[1]);
+            assert!(w[1] as usize == long.len() || long.as_bytes()[w[1] as usize] == b' ');
+        }
+        assert_eq!(l.sources[1].host_end - l.sources[1].host_begin, 2);
+        assert_eq!(l.sources[2].piece_begin, l.sources[2].piece_end);
+        let uncut = lay_out(&rows, false).unwrap();
+        assert_eq!(uncut.piece_bounds, vec![0, long.len() as u32]);
+    }
+}
