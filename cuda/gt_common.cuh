@@ -8,11 +8,16 @@
 
 #if defined(__CUDACC_RTC__)
 #define GT_HD __device__ inline
+#define GT_HD_CALL __device__ __noinline__
 #elif defined(__CUDACC__)
 #define GT_HD __host__ __device__ inline
+#define GT_HD_CALL __host__ __device__ __noinline__
 #else
 #define GT_HD inline
+#define GT_HD_CALL inline
 #endif
+// GT_HD_CALL: a real call on the GPU, for big functions used from many places
+// (inlining the scanners at every use made one kernel take a minute to compile).
 
 typedef unsigned char gt_u8;
 typedef unsigned short gt_u16;

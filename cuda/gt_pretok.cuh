@@ -296,7 +296,7 @@ GT_HD gt_u32 gt_match_at(gt_u32 pattern, const gt_u8* s, gt_u32 end, gt_u32 pos)
 
 // The leftmost match at or after `pos`: returns its end and sets *start, or
 // returns GT_NONE when the rest of the piece has no match.
-GT_HD gt_u32 gt_find(gt_u32 pattern, const gt_u8* s, gt_u32 end, gt_u32 pos, gt_u32* start) {
+GT_HD_CALL gt_u32 gt_find(gt_u32 pattern, const gt_u8* s, gt_u32 end, gt_u32 pos, gt_u32* start) {
     while (pos < end) {
         gt_u32 e = gt_match_at(pattern, s, end, pos);
         if (e != GT_NONE) {

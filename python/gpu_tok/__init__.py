@@ -37,21 +37,18 @@ def info(tokenizer: Tokenizer | None = None, *, probe_cuda: bool = True) -> dict
     report: dict[str, Any] = dict(_core.build_info())
     report["threads"] = _core.num_threads()
     report["cuda"] = _cuda_report() if probe_cuda else {"available": None, "reason": "not probed"}
-    report["backend"] = "cpu"
+    report["backend"] = "cuda" if report["cuda"]["available"] else "cpu"
     if tokenizer is not None:
         report["plan"] = tokenizer.plan
     return report
 
 
 def _cuda_report() -> dict[str, Any]:
-    """The core's probe, after loading the pip wheel's NVRTC (if any) so the
-    probe's bare-name lookup finds it."""
-    from . import _nvrtc
+    """The core's probe (driver, devices with name and SM, NVRTC, kernel cache
+    folder), after loading the pip wheel's NVRTC (if any) so the core finds it."""
+    from . import _device
 
-    try:
-        _nvrtc.load()
-    except (CudaUnavailableError, OSError):
-        pass
+    _device.cuda_usable()
     return dict(_core.cuda_probe())
 
 

@@ -46,9 +46,11 @@ class BatchEncoding(dict):
     B + 1 entries) are always available as gpu_tok Tensors.
     """
 
-    def __init__(self, data: dict[str, Any], core: _core.CoreBatch | None = None) -> None:
+    def __init__(self, data: dict[str, Any], core: _core.CoreBatch | None = None,
+                 total_ms: float | None = None) -> None:
         super().__init__(data)
         self._core = core
+        self._total_ms = total_ms
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -57,9 +59,19 @@ class BatchEncoding(dict):
             raise AttributeError(f"BatchEncoding has no field {name!r}") from None
 
     @classmethod
-    def from_core(cls, core: _core.CoreBatch) -> BatchEncoding:
+    def from_core(cls, core: _core.CoreBatch, total_ms: float | None = None) -> BatchEncoding:
         """Every field of `core` as a gpu_tok Tensor (no copy)."""
-        return cls({name: core.tensor(name) for name in core.keys()}, core)
+        return cls({name: core.tensor(name) for name in core.keys()}, core, total_ms)
+
+    @property
+    def timings(self) -> dict[str, float]:
+        """Milliseconds the call took: "total_ms" (wall time of the call), and for
+        a CUDA call "kernels_ms" (device time from the first kernel to the end of
+        packing, CUDA events) and "upload_ms" (laying out and copying inputs)."""
+        out: dict[str, float] = {} if self._total_ms is None else {"total_ms": self._total_ms}
+        device = self._core.timings() if self._core is not None else None
+        out.update(device or {})
+        return out
 
     def _require_core(self) -> _core.CoreBatch:
         if self._core is None:
@@ -102,7 +114,7 @@ class BatchEncoding(dict):
     def to(self, device: Any) -> BatchEncoding:
         """Moves torch values to `device` (like transformers' BatchEncoding.to)."""
         moved = {k: v.to(device) if hasattr(v, "to") else v for k, v in self.items()}
-        return BatchEncoding(moved, self._core)
+        return BatchEncoding(moved, self._core, self._total_ms)
 
     def __repr__(self) -> str:
         return f"BatchEncoding({dict.__repr__(self)})"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -74,6 +75,16 @@ def _ids(values: Any, what: str) -> list[int]:
         if not 0 <= v < 2**32:
             raise InvalidInputError(f"{what}[{i}] = {v} is not a valid token id")
     return out
+
+
+def _text_bytes(texts: Any) -> int | None:
+    """About how much text a batch holds (for device="auto"), or None if unknown."""
+    if isinstance(texts, str):
+        return len(texts)
+    if isinstance(texts, (list, tuple)):
+        return sum(len(t) for t in texts if isinstance(t, str))
+    nbytes = getattr(texts, "nbytes", None)
+    return nbytes if isinstance(nbytes, int) else None
 
 
 def _one_chunk(texts: Any) -> Any:
@@ -192,18 +203,21 @@ class Tokenizer:
 
     def _run(self, texts: Any, pairs: Any, *, add_special_tokens: bool, truncation: Any, padding: Any,
              attention_mask: bool, type_ids: bool | None, special_tokens_mask: bool,
-             offsets: bool, device: Any) -> _core.CoreBatch:
-        _device.resolve(device)
+             offsets: bool, device: Any) -> tuple[_core.CoreBatch, float]:
+        """The core's batch and the call's wall time in milliseconds."""
+        started = time.perf_counter()
+        target = _device.resolve(device, _text_bytes(texts) if _device.is_auto(device) else None)
         texts, pairs = _one_chunk(texts), _one_chunk(pairs)
         if not isinstance(add_special_tokens, bool):
             raise TypeError("add_special_tokens must be a bool")
         if type_ids is None:
             type_ids = self._uses_token_type_ids()
-        return self._core.encode_batch(
+        core = self._core.encode_batch(
             texts, pairs, add_special_tokens=add_special_tokens, truncation=truncation,
             padding=padding, attention_mask=attention_mask, type_ids=type_ids,
-            special_tokens_mask=special_tokens_mask, offsets=offsets,
+            special_tokens_mask=special_tokens_mask, offsets=offsets, device=target,
         )
+        return core, (time.perf_counter() - started) * 1e3
 
     def _uses_token_type_ids(self) -> bool:
         names = self._config.get("model_input_names")
@@ -219,9 +233,9 @@ class Tokenizer:
         if pair is not None and not isinstance(pair, str):
             raise TypeError(f"pair must be str or None, not {type(pair).__name__}")
         d = self._defaults
-        core = self._run([text], None if pair is None else [pair], add_special_tokens=add_special_tokens,
-                         truncation=d.file_truncation, padding=d.file_padding, attention_mask=False,
-                         type_ids=False, special_tokens_mask=False, offsets=False, device="cpu")
+        core, _ = self._run([text], None if pair is None else [pair], add_special_tokens=add_special_tokens,
+                            truncation=d.file_truncation, padding=d.file_padding, attention_mask=False,
+                            type_ids=False, special_tokens_mask=False, offsets=False, device="cpu")
         return core.to_lists()["input_ids"][0]
 
     def encode_batch(
@@ -252,10 +266,11 @@ class Tokenizer:
         trunc = _settings.truncation(d, truncation, max_length, truncation_side, from_file=True)
         pad = _settings.padding(d, padding, max_length, pad_to_multiple_of, padding_side, pad_token_id,
                                 from_file=True)
-        core = self._run(texts, text_pairs, add_special_tokens=add_special_tokens, truncation=trunc,
-                         padding=pad, attention_mask=return_attention_mask, type_ids=return_token_type_ids,
-                         special_tokens_mask=return_special_tokens_mask, offsets=return_offsets, device=device)
-        return BatchEncoding.from_core(core)
+        core, total_ms = self._run(texts, text_pairs, add_special_tokens=add_special_tokens, truncation=trunc,
+                                   padding=pad, attention_mask=return_attention_mask,
+                                   type_ids=return_token_type_ids, special_tokens_mask=return_special_tokens_mask,
+                                   offsets=return_offsets, device=device)
+        return BatchEncoding.from_core(core, total_ms)
 
     def __call__(
         self,
@@ -290,14 +305,15 @@ class Tokenizer:
         trunc = _settings.truncation(d, truncation, max_length, None, from_file=False)
         pad = _settings.padding(d, padding, max_length, pad_to_multiple_of, padding_side, pad_token_id,
                                 from_file=False)
-        core = self._run(texts, pairs, add_special_tokens=add_special_tokens, truncation=trunc, padding=pad,
-                         attention_mask=return_attention_mask, type_ids=return_token_type_ids,
-                         special_tokens_mask=return_special_tokens_mask, offsets=return_offsets_mapping,
-                         device=device)
+        core, total_ms = self._run(texts, pairs, add_special_tokens=add_special_tokens, truncation=trunc,
+                                   padding=pad, attention_mask=return_attention_mask,
+                                   type_ids=return_token_type_ids, special_tokens_mask=return_special_tokens_mask,
+                                   offsets=return_offsets_mapping, device=device)
         if return_tensors is None:
             lists = core.to_lists()
-            return BatchEncoding({k: v[0] for k, v in lists.items()} if single else lists, core)
-        return BatchEncoding({k: self._as_tensor(core, k, return_tensors) for k in core.keys()}, core)
+            return BatchEncoding({k: v[0] for k, v in lists.items()} if single else lists, core, total_ms)
+        tensors = {k: self._as_tensor(core, k, return_tensors) for k in core.keys()}
+        return BatchEncoding(tensors, core, total_ms)
 
     @staticmethod
     def _as_tensor(core: _core.CoreBatch, name: str, kind: str) -> Any:

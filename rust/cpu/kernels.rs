@@ -392,7 +392,8 @@ mod tests {
         ]
         .map(String::from)
         .to_vec();
-        let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/mixed.jsonl");
+        let corpus =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/mixed.jsonl");
         if let Ok(data) = std::fs::read_to_string(corpus) {
             for line in data.lines().step_by(10).take(200) {
                 if let Ok(doc) = serde_json::from_str::<serde_json::Value>(line) {

@@ -42,8 +42,14 @@ pub fn cuda_probe(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
         })
         .collect::<PyResult<Vec<_>>>()?;
     d.set_item("devices", devices)?;
-    d.set_item("kernel_cache_dir", jit::cache_dir())?;
+    d.set_item("kernel_cache_dir", jit::cache_dir().to_string_lossy())?;
     Ok(d)
+}
+
+/// True in a child forked after its parent initialised CUDA (CUDA is unusable here).
+#[pyfunction]
+pub fn cuda_initialised_before_fork() -> bool {
+    probe::initialised_before_fork()
 }
 
 /// Sets up CUDA device `ordinal` for the batch kernels (context, kernels
@@ -56,7 +62,7 @@ pub fn cuda_device(py: Python<'_>, ordinal: usize) -> PyResult<Bound<'_, PyDict>
     d.set_item("name", &gpu.name)?;
     d.set_item("sm", format!("sm_{}{}", gpu.sm.0, gpu.sm.1))?;
     d.set_item("total_memory", gpu.total_memory)?;
-    d.set_item("cubin", &gpu.cubin_path)?;
+    d.set_item("cubin", gpu.cubin_path.to_string_lossy())?;
     d.set_item("cubin_from_cache", gpu.cubin_from_cache)?;
     Ok(d)
 }

@@ -1,0 +1,170 @@
+"""The CUDA backend without a GPU: its whole batch pipeline (layout, cuts at
+safe points, the kernels' per-thread functions, scans, chunking, packing with
+the post-processor's template) runs on the host emulator (`device="emulator"`
+in the core), and must give the CPU engine's batch value for value — which the
+parity suites tie to `tokenizers`. Plus device selection, fallback and errors
+with CUDA absent. tests/test_gpu.py runs the same pipeline on a real GPU."""
+
+from __future__ import annotations
+
+import gc
+
+import gpu_tok
+import numpy as np
+import pytest
+from conftest import TOKENIZER_NAMES, corpus_sample, edge_cases, ours, reference
+from gpu_tok import CudaUnavailableError, _core
+
+ALL_FIELDS = {"attention_mask": True, "type_ids": True, "special_tokens_mask": True}
+# (truncation, padding) as the core takes them: (max_length, strategy, side, stride),
+# (length or None for longest, side, pad_to_multiple_of, pad_id, pad_type_id, pad_token).
+SETTINGS = {
+    "ragged": (None, None),
+    "longest-right": ((96, "longest_first", "right", 0), (None, "right", None, 7, 3, "<pad>")),
+    "longest-left-multiple": ((64, "only_first", "left", 0), (None, "left", 8, 5, 0, "<pad>")),
+    "fixed-shorter-than-rows": (None, (16, "right", None, 1, 0, "<pad>")),
+    "truncate-only": ((32, "longest_first", "right", 4), None),
+}
+
+
+def docs() -> list[str]:
+    return corpus_sample()[:120] + edge_cases()
+
+
+def both(name: str, texts, device: str = "emulator", **kwargs):
+    core = ours(name)._core
+    return core.encode_batch(texts, device="cpu", **kwargs), core.encode_batch(texts, device=device, **kwargs)
+
+
+def assert_same(cpu, dev) -> None:
+    assert cpu.keys() == dev.keys()
+    assert cpu.width == dev.width and cpu.rows == dev.rows
+    assert cpu.to_lists() == dev.to_lists()
+    assert cpu.lengths().tolist() == dev.lengths().tolist()
+    assert cpu.row_offsets().tolist() == dev.row_offsets().tolist()
+
+
+@pytest.mark.parametrize("setting", sorted(SETTINGS))
+@pytest.mark.parametrize("special", [True, False])
+@pytest.mark.parametrize("name", TOKENIZER_NAMES)
+def test_emulated_pipeline_equals_cpu(name: str, setting: str, special: bool) -> None:
+    truncation, padding = SETTINGS[setting]
+    cpu, dev = both(name, docs(), add_special_tokens=special, truncation=truncation, padding=padding, **ALL_FIELDS)
+    assert_same(cpu, dev)
+
+
+@pytest.mark.parametrize("chunk", [1, 700, 1 << 24])
+def test_chunking_does_not_change_results(chunk: int) -> None:
+    padding = (None, "right", None, 0, 0, "<pad>")
+    cpu, dev = both("qwen3", docs(), device=f"emulator:{chunk}", padding=padding, attention_mask=True)
+    assert_same(cpu, dev)
+
+
+def test_long_documents_are_cut_and_match() -> None:
+    # ~40-120 kB rows: many 4 kB pieces each, cut only at safe points.
+    sample = corpus_sample()
+    long_rows = [" ".join(sample[i:i + 40]) for i in range(0, 120, 40)]
+    long_rows.append("word " * 30000)
+    long_rows.append("x" * 20000 + " tail")  # no safe point for 20 kB: one long piece
+    for name in TOKENIZER_NAMES:
+        cpu, dev = both(name, long_rows)
+        assert_same(cpu, dev)
+
+
+def test_rows_the_host_encodes_mix_with_device_rows() -> None:
+    # Added-token text, text the normalizer changes, empty rows: the host encodes
+    # some rows, the device the others, and packing interleaves them.
+    texts = ["plain text", "<|im_start|>user hi<|im_end|>", "", "ﬁ ＡＢＣ café", "more <|endoftext|>", " "]
+    for name in TOKENIZER_NAMES:
+        cpu, dev = both(name, texts, padding=(None, "left", None, 0, 0, "<pad>"), **ALL_FIELDS)
+        assert_same(cpu, dev)
+
+
+def test_emulated_ids_equal_tokenizers_directly() -> None:
+    texts = docs()
+    dev = ours("qwen3")._core.encode_batch(texts, device="emulator")
+    expected = [e.ids for e in reference("qwen3").encode_batch(texts, add_special_tokens=True)]
+    assert dev.to_lists()["input_ids"] == expected
+
+
+def test_pairs_and_offsets_take_the_cpu_and_are_copied() -> None:
+    texts, pairs = ["a b c", "hello"], ["x", "world and more"]
+    cpu, dev = both("qwen3", texts, pairs=pairs, type_ids=True)
+    assert_same(cpu, dev)
+    cpu, dev = both("qwen3", texts, offsets=True)
+    assert_same(cpu, dev)
+    assert dev.timings() == {"kernels_ms": 0.0, "upload_ms": 0.0}  # no kernels ran
+
+
+def test_empty_batch_and_empty_rows() -> None:
+    for texts in ([], [""], ["", ""]):
+        cpu, dev = both("qwen3", texts, padding=(None, "right", None, 0, 0, "<pad>"), attention_mask=True)
+        assert_same(cpu, dev)
+
+
+def test_too_short_max_length_is_refused_on_the_device_too() -> None:
+    name = next((n for n in TOKENIZER_NAMES if ours(n).num_special_tokens_to_add() > 0), None)
+    if name is None:
+        pytest.skip("no tokenizer here adds special tokens")
+    with pytest.raises(gpu_tok.InvalidInputError, match="max_length"):
+        ours(name)._core.encode_batch(["a"], truncation=(0, "longest_first", "right", 0), device="emulator")
+
+
+def test_device_tensors_share_memory_and_outlive_the_batch() -> None:
+    dev = ours("qwen3")._core.encode_batch(["a b", "c"], device="emulator",
+                                           padding=(None, "right", None, 9, 0, "<pad>"), attention_mask=True)
+    ids = dev.tensor("input_ids")
+    view = np.from_dlpack(ids)
+    assert view.shape == (2, dev.width) and view.dtype == np.int64
+    assert np.shares_memory(view, np.asarray(ids))
+    expected = view.tolist()
+    del dev
+    gc.collect()
+    assert ids.tolist() == expected == np.from_dlpack(ids).tolist()
+    assert ids.device == "cpu"  # emulated device memory is host memory
+
+
+def test_timings_of_device_and_cpu_calls() -> None:
+    tok = ours("qwen3")
+    dev = tok._core.encode_batch(docs(), device="emulator")
+    timings = dev.timings()
+    assert set(timings) == {"kernels_ms", "upload_ms"} and timings["kernels_ms"] > 0
+    assert tok._core.encode_batch(["x"]).timings() is None
+    enc = tok.encode_batch(["x"], device="cpu")
+    assert set(enc.timings) == {"total_ms"} and enc.timings["total_ms"] > 0
+
+
+def test_unknown_core_devices_are_refused() -> None:
+    core = ours("qwen3")._core
+    for device in ("tpu", "cuda:x", "emulator:-1", "cuda:1:2"):
+        with pytest.raises(ValueError, match="device"):
+            core.encode_batch(["x"], device=device)
+
+
+@pytest.mark.skipif(gpu_tok.info()["cuda"]["available"], reason="checks the behaviour without CUDA")
+class TestWithoutCuda:
+    def test_cuda_raises_with_the_reason(self) -> None:
+        tok = ours("qwen3")
+        for device in ("cuda", "cuda:0", "cuda:3", "CUDA:1"):
+            with pytest.raises(CudaUnavailableError, match="not available here"):
+                tok.encode_batch(["x"], device=device)
+
+    def test_the_core_refuses_cuda_too(self) -> None:
+        with pytest.raises(CudaUnavailableError):
+            ours("qwen3")._core.encode_batch(["x"], device="cuda:0")
+        with pytest.raises(CudaUnavailableError):
+            _core.cuda_device(0)
+
+    def test_auto_uses_the_cpu_even_for_big_batches(self) -> None:
+        tok = ours("qwen3")
+        big = ["some text " * 1000] * 200  # 2 MB, above the auto threshold
+        enc = tok.encode_batch(big, device="auto")
+        assert enc.input_ids.device == "cpu" and "kernels_ms" not in enc.timings
+        assert enc.to_lists() == tok.encode_batch(big, device="cpu").to_lists()
+
+    def test_info_reports_why(self) -> None:
+        report = gpu_tok.info()
+        cuda = report["cuda"]
+        assert report["backend"] == "cpu" and cuda["available"] is False and cuda["reason"]
+        assert cuda["devices"] == [] and cuda["kernel_cache_dir"]
+        assert not _core.cuda_initialised_before_fork()
