@@ -1,7 +1,7 @@
 # The targets people and CI run alike (.ci/run calls `make test`).
 PYTHON ?= python3
 
-.PHONY: install test lint rust-test pytest bench fmt
+.PHONY: install test lint rust-test pytest bench fmt wheel
 
 install:  ## build the extension (release) and install it with the test tools
 	$(PYTHON) -m pip install -q -e ".[test]"
@@ -23,6 +23,9 @@ test: install lint rust-test pytest  ## everything CI checks
 
 bench:  ## the benchmark on the shared corpus (8 MB), results under benches/results/
 	$(PYTHON) benches/run_bench.py
+
+wheel:  ## the abi3 wheel (every CPython >= 3.11) into dist/, e.g. for benches/gpu_check.sh on a GPU machine
+	$(PYTHON) -m maturin build --release --out dist
 
 fmt:
 	cargo fmt --all

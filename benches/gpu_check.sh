@@ -6,7 +6,8 @@
 #   /tmp), the benchmark's JSON to "$OUT/gpu_bench.json". The benchmark runs even
 #   when the tests fail; the exit status is the tests' (non-zero when they failed).
 #
-#   OUT=/some/dir bash benches/gpu_check.sh
+#   make wheel                          # where Rust is: the abi3 wheel into dist/
+#   OUT=/some/dir bash benches/gpu_check.sh   # on the GPU machine
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-/tmp}"

@@ -41,6 +41,19 @@ impl DevBuf {
         self.memory.location()
     }
 
+    /// The same memory, freed by `memory` instead (see [`Device::export`]).
+    pub fn with_memory(self, memory: Arc<dyn Memory>) -> DevBuf {
+        let this = std::mem::ManuallyDrop::new(self);
+        // SAFETY: `this` is never dropped or used again; its Arc is moved out
+        // exactly once (and released here), so nothing is freed twice.
+        drop(unsafe { std::ptr::read(&this.memory) });
+        DevBuf {
+            ptr: this.ptr,
+            bytes: this.bytes,
+            memory,
+        }
+    }
+
     /// The first `n` values of `T`, copied to the host.
     pub fn read_vec<T: Copy + Default>(&self, n: usize) -> Result<Vec<T>> {
         assert!(
@@ -98,6 +111,12 @@ pub trait Device {
     fn elapsed_ms(&self, from: &Mark, to: &Mark) -> Result<f64>;
     /// Text bytes per chunk: chunks keep scratch memory within what is free.
     fn chunk_bytes(&self) -> usize;
+    /// Waits until every queued operation is done (other streams may then use
+    /// the memory written so far).
+    fn synchronize(&self) -> Result<()>;
+    /// Hands `buf` to consumers outside this stream (tensors): it is then
+    /// freed only after this stream's work and the consumers' default stream.
+    fn export(&self, buf: DevBuf) -> DevBuf;
 }
 
 /// Typed helpers over [`Device`].

@@ -157,14 +157,20 @@ pub struct GpuStream {
     gpu: Arc<Gpu>,
     stream: StreamHandle,
     memory: Arc<dyn Memory>,
+    exported: Arc<dyn Memory>,
     chunk_bytes: usize,
 }
 
 /// Device memory of one stream: allocated and freed in that stream's order.
+/// Exported memory (tensors) may also be in use by consumers' streams when
+/// its last tensor dies: it is freed after this stream's work (a host wait)
+/// and in the order of the legacy default stream, which waits for the work
+/// of every blocking stream (torch's and CuPy's default stream among them).
 struct StreamMemory {
     ctx: sys::CUcontext,
     stream: StreamHandle,
     ordinal: usize,
+    exported: bool,
 }
 
 // SAFETY: handles only, usable from any thread once the context is current.
@@ -179,7 +185,12 @@ impl Memory for StreamMemory {
         // (e.g. at interpreter exit, after the driver shut down) are ignored.
         unsafe {
             if cu::ctx::set_current(self.ctx).is_ok() {
-                let _ = cu::free_async(ptr, self.stream.0);
+                if self.exported {
+                    let _ = cu::stream::synchronize(self.stream.0);
+                    let _ = cu::free_async(ptr, cu::stream::null());
+                } else {
+                    let _ = cu::free_async(ptr, self.stream.0);
+                }
             }
         }
     }
@@ -227,28 +238,27 @@ impl GpuStream {
         // Scratch is ~70 bytes per text byte: chunks use a fraction of what is free.
         let (free, _) = cu::mem_get_info().map_err(cuda_err("cuMemGetInfo"))?;
         let chunk_bytes = (free / 96).clamp(1 << 20, 1 << 30);
-        Ok(GpuStream {
-            gpu: gpu.clone(),
-            stream,
-            memory: Arc::new(StreamMemory {
+        let memory = |exported| -> Arc<dyn Memory> {
+            Arc::new(StreamMemory {
                 ctx: gpu.ctx,
                 stream,
                 ordinal: gpu.ordinal,
-            }),
+                exported,
+            })
+        };
+        Ok(GpuStream {
+            gpu: gpu.clone(),
+            stream,
+            memory: memory(false),
+            exported: memory(true),
             chunk_bytes,
         })
-    }
-
-    /// Waits for everything queued on this stream.
-    pub fn synchronize(&self) -> Result<()> {
-        // SAFETY: the stream is live (pooled streams are never destroyed).
-        unsafe { cu::stream::synchronize(self.stream.0) }.map_err(cuda_err("cuStreamSynchronize"))
     }
 }
 
 impl Drop for GpuStream {
     fn drop(&mut self) {
-        let _ = self.synchronize();
+        let _ = Device::synchronize(self);
         self.gpu
             .streams
             .lock()
@@ -355,5 +365,14 @@ impl Device for GpuStream {
 
     fn chunk_bytes(&self) -> usize {
         self.chunk_bytes
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        // SAFETY: the stream is live (pooled streams are never destroyed).
+        unsafe { cu::stream::synchronize(self.stream.0) }.map_err(cuda_err("cuStreamSynchronize"))
+    }
+
+    fn export(&self, buf: DevBuf) -> DevBuf {
+        buf.with_memory(self.exported.clone())
     }
 }

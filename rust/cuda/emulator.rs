@@ -121,4 +121,12 @@ impl Device for Emulator {
     fn chunk_bytes(&self) -> usize {
         self.chunk_bytes
     }
+
+    fn synchronize(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn export(&self, buf: DevBuf) -> DevBuf {
+        buf
+    }
 }

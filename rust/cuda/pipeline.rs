@@ -98,7 +98,7 @@ impl DeviceBatch {
     /// A host batch copied onto the device (results the host had to compute
     /// whole, e.g. pairs or offsets, for a caller that asked for the device).
     pub fn upload(dev: &dyn Device, batch: Batch) -> Result<DeviceBatch> {
-        let mut fields = vec![("input_ids", dev.upload_new(&batch.ids)?)];
+        let mut fields = vec![("input_ids", dev.export(dev.upload_new(&batch.ids)?))];
         for (name, values) in [
             ("attention_mask", &batch.attention_mask),
             ("token_type_ids", &batch.type_ids),
@@ -106,13 +106,17 @@ impl DeviceBatch {
             ("offset_mapping", &batch.offsets),
         ] {
             if let Some(values) = values {
-                fields.push((name, dev.upload_new(values)?));
+                fields.push((name, dev.export(dev.upload_new(values)?)));
             }
         }
+        let row_starts_buf = dev.export(dev.upload_new(&batch.row_starts)?);
+        let lengths_buf = dev.export(dev.upload_new(&batch.lengths)?);
+        // Complete before any consumer stream may read it.
+        dev.synchronize()?;
         Ok(DeviceBatch {
             location: dev.location(),
-            row_starts_buf: dev.upload_new(&batch.row_starts)?,
-            lengths_buf: dev.upload_new(&batch.lengths)?,
+            row_starts_buf,
+            lengths_buf,
             row_starts: batch.row_starts,
             lengths: batch.lengths,
             width: batch.width,
@@ -251,13 +255,19 @@ pub fn encode(dev: &dyn Device, job: &Job<'_>) -> Result<DeviceBatch> {
         dev.run(Kernel::Pack, &args, elements)?;
     }
     let lengths: Vec<i64> = lengths.iter().map(|&n| n as i64).collect();
-    let row_starts_buf = dev.upload_new(&row_starts)?;
-    let lengths_buf = dev.upload_new(&lengths)?;
+    let row_starts_buf = dev.export(dev.upload_new(&row_starts)?);
+    let lengths_buf = dev.export(dev.upload_new(&lengths)?);
+    let fields = fields
+        .into_iter()
+        .map(|(name, buf)| (name, dev.export(buf)))
+        .collect();
     let end = dev.mark()?;
     let kernels_ms = match &first_kernel {
         Some(start) => dev.elapsed_ms(start, &end)?,
         None => 0.0,
     };
+    // Complete before any consumer stream may read it.
+    dev.synchronize()?;
     Ok(DeviceBatch {
         location: dev.location(),
         row_starts_buf,

@@ -94,6 +94,8 @@ impl Engine {
             return Ok(tables.clone());
         }
         let tables = Arc::new(pipeline::upload_tables(dev, plan)?);
+        // Other calls use the tables on other streams: the copies must be done.
+        dev.synchronize()?;
         cache.push((dev.location(), tables.clone()));
         Ok(tables)
     }
