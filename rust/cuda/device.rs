@@ -101,6 +101,10 @@ pub trait Device {
     fn alloc(&self, bytes: usize) -> Result<DevBuf>;
     /// Copies `src` to `dst` at byte `offset`. `src` may be reused once this returns.
     fn upload(&self, dst: &DevBuf, offset: usize, src: &[u8]) -> Result<()>;
+    /// A new buffer of `bytes`, written by `fill` through host staging memory
+    /// (pinned and reused on a GPU, so the copy runs at full bus speed and
+    /// nothing is copied twice on the host).
+    fn upload_with(&self, bytes: usize, fill: &(dyn Fn(&mut [u8]) + Sync)) -> Result<DevBuf>;
     /// Copies from `src` at byte `offset` into `dst`, waiting for earlier work.
     fn download(&self, src: &DevBuf, offset: usize, dst: &mut [u8]) -> Result<()>;
     /// Runs `n` threads of `kernel` with `args` (its argument struct).

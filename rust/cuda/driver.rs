@@ -33,7 +33,45 @@ pub struct Gpu {
     ctx: sys::CUcontext,
     functions: Vec<sys::CUfunction>,
     streams: Mutex<Vec<StreamHandle>>,
+    /// Pinned host buffers for uploads, reused call after call.
+    staging: Mutex<Vec<Pinned>>,
 }
+
+/// Pinned (page-locked, write-combined) host memory for host-to-device
+/// copies; `ready` is recorded after the last copy out of it.
+struct Pinned {
+    ptr: *mut u8,
+    capacity: usize,
+    ready: Option<Event>,
+}
+
+// SAFETY: a host allocation owned by this value; the event is a driver handle.
+unsafe impl Send for Pinned {}
+
+impl Pinned {
+    /// Waits until the last copy out of this buffer is done.
+    fn wait(&mut self) -> Result<()> {
+        if let Some(event) = self.ready.take() {
+            // SAFETY: a live event recorded on a live stream.
+            unsafe { cu::event::synchronize(event.0) }.map_err(cuda_err("cuEventSynchronize"))?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        let _ = self.wait();
+        // SAFETY: allocated by cuMemHostAlloc, no copy reads it any more (waited).
+        unsafe {
+            let _ = cu::free_host(self.ptr.cast());
+        }
+    }
+}
+
+/// Pinned buffers kept for reuse, and the smallest one made.
+const STAGING_KEPT: usize = 4;
+const STAGING_MIN_BYTES: usize = 16 << 20;
 
 /// A stream handle (a pointer the driver owns; used from any thread).
 #[derive(Clone, Copy)]
@@ -142,6 +180,7 @@ fn set_up(ordinal: usize) -> Result<Gpu> {
         ctx,
         functions,
         streams: Mutex::new(Vec::new()),
+        staging: Mutex::new(Vec::new()),
     })
 }
 
@@ -149,6 +188,48 @@ impl Gpu {
     fn make_current(&self) -> Result<()> {
         // SAFETY: the primary context is retained for the life of the process.
         unsafe { cu::ctx::set_current(self.ctx) }.map_err(cuda_err("cuCtxSetCurrent"))
+    }
+
+    /// A pinned buffer of at least `bytes`, free to write (its last copy done).
+    fn take_staging(&self, bytes: usize) -> Result<Pinned> {
+        let reused = {
+            let mut pool = self.staging.lock().unwrap_or_else(|e| e.into_inner());
+            let best = (0..pool.len())
+                .filter(|&i| pool[i].capacity >= bytes)
+                .min_by_key(|&i| pool[i].capacity);
+            best.map(|i| pool.swap_remove(i))
+        };
+        if let Some(mut pinned) = reused {
+            pinned.wait()?;
+            return Ok(pinned);
+        }
+        let capacity = bytes.next_power_of_two().max(STAGING_MIN_BYTES);
+        // SAFETY: plain allocation; write-combined suits memory the CPU only writes.
+        let ptr = unsafe { cu::malloc_host(capacity, sys::CU_MEMHOSTALLOC_WRITECOMBINED) }
+            .map_err(|err| {
+                Error::Cuda(format!(
+                    "pinning {capacity} bytes of host memory failed: {err}"
+                ))
+            })?;
+        Ok(Pinned {
+            ptr: ptr.cast(),
+            capacity,
+            ready: None,
+        })
+    }
+
+    /// Keeps `pinned` for reuse (the largest few).
+    fn give_back_staging(&self, pinned: Pinned) {
+        let mut pool = self.staging.lock().unwrap_or_else(|e| e.into_inner());
+        pool.push(pinned);
+        if pool.len() > STAGING_KEPT {
+            let smallest = (0..pool.len())
+                .min_by_key(|&i| pool[i].capacity)
+                .unwrap_or(0);
+            let dropped = pool.swap_remove(smallest);
+            drop(pool);
+            drop(dropped);
+        }
     }
 }
 
@@ -298,6 +379,30 @@ impl Device for GpuStream {
         // staged `src` when this returns, so the caller may reuse it.
         unsafe { cu::memcpy_htod_async(dst.ptr() + offset as u64, src, self.stream.0) }
             .map_err(cuda_err("cuMemcpyHtoDAsync"))
+    }
+
+    fn upload_with(&self, bytes: usize, fill: &(dyn Fn(&mut [u8]) + Sync)) -> Result<DevBuf> {
+        let buf = self.alloc(bytes)?;
+        if bytes == 0 {
+            return Ok(buf);
+        }
+        let mut pinned = self.gpu.take_staging(bytes)?;
+        // SAFETY: `pinned` holds at least `bytes` bytes and no copy reads it (waited).
+        let staged = unsafe { std::slice::from_raw_parts_mut(pinned.ptr, bytes) };
+        fill(staged);
+        // SAFETY: `buf` has room for `bytes`; `pinned` stays alive (pooled) and
+        // is not written again before the event recorded after this copy.
+        unsafe { cu::memcpy_htod_async(buf.ptr(), &staged[..], self.stream.0) }
+            .map_err(cuda_err("cuMemcpyHtoDAsync"))?;
+        let event = Event(
+            cu::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)
+                .map_err(cuda_err("cuEventCreate"))?,
+        );
+        // SAFETY: a live event and stream.
+        unsafe { cu::event::record(event.0, self.stream.0) }.map_err(cuda_err("cuEventRecord"))?;
+        pinned.ready = Some(event);
+        self.gpu.give_back_staging(pinned);
+        Ok(buf)
     }
 
     fn download(&self, src: &DevBuf, offset: usize, dst: &mut [u8]) -> Result<()> {

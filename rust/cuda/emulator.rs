@@ -78,6 +78,13 @@ impl Device for Emulator {
         Ok(())
     }
 
+    fn upload_with(&self, bytes: usize, fill: &(dyn Fn(&mut [u8]) + Sync)) -> Result<DevBuf> {
+        let buf = self.alloc(bytes)?;
+        // SAFETY: a fresh host allocation of at least `bytes` bytes, not shared yet.
+        fill(unsafe { std::slice::from_raw_parts_mut(buf.ptr() as *mut u8, bytes) });
+        Ok(buf)
+    }
+
     fn download(&self, src: &DevBuf, offset: usize, dst: &mut [u8]) -> Result<()> {
         assert!(
             offset + dst.len() <= src.bytes(),

@@ -315,10 +315,12 @@ struct Chunk {
     lengths: Vec<u32>,
 }
 
-/// Host layout of a chunk: texts back to back, cut into pieces; host ids.
+/// Host layout of a chunk: texts back to back (row i's at `text_starts[i]`),
+/// cut into pieces; host ids.
 #[derive(Default)]
 struct Layout {
-    text: Vec<u8>,
+    text_len: usize,
+    text_starts: Vec<usize>,
     piece_bounds: Vec<u32>,
     sources: Vec<GtRowSource>,
     host_ids: Vec<u32>,
@@ -333,11 +335,12 @@ fn lay_out(rows: &[Row<'_>], cuts: bool) -> Result<Layout> {
     for row in rows {
         let piece_begin = l.piece_bounds.len() as u32 - 1;
         let host_begin = l.host_ids.len() as u32;
+        l.text_starts.push(l.text_len);
         match row {
             Row::Text(text) => {
                 let bytes = text.as_bytes();
-                let base = l.text.len();
-                l.text.extend_from_slice(bytes);
+                let base = l.text_len;
+                l.text_len += bytes.len();
                 let mut from = 0;
                 while cuts && bytes.len() - from > PIECE_BYTES {
                     let cut = next_cut(bytes, from + PIECE_BYTES);
@@ -350,7 +353,7 @@ fn lay_out(rows: &[Row<'_>], cuts: bool) -> Result<Layout> {
                 }
                 if !bytes.is_empty() {
                     l.piece_bounds
-                        .push(u32::try_from(l.text.len()).map_err(|_| too_big())?);
+                        .push(u32::try_from(l.text_len).map_err(|_| too_big())?);
                 }
             }
             Row::Ids(ids) => l.host_ids.extend_from_slice(ids),
@@ -365,6 +368,34 @@ fn lay_out(rows: &[Row<'_>], cuts: bool) -> Result<Layout> {
     Ok(l)
 }
 
+/// Writes each text row at its start in `out`, rows spread over the CPU pool.
+fn copy_texts(rows: &[Row<'_>], starts: &[usize], out: &mut [u8]) {
+    /// Rows per task: enough work per task, enough tasks for every core.
+    const ROWS_PER_TASK: usize = 64;
+    struct Out(*mut u8, usize);
+    // SAFETY: tasks write disjoint ranges (each row's own) of one live buffer.
+    unsafe impl Sync for Out {}
+    impl Out {
+        /// Row bytes into [at, at + len): inside the buffer (checked).
+        fn write(&self, at: usize, bytes: &[u8]) {
+            assert!(at + bytes.len() <= self.1);
+            // SAFETY: in bounds (checked); each range is written by one task only.
+            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.0.add(at), bytes.len()) };
+        }
+    }
+    let target = Out(out.as_mut_ptr(), out.len());
+    let tasks = rows.len().div_ceil(ROWS_PER_TASK);
+    let _ = crate::cpu::pool::current().map(tasks, |t| {
+        let end = ((t + 1) * ROWS_PER_TASK).min(rows.len());
+        for i in t * ROWS_PER_TASK..end {
+            if let Row::Text(text) = &rows[i] {
+                target.write(starts[i], text.as_bytes());
+            }
+        }
+        Ok::<(), Error>(())
+    });
+}
+
 fn tokenize_chunk(
     dev: &dyn Device,
     job: &Job<'_>,
@@ -373,8 +404,11 @@ fn tokenize_chunk(
     first_kernel: &mut Option<Mark>,
 ) -> Result<Chunk> {
     let clock = std::time::Instant::now();
-    let layout = lay_out(&job.rows[rows.clone()], job.splits.n > 0)?;
-    let text = dev.upload_new(&layout.text)?;
+    let chunk_rows = &job.rows[rows.clone()];
+    let layout = lay_out(chunk_rows, job.splits.n > 0)?;
+    let text = dev.upload_with(layout.text_len, &|staging| {
+        copy_texts(chunk_rows, &layout.text_starts, staging)
+    })?;
     let bounds = dev.upload_new(&layout.piece_bounds)?;
     let sources = dev.upload_new(&layout.sources)?;
     let host_ids = dev.upload_new(&layout.host_ids)?;
@@ -383,7 +417,7 @@ fn tokenize_chunk(
         *first_kernel = Some(dev.mark()?);
     }
     let n_pieces = layout.piece_bounds.len() as u32 - 1;
-    let text_len = layout.text.len();
+    let text_len = layout.text_len;
 
     // Words: count per piece, scan, fill.
     let word_counts = dev.alloc(4 * (n_pieces as usize + 1))?;
@@ -535,6 +569,13 @@ mod tests {
             Row::Text(Cow::Borrowed("")),
         ];
         let l = lay_out(&rows, true).unwrap();
+        assert_eq!(
+            (l.text_len, &l.text_starts[..]),
+            (long.len(), &[0, long.len(), long.len()][..])
+        );
+        let mut text = vec![0u8; l.text_len];
+        copy_texts(&rows, &l.text_starts, &mut text);
+        assert_eq!(text, long.as_bytes());
         assert!(l.piece_bounds.len() > 3, "a 10 kB row is cut");
         for w in l.piece_bounds.windows(2) {
             assert!(w[0] < w[1]);
