@@ -168,3 +168,68 @@ class TestWithoutCuda:
         assert report["backend"] == "cpu" and cuda["available"] is False and cuda["reason"]
         assert cuda["devices"] == [] and cuda["kernel_cache_dir"]
         assert not _core.cuda_initialised_before_fork()
+
+
+FORK_SCRIPT = r"""
+import os, sys, warnings
+import gpu_tok
+from gpu_tok import _core, _device
+tok = gpu_tok.Tokenizer.default()
+big = ["some text " * 1000] * 200  # above the auto threshold
+_device.cuda_usable = lambda: True  # as on a GPU machine: auto would pick the GPU
+_core._note_cuda_initialised_for_tests()  # as after a CUDA call in this parent
+assert not _core.cuda_initialised_before_fork()
+pid = os.fork()
+if pid == 0:
+    code = 0
+    try:
+        assert _core.cuda_initialised_before_fork()
+        try:
+            tok.encode_batch(["x"], device="cuda")
+            code = 10
+        except gpu_tok.CudaUnavailableError as err:
+            code = 0 if "fork" in str(err) else 11
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            first = tok.encode_batch(big, device="auto")
+            second = tok.encode_batch(big, device="auto")
+        if first.input_ids.device != "cpu" or first.to_lists() != second.to_lists():
+            code = 12
+        if [w.category for w in caught] != [RuntimeWarning]:
+            code = 13
+        if not _core.cuda_probe()["reason"].startswith("CUDA was initialised in the parent"):
+            code = 14
+    except BaseException:
+        code = 15
+    os._exit(code)
+_, status = os.waitpid(pid, 0)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+def test_fork_after_cuda_init_refuses_cuda_and_auto_warns_once() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", FORK_SCRIPT], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+
+
+def test_threads_share_the_emulated_pipeline() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    texts = docs()
+    core = ours("qwen3")._core
+    padding = (None, "left", None, 0, 0, "<pad>")
+    expected = core.encode_batch(texts, device="cpu", padding=padding, attention_mask=True).to_lists()
+    with ThreadPoolExecutor(6) as pool:
+        results = list(pool.map(lambda _: core.encode_batch(texts, device="emulator:5000", padding=padding,
+                                                            attention_mask=True).to_lists(), range(12)))
+    assert all(r == expected for r in results)
+
+
+def test_numpy_takes_a_copy_of_device_tensors_only_when_needed() -> None:
+    enc = ours("qwen3").encode_batch(["a b", "c"], device="cpu", padding=True)
+    ids = enc.input_ids
+    assert ids.cpu() is ids
+    assert np.shares_memory(enc.to_numpy()["input_ids"], np.asarray(ids))

@@ -25,13 +25,14 @@ def _import(module: str, kind: str) -> Any:
 
 def convert(tensor: _core.Tensor | None, kind: str | None) -> Any:
     """`tensor` as `kind`: None keeps the gpu_tok Tensor; "np", "pt", "cupy" go
-    through DLPack without a copy."""
+    through DLPack without a copy (numpy copies a GPU tensor to the host: it
+    has no device memory)."""
     if tensor is None:
         raise KeyError("this batch has no such field")
     if kind is None:
         return tensor
     if kind == "np":
-        return _import("numpy", kind).from_dlpack(tensor)
+        return _import("numpy", kind).from_dlpack(tensor.cpu())
     if kind == "pt":
         return _import("torch", kind).from_dlpack(tensor)
     if kind == "cupy":

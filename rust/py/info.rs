@@ -52,6 +52,14 @@ pub fn cuda_initialised_before_fork() -> bool {
     probe::initialised_before_fork()
 }
 
+/// Records CUDA as initialised by this process, as a successful probe does.
+/// For tests of the fork rules on machines without a GPU; use in a throwaway
+/// process (its forked children then refuse CUDA).
+#[pyfunction]
+pub fn _note_cuda_initialised_for_tests() {
+    probe::note_initialised();
+}
+
 /// Sets up CUDA device `ordinal` for the batch kernels (context, kernels
 /// compiled or loaded from the cache) and describes it.
 #[pyfunction]

@@ -191,6 +191,21 @@ impl Tensor {
         self.shape.first().map_or(0, |&d| d as usize)
     }
 
+    /// The same values in host memory: this tensor when it is there already,
+    /// else a copy from the device.
+    fn cpu(slf: Bound<'_, Self>) -> PyResult<Bound<'_, Self>> {
+        let this = slf.get();
+        if this.buffer.on_host() {
+            return Ok(slf);
+        }
+        let copy = Tensor {
+            buffer: Storage::host(this.values()?.into_owned()),
+            shape: this.shape.clone(),
+            strides_bytes: this.strides_bytes.clone(),
+        };
+        Bound::new(slf.py(), copy)
+    }
+
     /// The values as (nested) Python lists.
     fn tolist<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         nested_list(py, &self.values()?, &self.shape)
