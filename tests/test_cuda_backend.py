@@ -177,7 +177,7 @@ from gpu_tok import _core, _device
 tok = gpu_tok.Tokenizer.default()
 big = ["some text " * 1000] * 200  # above the auto threshold
 _device.cuda_usable = lambda: True  # as on a GPU machine: auto would pick the GPU
-_core._note_cuda_initialised_for_tests()  # as after a CUDA call in this parent
+_core.note_cuda_initialised_for_tests()  # as after a CUDA call in this parent
 assert not _core.cuda_initialised_before_fork()
 pid = os.fork()
 if pid == 0:

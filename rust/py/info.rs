@@ -56,7 +56,7 @@ pub fn cuda_initialised_before_fork() -> bool {
 /// For tests of the fork rules on machines without a GPU; use in a throwaway
 /// process (its forked children then refuse CUDA).
 #[pyfunction]
-pub fn _note_cuda_initialised_for_tests() {
+pub fn note_cuda_initialised_for_tests() {
     probe::note_initialised();
 }
 
