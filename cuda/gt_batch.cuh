@@ -141,8 +141,9 @@ struct GtTemplate {
     gt_u32 seq_type_id;                // type id of the sequence's own tokens
 };
 
-// A row's tokens before post-processing: device ids [dev_begin, dev_end) of
-// raw_ids, then host ids [host_begin, host_end) (rows the host encoded).
+// Where a row's tokens come from: the text pieces [piece_begin, piece_end)
+// (encoded on the device), then host ids [host_begin, host_end) (rows the host
+// encoded). gt_row_spans turns pieces into a range of raw_ids (GtRowSpan).
 struct GtRowSource {
     gt_u32 piece_begin, piece_end, host_begin, host_end;
 };

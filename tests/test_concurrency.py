@@ -26,7 +26,7 @@ SETTINGS = [
 
 def _work(seed: int) -> list:
     rng = random.Random(seed)
-    texts = rng.sample(edge_cases(), 40) + [t[:4000] for t in rng.sample(corpus_sample(), 5)]
+    texts = rng.sample(edge_cases(), min(40, len(edge_cases()))) + [t[:4000] for t in rng.sample(corpus_sample(), 5)]
     settings = SETTINGS[seed % len(SETTINGS)]
     return [seed, settings, texts, dict(ours(NAME)(texts, **settings))]
 

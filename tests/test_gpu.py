@@ -406,6 +406,19 @@ def test_threads_share_one_tokenizer_on_cuda() -> None:
         assert got == expected[seed], f"job {seed} ({jobs[seed][1]}) differs from the single-threaded CPU call"
 
 
+def test_auto_computes_big_batches_on_the_gpu_and_returns_host_tensors() -> None:
+    from gpu_tok import _device
+
+    texts = corpus_sample()
+    while sum(map(len, texts)) < 2 * _device.AUTO_MIN_BYTES:
+        texts = texts + texts
+    enc = ours(NAME).encode_batch(texts, device="auto")
+    assert enc.input_ids.device == "cpu" and "kernels_ms" in enc.timings
+    assert enc.to_lists() == ours(NAME).encode_batch(texts, device="cpu").to_lists()
+    small = ours(NAME).encode_batch(texts[:2], device="auto")
+    assert "kernels_ms" not in small.timings
+
+
 # -- (e) fork -----------------------------------------------------------------------
 
 

@@ -37,7 +37,8 @@ def info(tokenizer: Tokenizer | None = None, *, probe_cuda: bool = True) -> dict
     report: dict[str, Any] = dict(_core.build_info())
     report["threads"] = _core.num_threads()
     report["cuda"] = _cuda_report() if probe_cuda else {"available": None, "reason": "not probed"}
-    report["backend"] = "cuda" if report["cuda"]["available"] else "cpu"
+    cuda = report["cuda"]
+    report["backend"] = "cuda" if cuda["available"] and cuda.get("nvrtc_version") else "cpu"
     if tokenizer is not None:
         report["plan"] = tokenizer.plan
     return report

@@ -1,4 +1,4 @@
-"""Device selection: which backend a call runs on.
+"""Device selection: which backend a call runs on, and where results live.
 
 Accepts "auto", "cpu", "cuda", "cuda:N", None (= "auto") and anything whose
 `str()` is one of those (so `device=model.device` works with a `torch.device`).
@@ -7,21 +7,23 @@ Accepts "auto", "cpu", "cuda", "cuda:N", None (= "auto") and anything whose
 - "cuda" / "cuda:N": the CUDA backend; results in device memory. Raises
   `CudaUnavailableError` (with the reason) where CUDA cannot be used, including
   in a child forked after the parent initialised CUDA.
-- "auto": the GPU when one is usable and the batch has at least
-  `AUTO_MIN_BYTES` of text (smaller batches finish sooner on the CPU than a
-  launch round trip takes), else the CPU. In a forked child whose parent
-  initialised CUDA it warns once and uses the CPU.
+- "auto": results in host memory, like "cpu", computed on the GPU when it can
+  gain: a usable GPU (set up once per process; any failure means the CPU), a
+  call the GPU can pack (no pairs, no offsets) and at least `AUTO_MIN_BYTES`
+  of text. In a forked child whose parent initialised CUDA it warns once and
+  uses the CPU.
 """
 
 from __future__ import annotations
 
 import re
 import warnings
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 from . import _core, _nvrtc
-from ._errors import CudaUnavailableError
+from ._errors import CudaError, CudaUnavailableError
 
 _CUDA = re.compile(r"cuda(?::(\d+))?")
 
@@ -31,11 +33,12 @@ AUTO_MIN_BYTES = 1 << 20
 _warned_fork = False
 
 
-@cache
-def cuda_usable() -> bool:
-    """True when the CUDA driver sees a device (probed once per process)."""
-    _preload_nvrtc()
-    return bool(_core.cuda_probe()["available"])
+@dataclass(frozen=True)
+class Target:
+    """The core's device ("cpu" or "cuda:N"), and whether results are copied to the host."""
+
+    core: str
+    to_host: bool = False
 
 
 def _preload_nvrtc() -> None:
@@ -46,37 +49,49 @@ def _preload_nvrtc() -> None:
         pass
 
 
+@cache
+def cuda_usable() -> bool:
+    """True when the CUDA driver sees a device (probed once per process)."""
+    _preload_nvrtc()
+    return bool(_core.cuda_probe()["available"])
+
+
+@cache
+def _auto_gpu_ready() -> bool:
+    """True when GPU 0 could be set up (driver, NVRTC, kernels), tried once."""
+    if not cuda_usable():
+        return False
+    try:
+        _core.cuda_device(0)
+    except (CudaUnavailableError, CudaError):
+        return False
+    return True
+
+
 def is_auto(device: Any) -> bool:
     return device is None or str(device).strip().lower() == "auto"
 
 
-def resolve(device: Any, text_bytes: int | None = None) -> str:
-    """The core's device for `device`: "cpu" or "cuda:N" (or an exception).
-    `text_bytes` (the batch's size, when known) lets "auto" choose."""
+def resolve(device: Any, text_bytes: int | None = None, packable: bool = True) -> Target:
+    """Where a call with `device` runs. For "auto", `text_bytes` (the batch's
+    size, when known) and `packable` (no pairs, no offsets) let it choose."""
     name = "auto" if device is None else str(device).strip().lower()
     if name == "cpu":
-        return "cpu"
+        return Target("cpu")
     if name == "auto":
-        return "cuda:0" if _auto_wants_gpu(text_bytes) else "cpu"
+        return Target("cuda:0", to_host=True) if _auto_wants_gpu(text_bytes, packable) else Target("cpu")
     match = _CUDA.fullmatch(name)
     if match:
-        if _core.cuda_initialised_before_fork():
-            raise CudaUnavailableError(
-                f"device={device!r}: CUDA was initialised in the parent process before fork(), and a forked "
-                "child cannot use it; start workers with the 'spawn' method, or use device='cpu'"
-            )
-        if not cuda_usable():
-            raise CudaUnavailableError(
-                f"device={device!r} was asked for, but CUDA is not available here: "
-                f"{_core.cuda_probe()['reason']}; use 'cpu' or 'auto'"
-            )
-        return f"cuda:{match.group(1) or 0}"
+        if _core.cuda_initialised_before_fork() or not cuda_usable():
+            raise CudaUnavailableError(f"device={device!r} cannot be used: {_core.cuda_probe()['reason']}; "
+                                       "use 'cpu' or 'auto'")
+        return Target(f"cuda:{match.group(1) or 0}")
     raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', not {device!r}")
 
 
-def _auto_wants_gpu(text_bytes: int | None) -> bool:
+def _auto_wants_gpu(text_bytes: int | None, packable: bool) -> bool:
     global _warned_fork
-    if text_bytes is None or text_bytes < AUTO_MIN_BYTES:
+    if not packable or text_bytes is None or text_bytes < AUTO_MIN_BYTES:
         return False
     if _core.cuda_initialised_before_fork():
         if not _warned_fork:
@@ -84,4 +99,4 @@ def _auto_wants_gpu(text_bytes: int | None) -> bool:
             warnings.warn("gpu_tok: CUDA was initialised before this process was forked; device='auto' uses "
                           "the CPU here", RuntimeWarning, stacklevel=4)
         return False
-    return cuda_usable()
+    return _auto_gpu_ready()

@@ -206,7 +206,8 @@ class Tokenizer:
              offsets: bool, device: Any) -> tuple[_core.CoreBatch, float]:
         """The core's batch and the call's wall time in milliseconds."""
         started = time.perf_counter()
-        target = _device.resolve(device, _text_bytes(texts) if _device.is_auto(device) else None)
+        size = _text_bytes(texts) if _device.is_auto(device) else None
+        target = _device.resolve(device, size, packable=pairs is None and not offsets)
         texts, pairs = _one_chunk(texts), _one_chunk(pairs)
         if not isinstance(add_special_tokens, bool):
             raise TypeError("add_special_tokens must be a bool")
@@ -215,8 +216,10 @@ class Tokenizer:
         core = self._core.encode_batch(
             texts, pairs, add_special_tokens=add_special_tokens, truncation=truncation,
             padding=padding, attention_mask=attention_mask, type_ids=type_ids,
-            special_tokens_mask=special_tokens_mask, offsets=offsets, device=target,
+            special_tokens_mask=special_tokens_mask, offsets=offsets, device=target.core,
         )
+        if target.to_host:
+            core = core.cpu()
         return core, (time.perf_counter() - started) * 1e3
 
     def _uses_token_type_ids(self) -> bool:

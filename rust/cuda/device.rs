@@ -61,14 +61,7 @@ impl DevBuf {
             "read past the end of a buffer"
         );
         let mut out = vec![T::default(); n];
-        // SAFETY: `out` is n initialised plain values; we overwrite their bytes.
-        let bytes = unsafe {
-            std::slice::from_raw_parts_mut(
-                out.as_mut_ptr().cast::<u8>(),
-                std::mem::size_of_val(&out[..]),
-            )
-        };
-        self.memory.read(self.ptr, bytes)?;
+        self.memory.read(self.ptr, as_bytes_mut(&mut out))?;
         Ok(out)
     }
 }
@@ -140,14 +133,7 @@ pub trait DeviceExt: Device {
         n: usize,
     ) -> Result<Vec<T>> {
         let mut out = vec![T::default(); n];
-        // SAFETY: `out` is n initialised plain values; we overwrite their bytes.
-        let bytes = unsafe {
-            std::slice::from_raw_parts_mut(
-                out.as_mut_ptr().cast::<u8>(),
-                std::mem::size_of_val(&out[..]),
-            )
-        };
-        self.download(src, offset, bytes)?;
+        self.download(src, offset, as_bytes_mut(&mut out))?;
         Ok(out)
     }
 
@@ -165,6 +151,15 @@ pub trait DeviceExt: Device {
 }
 
 impl<D: Device + ?Sized> DeviceExt for D {}
+
+/// The bytes of a slice of plain values, to overwrite.
+fn as_bytes_mut<T: Copy>(values: &mut [T]) -> &mut [u8] {
+    // SAFETY: used only for the integer and repr(C) plain types the pipeline
+    // copies, for which every byte pattern is a valid value.
+    unsafe {
+        std::slice::from_raw_parts_mut(values.as_mut_ptr().cast(), std::mem::size_of_val(values))
+    }
+}
 
 /// The bytes of a slice of plain values.
 pub fn as_bytes<T: Copy>(values: &[T]) -> &[u8] {

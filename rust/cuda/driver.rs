@@ -3,13 +3,18 @@
 //!
 //! - [`Gpu`]: one per device ordinal and process, made at first use: the
 //!   primary context, the kernels' module (CUBIN from `jit`, cached on disk),
-//!   the default memory pool set to keep freed memory (so buffers are pooled
-//!   by the driver, stream-ordered), and a pool of streams.
+//!   a private memory pool (stream-ordered; keeps up to `POOL_KEEP_BYTES`
+//!   between calls, returns the rest; other libraries' pools are untouched),
+//!   a pool of streams, and pinned staging buffers for uploads.
 //! - [`GpuStream`]: one call's ordered stream of work, taken from the pool and
 //!   given back on drop, so concurrent calls from many threads overlap.
+//! - Every entry point pushes the device's context and pops it on the way
+//!   out ([`ContextGuard`]): the caller's current context (torch's current
+//!   device) is never changed.
 //! - Fork: CUDA cannot be used in a child forked after the driver was
 //!   initialised; [`gpu`] then refuses with `CudaUnavailable` (the Python layer
-//!   falls back to the CPU for `device="auto"`).
+//!   falls back to the CPU for `device="auto"`), and memory inherited from
+//!   the parent is neither read nor freed there.
 
 use super::device::{DevBuf, Device, Location, Mark, Memory};
 use super::kernels::{DevPtr, Kernel};
@@ -18,7 +23,17 @@ use crate::error::{Error, Result};
 use cudarc::driver::result as cu;
 use cudarc::driver::sys;
 use std::ffi::{c_void, CString};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// The oldest driver the kernels and cudarc's CUDA 13 bindings run on.
+const MIN_DRIVER: i32 = 13000;
+/// Freed pool memory kept for the next calls; more is returned on sync.
+const POOL_KEEP_BYTES: u64 = 2 << 30;
+/// Pinned staging kept for reuse: at most this many buffers and bytes.
+const STAGING_KEPT: usize = 4;
+const STAGING_KEPT_BYTES: usize = 1 << 30;
+const STAGING_MIN_BYTES: usize = 16 << 20;
 
 /// One CUDA device, ready to run the batch kernels.
 pub struct Gpu {
@@ -31,10 +46,255 @@ pub struct Gpu {
     pub cubin_path: std::path::PathBuf,
     pub cubin_from_cache: bool,
     ctx: sys::CUcontext,
+    pool: sys::CUmemoryPool,
     functions: Vec<sys::CUfunction>,
     streams: Mutex<Vec<StreamHandle>>,
+    /// Calls running now: each sizes its chunks to a share of free memory.
+    active: AtomicUsize,
     /// Pinned host buffers for uploads, reused call after call.
     staging: Mutex<Vec<Pinned>>,
+}
+
+/// A stream handle (a pointer the driver owns; used from any thread).
+#[derive(Clone, Copy)]
+struct StreamHandle(sys::CUstream);
+
+// SAFETY: CUDA contexts, pools, functions and streams are handles the driver
+// lets any thread use with the context current; Gpu never mutates them after
+// setup (the stream and staging pools are behind Mutexes).
+unsafe impl Send for Gpu {}
+// SAFETY: as above.
+unsafe impl Sync for Gpu {}
+// SAFETY: as above.
+unsafe impl Send for StreamHandle {}
+
+fn cuda_err(what: &str) -> impl Fn(cu::DriverError) -> Error + '_ {
+    move |err| Error::Cuda(format!("{what}: {err}"))
+}
+
+/// The device's context made current for the guard's life, then the
+/// caller's restored.
+struct ContextGuard;
+
+impl ContextGuard {
+    fn enter(ctx: sys::CUcontext) -> Result<ContextGuard> {
+        // SAFETY: `ctx` is a retained primary context, valid for the process.
+        unsafe { sys::cuCtxPushCurrent_v2(ctx) }
+            .result()
+            .map_err(cuda_err("cuCtxPushCurrent"))?;
+        Ok(ContextGuard)
+    }
+}
+
+impl Drop for ContextGuard {
+    fn drop(&mut self) {
+        let mut popped = std::ptr::null_mut();
+        // SAFETY: pops the context this guard pushed on this thread.
+        let _ = unsafe { sys::cuCtxPopCurrent_v2(&mut popped) };
+    }
+}
+
+type GpuCell = Arc<OnceLock<std::result::Result<Arc<Gpu>, Error>>>;
+static GPUS: Mutex<Vec<(usize, GpuCell)>> = Mutex::new(Vec::new());
+
+/// The GPU `ordinal`, set up at first use (once per ordinal: a failure is
+/// remembered too). Never panics: a missing or old driver, a missing symbol,
+/// a forked child or a bad ordinal are errors.
+pub fn gpu(ordinal: usize) -> Result<Arc<Gpu>> {
+    if probe::initialised_before_fork() {
+        return Err(Error::CudaUnavailable(probe::FORKED_REASON.into()));
+    }
+    let cell = {
+        let mut gpus = GPUS.lock().unwrap_or_else(|e| e.into_inner());
+        match gpus.iter().find(|(o, _)| *o == ordinal) {
+            Some((_, cell)) => cell.clone(),
+            None => {
+                let cell = GpuCell::default();
+                gpus.push((ordinal, cell.clone()));
+                cell
+            }
+        }
+    };
+    // Only callers of this ordinal wait while it is set up (NVRTC may compile).
+    let outcome = cell.get_or_init(|| {
+        // SAFETY: only checks whether libcuda can be loaded.
+        if !unsafe { sys::is_culib_present() } {
+            return Err(Error::CudaUnavailable(
+                "no CUDA driver (libcuda.so.1 not found)".into(),
+            ));
+        }
+        std::panic::catch_unwind(|| set_up(ordinal).map(Arc::new)).unwrap_or_else(|_| {
+            Err(Error::CudaUnavailable(
+                "the CUDA driver is incomplete (a driver function is missing)".into(),
+            ))
+        })
+    });
+    match outcome {
+        Ok(gpu) => Ok(gpu.clone()),
+        Err(err) => Err(Error::CudaUnavailable(err.to_string())),
+    }
+}
+
+fn set_up(ordinal: usize) -> Result<Gpu> {
+    cu::init().map_err(|e| Error::CudaUnavailable(format!("cuInit failed: {e}")))?;
+    probe::note_initialised();
+    let mut version = 0;
+    // SAFETY: one valid out-pointer.
+    unsafe { sys::cuDriverGetVersion(&mut version) }
+        .result()
+        .map_err(cuda_err("cuDriverGetVersion"))?;
+    if version < MIN_DRIVER {
+        return Err(Error::CudaUnavailable(format!(
+            "the CUDA driver supports CUDA {}.{}; gpu_tok needs CUDA {}.{} or newer (driver R580+)",
+            version / 1000,
+            version % 1000 / 10,
+            MIN_DRIVER / 1000,
+            MIN_DRIVER % 1000 / 10
+        )));
+    }
+    let count = cu::device::get_count().map_err(cuda_err("cuDeviceGetCount"))? as usize;
+    if ordinal >= count {
+        return Err(Error::CudaUnavailable(format!(
+            "device cuda:{ordinal} was asked for, but this machine has {count} CUDA device(s)"
+        )));
+    }
+    let dev = cu::device::get(ordinal as i32).map_err(cuda_err("cuDeviceGet"))?;
+    use sys::CUdevice_attribute as A;
+    // SAFETY: `dev` is a valid device handle; the primary context is retained
+    // for the life of the process, which is how CUDA libraries share a device.
+    let ctx =
+        unsafe { cu::primary_ctx::retain(dev) }.map_err(cuda_err("cuDevicePrimaryCtxRetain"))?;
+    let _current = ContextGuard::enter(ctx)?;
+    // SAFETY: `dev` is valid and its context current.
+    let (sm, total_memory, pool) = unsafe {
+        let major = cu::device::get_attribute(dev, A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)
+            .map_err(cuda_err("cuDeviceGetAttribute"))?;
+        let minor = cu::device::get_attribute(dev, A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)
+            .map_err(cuda_err("cuDeviceGetAttribute"))?;
+        let total = cu::device::total_mem(dev).map_err(cuda_err("cuDeviceTotalMem"))?;
+        ((major, minor), total, private_pool(ordinal)?)
+    };
+    let name = cu::device::get_name(dev).unwrap_or_else(|_| "unknown CUDA device".into());
+    let arch = format!("sm_{}{}", sm.0, sm.1);
+    let (module, cubin) = load_module(&arch)?;
+    let functions = Kernel::ALL
+        .iter()
+        .map(|k| {
+            let name = CString::new(k.name()).expect("kernel names have no NUL");
+            // SAFETY: `module` was just loaded and is never unloaded.
+            unsafe { cu::module::get_function(module, name) }
+                .map_err(cuda_err("cuModuleGetFunction"))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Gpu {
+        ordinal,
+        name,
+        sm,
+        total_memory,
+        cubin_path: cubin.path,
+        cubin_from_cache: cubin.from_cache,
+        ctx,
+        pool,
+        functions,
+        streams: Mutex::new(Vec::new()),
+        active: AtomicUsize::new(0),
+        staging: Mutex::new(Vec::new()),
+    })
+}
+
+/// gpu_tok's own stream-ordered pool on device `ordinal`, keeping at most
+/// `POOL_KEEP_BYTES` of freed memory across synchronisations.
+///
+/// # Safety
+/// The device's context must be current.
+unsafe fn private_pool(ordinal: usize) -> Result<sys::CUmemoryPool> {
+    // SAFETY: a plain C struct; all-zero is its documented default.
+    let mut props: sys::CUmemPoolProps = unsafe { std::mem::zeroed() };
+    props.allocType = sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.handleTypes = sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_NONE;
+    props.location.type_ = sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE;
+    props.location.id = ordinal as i32;
+    // SAFETY: `props` is fully initialised; the pool lives for the process.
+    unsafe {
+        let pool = cu::mem_pool::create(&props).map_err(cuda_err("cuMemPoolCreate"))?;
+        let mut keep = POOL_KEEP_BYTES;
+        cu::mem_pool::set_attribute(
+            pool,
+            sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+            (&mut keep as *mut u64).cast(),
+        )
+        .map_err(cuda_err("cuMemPoolSetAttribute"))?;
+        Ok(pool)
+    }
+}
+
+/// The kernels' module for `arch`; a cached CUBIN the driver refuses is
+/// deleted and compiled again once.
+fn load_module(arch: &str) -> Result<(sys::CUmodule, jit::Cubin)> {
+    let dir = jit::cache_dir();
+    let mut cubin = jit::kernels_cubin(arch, &dir)?;
+    // SAFETY: the image is a complete ELF (checked by jit) alive for the call.
+    let mut loaded = unsafe { cu::module::load_data(cubin.image.as_ptr().cast()) };
+    if loaded.is_err() && cubin.from_cache {
+        let _ = std::fs::remove_file(&cubin.path);
+        cubin = jit::kernels_cubin(arch, &dir)?;
+        // SAFETY: as above.
+        loaded = unsafe { cu::module::load_data(cubin.image.as_ptr().cast()) };
+    }
+    let module = loaded.map_err(cuda_err("cuModuleLoadData"))?;
+    Ok((module, cubin))
+}
+
+impl Gpu {
+    /// A pinned buffer of at least `bytes`, free to write (its last copy done).
+    fn take_staging(&self, bytes: usize) -> Result<Pinned> {
+        let reused = {
+            let mut pool = self.staging.lock().unwrap_or_else(|e| e.into_inner());
+            let best = (0..pool.len())
+                .filter(|&i| pool[i].capacity >= bytes)
+                .min_by_key(|&i| pool[i].capacity);
+            best.map(|i| pool.swap_remove(i))
+        };
+        if let Some(mut pinned) = reused {
+            pinned.wait()?;
+            return Ok(pinned);
+        }
+        let capacity = bytes.next_power_of_two().max(STAGING_MIN_BYTES);
+        // SAFETY: plain allocation; write-combined suits memory the CPU only writes.
+        let ptr = unsafe { cu::malloc_host(capacity, sys::CU_MEMHOSTALLOC_WRITECOMBINED) }
+            .map_err(|err| {
+                Error::Cuda(format!(
+                    "pinning {capacity} bytes of host memory failed: {err}"
+                ))
+            })?;
+        // Initialised once, so the staging slice is never uninitialised memory.
+        // SAFETY: `capacity` bytes were just allocated at `ptr`.
+        unsafe { std::ptr::write_bytes(ptr.cast::<u8>(), 0, capacity) };
+        Ok(Pinned {
+            ptr: ptr.cast(),
+            capacity,
+            ready: None,
+        })
+    }
+
+    /// Keeps `pinned` for reuse while the kept buffers stay within bounds.
+    fn give_back_staging(&self, pinned: Pinned) {
+        let mut pool = self.staging.lock().unwrap_or_else(|e| e.into_inner());
+        pool.push(pinned);
+        pool.sort_by_key(|p| std::cmp::Reverse(p.capacity));
+        let mut kept = 0;
+        let mut keep = 0;
+        for p in pool.iter() {
+            if keep == STAGING_KEPT || kept + p.capacity > STAGING_KEPT_BYTES {
+                break;
+            }
+            kept += p.capacity;
+            keep += 1;
+        }
+        let released: Vec<Pinned> = pool.drain(keep..).collect();
+        drop(pool);
+        drop(released); // each waits for its copy, then is freed
+    }
 }
 
 /// Pinned (page-locked, write-combined) host memory for host-to-device
@@ -61,174 +321,33 @@ impl Pinned {
 
 impl Drop for Pinned {
     fn drop(&mut self) {
+        if probe::initialised_before_fork() {
+            return; // the parent's pinned memory: not ours to free
+        }
         let _ = self.wait();
-        // SAFETY: allocated by cuMemHostAlloc, no copy reads it any more (waited).
+        // SAFETY: allocated by cuMemHostAlloc; no copy reads it any more (waited).
         unsafe {
             let _ = cu::free_host(self.ptr.cast());
         }
     }
 }
 
-/// Pinned buffers kept for reuse, and the smallest one made.
-const STAGING_KEPT: usize = 4;
-const STAGING_MIN_BYTES: usize = 16 << 20;
+/// A CUDA event, destroyed on drop.
+pub struct Event(sys::CUevent);
 
-/// A stream handle (a pointer the driver owns; used from any thread).
-#[derive(Clone, Copy)]
-struct StreamHandle(sys::CUstream);
-
-// SAFETY: CUDA contexts, functions and streams are handles the driver lets any
-// thread use once the context is current; Gpu never mutates them after setup
-// (the stream pool is behind a Mutex).
-unsafe impl Send for Gpu {}
-// SAFETY: as above.
-unsafe impl Sync for Gpu {}
-// SAFETY: as above.
-unsafe impl Send for StreamHandle {}
-
-fn cuda_err(what: &str) -> impl Fn(cu::DriverError) -> Error + '_ {
-    move |err| Error::Cuda(format!("{what}: {err}"))
-}
-
-static GPUS: Mutex<Vec<(usize, Arc<Gpu>)>> = Mutex::new(Vec::new());
-
-/// The GPU `ordinal`, set up at first use. Never panics: a missing driver, a
-/// missing symbol, a forked child or a bad ordinal are errors.
-pub fn gpu(ordinal: usize) -> Result<Arc<Gpu>> {
-    if probe::initialised_before_fork() {
-        return Err(Error::CudaUnavailable(
-            "CUDA was initialised in the parent process before fork(); a forked child cannot use it \
-             (start workers with the 'spawn' method, or use device='cpu')"
-                .into(),
-        ));
-    }
-    let mut gpus = GPUS.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((_, gpu)) = gpus.iter().find(|(o, _)| *o == ordinal) {
-        return Ok(gpu.clone());
-    }
-    // SAFETY: only checks whether libcuda can be loaded.
-    if !unsafe { sys::is_culib_present() } {
-        return Err(Error::CudaUnavailable(
-            "no CUDA driver (libcuda.so.1 not found)".into(),
-        ));
-    }
-    let gpu = std::panic::catch_unwind(|| set_up(ordinal)).unwrap_or_else(|_| {
-        Err(Error::CudaUnavailable(
-            "the CUDA driver is too old or incomplete (a driver function is missing)".into(),
+impl Event {
+    fn new(flags: sys::CUevent_flags) -> Result<Event> {
+        Ok(Event(
+            cu::event::create(flags).map_err(cuda_err("cuEventCreate"))?,
         ))
-    })?;
-    let gpu = Arc::new(gpu);
-    gpus.push((ordinal, gpu.clone()));
-    Ok(gpu)
+    }
 }
 
-fn set_up(ordinal: usize) -> Result<Gpu> {
-    cu::init().map_err(|e| Error::CudaUnavailable(format!("cuInit failed: {e}")))?;
-    probe::note_initialised();
-    let count = cu::device::get_count().map_err(cuda_err("cuDeviceGetCount"))? as usize;
-    if ordinal >= count {
-        return Err(Error::CudaUnavailable(format!(
-            "device cuda:{ordinal} was asked for, but this machine has {count} CUDA device(s)"
-        )));
-    }
-    let dev = cu::device::get(ordinal as i32).map_err(cuda_err("cuDeviceGet"))?;
-    use sys::CUdevice_attribute as A;
-    // SAFETY: `dev` is a valid device handle; the primary context is retained
-    // for the life of the process, which is how CUDA libraries share a device.
-    let (ctx, sm, total_memory) = unsafe {
-        let ctx = cu::primary_ctx::retain(dev).map_err(cuda_err("cuDevicePrimaryCtxRetain"))?;
-        cu::ctx::set_current(ctx).map_err(cuda_err("cuCtxSetCurrent"))?;
-        let major = cu::device::get_attribute(dev, A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)
-            .map_err(cuda_err("cuDeviceGetAttribute"))?;
-        let minor = cu::device::get_attribute(dev, A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)
-            .map_err(cuda_err("cuDeviceGetAttribute"))?;
-        let total = cu::device::total_mem(dev).map_err(cuda_err("cuDeviceTotalMem"))?;
-        // Keep freed memory in the pool instead of returning it to the OS
-        // after each synchronisation: buffers are reused call after call.
-        let pool =
-            cu::device::get_default_mem_pool(dev).map_err(cuda_err("cuDeviceGetDefaultMemPool"))?;
-        let mut keep = u64::MAX;
-        cu::mem_pool::set_attribute(
-            pool,
-            sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
-            (&mut keep as *mut u64).cast(),
-        )
-        .map_err(cuda_err("cuMemPoolSetAttribute"))?;
-        (ctx, (major, minor), total)
-    };
-    let name = cu::device::get_name(dev).unwrap_or_else(|_| "unknown CUDA device".into());
-    let cubin = jit::kernels_cubin(&format!("sm_{}{}", sm.0, sm.1), &jit::cache_dir())?;
-    // SAFETY: the image is a complete CUBIN (ELF checked by jit) alive for the call.
-    let module = unsafe { cu::module::load_data(cubin.image.as_ptr().cast()) }
-        .map_err(cuda_err("cuModuleLoadData"))?;
-    let functions = Kernel::ALL
-        .iter()
-        .map(|k| {
-            let name = CString::new(k.name()).expect("kernel names have no NUL");
-            // SAFETY: `module` was just loaded and is never unloaded.
-            unsafe { cu::module::get_function(module, name) }
-                .map_err(cuda_err("cuModuleGetFunction"))
-        })
-        .collect::<Result<Vec<_>>>()?;
-    Ok(Gpu {
-        ordinal,
-        name,
-        sm,
-        total_memory,
-        cubin_path: cubin.path,
-        cubin_from_cache: cubin.from_cache,
-        ctx,
-        functions,
-        streams: Mutex::new(Vec::new()),
-        staging: Mutex::new(Vec::new()),
-    })
-}
-
-impl Gpu {
-    fn make_current(&self) -> Result<()> {
-        // SAFETY: the primary context is retained for the life of the process.
-        unsafe { cu::ctx::set_current(self.ctx) }.map_err(cuda_err("cuCtxSetCurrent"))
-    }
-
-    /// A pinned buffer of at least `bytes`, free to write (its last copy done).
-    fn take_staging(&self, bytes: usize) -> Result<Pinned> {
-        let reused = {
-            let mut pool = self.staging.lock().unwrap_or_else(|e| e.into_inner());
-            let best = (0..pool.len())
-                .filter(|&i| pool[i].capacity >= bytes)
-                .min_by_key(|&i| pool[i].capacity);
-            best.map(|i| pool.swap_remove(i))
-        };
-        if let Some(mut pinned) = reused {
-            pinned.wait()?;
-            return Ok(pinned);
-        }
-        let capacity = bytes.next_power_of_two().max(STAGING_MIN_BYTES);
-        // SAFETY: plain allocation; write-combined suits memory the CPU only writes.
-        let ptr = unsafe { cu::malloc_host(capacity, sys::CU_MEMHOSTALLOC_WRITECOMBINED) }
-            .map_err(|err| {
-                Error::Cuda(format!(
-                    "pinning {capacity} bytes of host memory failed: {err}"
-                ))
-            })?;
-        Ok(Pinned {
-            ptr: ptr.cast(),
-            capacity,
-            ready: None,
-        })
-    }
-
-    /// Keeps `pinned` for reuse (the largest few).
-    fn give_back_staging(&self, pinned: Pinned) {
-        let mut pool = self.staging.lock().unwrap_or_else(|e| e.into_inner());
-        pool.push(pinned);
-        if pool.len() > STAGING_KEPT {
-            let smallest = (0..pool.len())
-                .min_by_key(|&i| pool[i].capacity)
-                .unwrap_or(0);
-            let dropped = pool.swap_remove(smallest);
-            drop(pool);
-            drop(dropped);
+impl Drop for Event {
+    fn drop(&mut self) {
+        // SAFETY: the event was created by cuEventCreate and is destroyed once.
+        unsafe {
+            let _ = cu::event::destroy(self.0);
         }
     }
 }
@@ -242,11 +361,12 @@ pub struct GpuStream {
     chunk_bytes: usize,
 }
 
-/// Device memory of one stream: allocated and freed in that stream's order.
-/// Exported memory (tensors) may also be in use by consumers' streams when
-/// its last tensor dies: it is freed after this stream's work (a host wait)
-/// and in the order of the legacy default stream, which waits for the work
-/// of every blocking stream (torch's and CuPy's default stream among them).
+/// Device memory allocated on one stream. Internal buffers are freed in that
+/// stream's order. Exported buffers (tensors) were complete when the call
+/// returned (it synchronised), and are freed in the order of the legacy
+/// default stream, after the work already queued on blocking streams (torch's
+/// and CuPy's default streams); work on other streams must be done first, as
+/// for any DLPack import.
 struct StreamMemory {
     ctx: sys::CUcontext,
     stream: StreamHandle,
@@ -254,37 +374,38 @@ struct StreamMemory {
     exported: bool,
 }
 
-// SAFETY: handles only, usable from any thread once the context is current.
+// SAFETY: handles only, usable from any thread with the context current.
 unsafe impl Send for StreamMemory {}
 // SAFETY: as above.
 unsafe impl Sync for StreamMemory {}
 
 impl Memory for StreamMemory {
     fn free(&self, ptr: DevPtr, _bytes: usize) {
-        // SAFETY: `ptr` came from cuMemAllocAsync on this context; freeing on the
-        // allocating stream orders the free after the work queued there. Errors
-        // (e.g. at interpreter exit, after the driver shut down) are ignored.
-        unsafe {
-            if cu::ctx::set_current(self.ctx).is_ok() {
-                if self.exported {
-                    let _ = cu::stream::synchronize(self.stream.0);
-                    let _ = cu::free_async(ptr, cu::stream::null());
-                } else {
-                    let _ = cu::free_async(ptr, self.stream.0);
-                }
-            }
+        if probe::initialised_before_fork() {
+            return; // the parent's memory: the driver is unusable in this child
         }
+        let Ok(_current) = ContextGuard::enter(self.ctx) else {
+            return; // e.g. at interpreter exit, after the driver shut down
+        };
+        let stream = if self.exported {
+            cu::stream::null()
+        } else {
+            self.stream.0
+        };
+        // SAFETY: `ptr` came from this context's pool; the free is ordered on
+        // `stream` as described on StreamMemory. Errors are ignored (shutdown).
+        let _ = unsafe { cu::free_async(ptr, stream) };
     }
 
     fn read(&self, ptr: DevPtr, dst: &mut [u8]) -> Result<()> {
-        // SAFETY: `ptr` holds at least dst.len() bytes (the caller's contract);
-        // the stream is synchronised before `dst` is used.
-        unsafe {
-            cu::ctx::set_current(self.ctx).map_err(cuda_err("cuCtxSetCurrent"))?;
-            cu::memcpy_dtoh_async(dst, ptr, self.stream.0)
-                .map_err(cuda_err("cuMemcpyDtoHAsync"))?;
-            cu::stream::synchronize(self.stream.0).map_err(cuda_err("cuStreamSynchronize"))
+        if probe::initialised_before_fork() {
+            return Err(Error::CudaUnavailable(probe::FORKED_REASON.into()));
         }
+        let _current = ContextGuard::enter(self.ctx)?;
+        // SAFETY: `ptr` holds at least dst.len() bytes (the caller's contract).
+        // A synchronous copy on the legacy stream orders after the work of
+        // blocking streams, e.g. a consumer's in-place writes.
+        unsafe { cu::memcpy_dtoh_sync(dst, ptr) }.map_err(cuda_err("cuMemcpyDtoH"))
     }
 
     fn location(&self) -> Location {
@@ -292,22 +413,10 @@ impl Memory for StreamMemory {
     }
 }
 
-/// A CUDA event, destroyed on drop.
-pub struct Event(sys::CUevent);
-
-impl Drop for Event {
-    fn drop(&mut self) {
-        // SAFETY: the event was created by cuEventCreate and is destroyed once.
-        unsafe {
-            let _ = cu::event::destroy(self.0);
-        }
-    }
-}
-
 impl GpuStream {
     /// A stream from `gpu`'s pool (a new one when all are busy).
     pub fn acquire(gpu: &Arc<Gpu>) -> Result<GpuStream> {
-        gpu.make_current()?;
+        let _current = ContextGuard::enter(gpu.ctx)?;
         let pooled = gpu.streams.lock().unwrap_or_else(|e| e.into_inner()).pop();
         let stream = match pooled {
             Some(s) => s,
@@ -316,9 +425,11 @@ impl GpuStream {
                     .map_err(cuda_err("cuStreamCreate"))?,
             ),
         };
-        // Scratch is ~70 bytes per text byte: chunks use a fraction of what is free.
+        // Scratch is ~70 bytes per text byte: each running call sizes its
+        // chunks to a share of what is free.
+        let active = gpu.active.fetch_add(1, Ordering::SeqCst) + 1;
         let (free, _) = cu::mem_get_info().map_err(cuda_err("cuMemGetInfo"))?;
-        let chunk_bytes = (free / 96).clamp(1 << 20, 1 << 30);
+        let chunk_bytes = (free / (96 * active)).clamp(1 << 20, 1 << 30);
         let memory = |exported| -> Arc<dyn Memory> {
             Arc::new(StreamMemory {
                 ctx: gpu.ctx,
@@ -335,11 +446,16 @@ impl GpuStream {
             chunk_bytes,
         })
     }
+
+    fn enter(&self) -> Result<ContextGuard> {
+        ContextGuard::enter(self.gpu.ctx)
+    }
 }
 
 impl Drop for GpuStream {
     fn drop(&mut self) {
         let _ = Device::synchronize(self);
+        self.gpu.active.fetch_sub(1, Ordering::SeqCst);
         self.gpu
             .streams
             .lock()
@@ -357,8 +473,14 @@ impl Device for GpuStream {
     }
 
     fn alloc(&self, bytes: usize) -> Result<DevBuf> {
-        // SAFETY: a live stream of the current context.
-        let ptr = unsafe { cu::malloc_async(self.stream.0, bytes.max(8)) }.map_err(|err| {
+        let _current = self.enter()?;
+        let mut ptr = 0;
+        // SAFETY: a live pool and stream of the current context.
+        unsafe {
+            sys::cuMemAllocFromPoolAsync(&mut ptr, bytes.max(8), self.gpu.pool, self.stream.0)
+        }
+        .result()
+        .map_err(|err| {
             Error::Cuda(format!(
                 "allocating {bytes} bytes on cuda:{} failed: {err}",
                 self.gpu.ordinal
@@ -369,12 +491,13 @@ impl Device for GpuStream {
 
     fn upload(&self, dst: &DevBuf, offset: usize, src: &[u8]) -> Result<()> {
         assert!(
-            offset + src.len() <= dst.bytes().max(8),
+            offset + src.len() <= dst.bytes(),
             "upload past the end of a buffer"
         );
         if src.is_empty() {
             return Ok(());
         }
+        let _current = self.enter()?;
         // SAFETY: dst has room (checked). From pageable memory the driver has
         // staged `src` when this returns, so the caller may reuse it.
         unsafe { cu::memcpy_htod_async(dst.ptr() + offset as u64, src, self.stream.0) }
@@ -386,43 +509,51 @@ impl Device for GpuStream {
         if bytes == 0 {
             return Ok(buf);
         }
+        let _current = self.enter()?;
+        let ready = Event::new(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)?;
         let mut pinned = self.gpu.take_staging(bytes)?;
-        // SAFETY: `pinned` holds at least `bytes` bytes and no copy reads it (waited).
+        // SAFETY: `pinned` holds at least `bytes` initialised bytes, and no copy
+        // reads them any more (take_staging waited).
         let staged = unsafe { std::slice::from_raw_parts_mut(pinned.ptr, bytes) };
         fill(staged);
-        // SAFETY: `buf` has room for `bytes`; `pinned` stays alive (pooled) and
-        // is not written again before the event recorded after this copy.
-        unsafe { cu::memcpy_htod_async(buf.ptr(), &staged[..], self.stream.0) }
-            .map_err(cuda_err("cuMemcpyHtoDAsync"))?;
-        let event = Event(
-            cu::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)
-                .map_err(cuda_err("cuEventCreate"))?,
-        );
-        // SAFETY: a live event and stream.
-        unsafe { cu::event::record(event.0, self.stream.0) }.map_err(cuda_err("cuEventRecord"))?;
-        pinned.ready = Some(event);
+        // SAFETY: `buf` has room for `bytes`. `pinned` is not written again
+        // before `ready`, recorded right after this copy, has completed; if
+        // recording fails the stream is synchronised instead.
+        unsafe {
+            cu::memcpy_htod_async(buf.ptr(), &staged[..], self.stream.0)
+                .map_err(cuda_err("cuMemcpyHtoDAsync"))?;
+            match cu::event::record(ready.0, self.stream.0) {
+                Ok(()) => pinned.ready = Some(ready),
+                Err(err) => {
+                    Device::synchronize(self)?;
+                    return Err(Error::Cuda(format!("cuEventRecord: {err}")));
+                }
+            }
+        }
         self.gpu.give_back_staging(pinned);
         Ok(buf)
     }
 
     fn download(&self, src: &DevBuf, offset: usize, dst: &mut [u8]) -> Result<()> {
         assert!(
-            offset + dst.len() <= src.bytes().max(8),
+            offset + dst.len() <= src.bytes(),
             "download past the end of a buffer"
         );
         if dst.is_empty() {
             return Ok(());
         }
+        let _current = self.enter()?;
         // SAFETY: src holds the bytes (checked); the stream is synchronised
         // before `dst` is read.
         unsafe {
             cu::memcpy_dtoh_async(dst, src.ptr() + offset as u64, self.stream.0)
                 .map_err(cuda_err("cuMemcpyDtoHAsync"))?;
         }
-        self.synchronize()
+        Device::synchronize(self)
     }
 
     fn launch(&self, kernel: Kernel, args: &[u8], n: u32) -> Result<()> {
+        let _current = self.enter()?;
         let function = self.gpu.functions[kernel.number() as usize];
         let mut params = [
             args.as_ptr() as *mut c_void,
@@ -446,10 +577,8 @@ impl Device for GpuStream {
     }
 
     fn mark(&self) -> Result<Mark> {
-        let event = Event(
-            cu::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)
-                .map_err(cuda_err("cuEventCreate"))?,
-        );
+        let _current = self.enter()?;
+        let event = Event::new(sys::CUevent_flags::CU_EVENT_DEFAULT)?;
         // SAFETY: a live event and stream.
         unsafe { cu::event::record(event.0, self.stream.0) }.map_err(cuda_err("cuEventRecord"))?;
         Ok(Mark::Cuda(event))
@@ -459,6 +588,7 @@ impl Device for GpuStream {
         let (Mark::Cuda(a), Mark::Cuda(b)) = (from, to) else {
             return Ok(0.0);
         };
+        let _current = self.enter()?;
         // SAFETY: both events were recorded on this stream.
         unsafe {
             cu::event::synchronize(b.0).map_err(cuda_err("cuEventSynchronize"))?;
@@ -473,6 +603,7 @@ impl Device for GpuStream {
     }
 
     fn synchronize(&self) -> Result<()> {
+        let _current = self.enter()?;
         // SAFETY: the stream is live (pooled streams are never destroyed).
         unsafe { cu::stream::synchronize(self.stream.0) }.map_err(cuda_err("cuStreamSynchronize"))
     }

@@ -20,8 +20,9 @@ struct HostMemory;
 impl Memory for HostMemory {
     fn free(&self, ptr: DevPtr, bytes: usize) {
         let words = bytes.div_ceil(8).max(1);
-        // SAFETY: `ptr` came from `alloc` below: a leaked Vec<u64> of `words` elements.
-        drop(unsafe { Vec::from_raw_parts(ptr as *mut u64, words, words) });
+        let slice = std::ptr::slice_from_raw_parts_mut(ptr as *mut u64, words);
+        // SAFETY: `ptr` came from `alloc` below: a leaked Box<[u64]> of `words` elements.
+        drop(unsafe { Box::from_raw(slice) });
     }
 
     fn read(&self, ptr: DevPtr, dst: &mut [u8]) -> Result<()> {
@@ -56,9 +57,8 @@ impl Device for Emulator {
         let words = bytes.div_ceil(8).max(1);
         // Filled with a pattern, not zeros: a kernel that reads memory it never
         // wrote shows up as wrong ids in the parity tests.
-        let mut v = vec![0xA5A5_A5A5_A5A5_A5A5u64; words];
-        let ptr = v.as_mut_ptr() as DevPtr;
-        std::mem::forget(v);
+        let memory: Box<[u64]> = vec![0xA5A5_A5A5_A5A5_A5A5u64; words].into_boxed_slice();
+        let ptr = Box::into_raw(memory) as *mut u64 as DevPtr;
         Ok(DevBuf::new(ptr, bytes, self.memory.clone()))
     }
 

@@ -1,7 +1,10 @@
 //! The batch kernels of `cuda/gt_batch.cuh`: their numbering and `#[repr(C)]`
 //! mirrors of their argument structs. Pointers are device addresses (`u64`)
 //! on a GPU and host addresses under the emulator; layouts must match the
-//! C structs field for field (checked by `mirrors_match_the_c_layout`).
+//! C structs field for field: sizes are checked here
+//! (`mirrors_match_the_c_layout`), and field order by the emulator's parity
+//! tests, where the host build of the kernels reads these structs with the C
+//! layout (a swapped pair of fields gives wrong ids).
 
 use crate::cpu::kernels::{GtBpeModel, GtSplits};
 
@@ -59,11 +62,7 @@ pub type DevPtr = u64;
 /// Implementors are `#[repr(C)]` mirrors of the kernel's C struct.
 pub unsafe trait KernelArgs: Copy {
     fn as_bytes(&self) -> &[u8] {
-        // SAFETY: Self is a repr(C) plain-data struct (the trait's contract);
-        // its bytes are what the kernel receives.
-        unsafe {
-            std::slice::from_raw_parts((self as *const Self).cast(), std::mem::size_of::<Self>())
-        }
+        super::device::as_bytes(std::slice::from_ref(self))
     }
 }
 

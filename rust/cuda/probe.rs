@@ -3,7 +3,8 @@
 //! string, never a panic or an abort, so it is safe on any host.
 //!
 //! Note: a successful probe initialises the driver in this process (`cuInit`);
-//! a forked child then cannot use CUDA. That is why nothing probes implicitly.
+//! a forked child then cannot use CUDA. Only `gpu_tok.info()`, an explicit
+//! CUDA device, and `device="auto"` with a batch big enough for the GPU probe.
 
 use libloading::{Library, Symbol};
 use std::ffi::c_int;
@@ -139,6 +140,11 @@ pub fn note_initialised() {
     INITIALISED_BY.store(std::process::id(), std::sync::atomic::Ordering::SeqCst);
 }
 
+/// Why CUDA is refused in a child forked after its parent initialised it.
+pub const FORKED_REASON: &str =
+    "CUDA was initialised in the parent process before fork(), and a forked child \
+     cannot use it (start workers with the 'spawn' method, or use device='cpu')";
+
 /// True in a child forked after its parent initialised the driver: CUDA is
 /// unusable there (the driver's state does not survive fork).
 pub fn initialised_before_fork() -> bool {
@@ -150,7 +156,7 @@ pub fn initialised_before_fork() -> bool {
 pub fn probe() -> CudaStatus {
     let mut status = CudaStatus::default();
     if initialised_before_fork() {
-        status.reason = "CUDA was initialised in the parent process before fork()".into();
+        status.reason = FORKED_REASON.into();
         return status;
     }
     let outcome = std::panic::catch_unwind(|| {

@@ -75,7 +75,6 @@ pub fn row_layout(lengths: &[usize], padding: Option<&PaddingParams>) -> (Vec<i6
 pub fn pack(encodings: &[Encoding], padding: Option<&PaddingParams>, want: Outputs) -> Batch {
     let lengths: Vec<usize> = encodings.iter().map(Encoding::len).collect();
     let (row_starts, width) = row_layout(&lengths, padding);
-    let target = padding.map_or(0, |p| pad_target(lengths.iter().copied(), p));
     let total = *row_starts.last().unwrap_or(&0) as usize;
 
     let field = |on: bool| on.then(|| Vec::<i64>::with_capacity(total));
@@ -88,8 +87,8 @@ pub fn pack(encodings: &[Encoding], padding: Option<&PaddingParams>, want: Outpu
         ..Batch::default()
     };
 
-    for e in encodings {
-        let pad = target.saturating_sub(e.len());
+    for (i, e) in encodings.iter().enumerate() {
+        let pad = (row_starts[i + 1] - row_starts[i]) as usize - e.len();
         let left = padding.is_some_and(|p| matches!(p.direction, PaddingDirection::Left));
         if left {
             push_padding(&mut batch, pad, padding);

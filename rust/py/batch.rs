@@ -134,6 +134,33 @@ impl CoreBatch {
         Tensor::new(Arc::clone(&self.lengths), vec![self.n_rows()])
     }
 
+    /// The batch in host memory: this one when it is there, else a copy.
+    fn cpu(slf: Bound<'_, Self>) -> PyResult<Bound<'_, Self>> {
+        let this = slf.get();
+        let on_host = |s: &Arc<Storage>| matches!(**s, Storage::Host(_));
+        if this.fields.iter().all(|(_, s)| on_host(s)) && on_host(&this.row_starts) {
+            return Ok(slf);
+        }
+        let py = slf.py();
+        let copy = |s: &Arc<Storage>| -> PyResult<Arc<Storage>> {
+            let values = py.detach(|| s.values().map(|v| v.into_owned()))?;
+            Ok(Storage::host(values))
+        };
+        let batch = CoreBatch {
+            fields: this
+                .fields
+                .iter()
+                .map(|(name, s)| Ok((*name, copy(s)?)))
+                .collect::<PyResult<_>>()?,
+            row_starts: copy(&this.row_starts)?,
+            lengths: copy(&this.lengths)?,
+            host_row_starts: this.host_row_starts.clone(),
+            width: this.width,
+            timings: this.timings,
+        };
+        Bound::new(py, batch)
+    }
+
     /// Milliseconds spent by a device call: {"kernels_ms", "upload_ms"}; None
     /// for a CPU call.
     fn timings<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {

@@ -64,7 +64,8 @@ impl Storage {
         }
     }
 
-    /// The values; device memory is copied to the host.
+    /// The values; device memory is copied to the host (call it without the
+    /// GIL where the copy may be large).
     pub fn values(&self) -> PyResult<Cow<'_, [i64]>> {
         match self {
             Storage::Host(h) => Ok(Cow::Borrowed(h.values())),
@@ -198,8 +199,9 @@ impl Tensor {
         if this.buffer.on_host() {
             return Ok(slf);
         }
+        let values = slf.py().detach(|| this.values().map(|v| v.into_owned()))?;
         let copy = Tensor {
-            buffer: Storage::host(this.values()?.into_owned()),
+            buffer: Storage::host(values),
             shape: this.shape.clone(),
             strides_bytes: this.strides_bytes.clone(),
         };
