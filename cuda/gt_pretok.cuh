@@ -355,8 +355,22 @@ GT_HD void gt_split_words(const GtSplits* splits, const gt_u8* s, gt_u32 begin, 
 // or [\r\n/]; whitespace runs hold only whitespace), a whitespace run cannot end
 // at p, so no lookahead looks across it, and every last step matches at a space
 // (`\s+`), so p starts a word. Hence the words of s[a, p) then s[p, b) are the
-// words of s[a, b). (Chains of zero steps make the whole text one word: no cuts.)
+// words of s[a, b), for chains that gt_chain_can_cut accepts.
 //
+// Whether a chain has a step that matches at every space (the last part of
+// the argument above): only such chains may be cut. A chain of DeepSeek's
+// digit or CJK steps alone leaves "ab cd" one word, which a cut would split.
+GT_HD int gt_chain_can_cut(const GtSplits* splits) {
+    for (gt_u32 i = 0; i < splits->n && i < GT_MAX_SPLITS; ++i) {
+        switch (splits->patterns[i]) {
+            case GT_PAT_GPT2: case GT_PAT_CL100K: case GT_PAT_QWEN: case GT_PAT_O200K: case GT_PAT_DS_WORDS:
+                return 1;
+            default: break;
+        }
+    }
+    return 0;
+}
+
 // The first safe cut at or after `from` (from >= 1) and before `end`, or `end`.
 GT_HD gt_u32 gt_next_cut(const gt_u8* s, gt_u32 end, gt_u32 from) {
     for (gt_u32 p = from; p < end; ++p) {

@@ -233,3 +233,33 @@ def test_numpy_takes_a_copy_of_device_tensors_only_when_needed() -> None:
     ids = enc.input_ids
     assert ids.cpu() is ids
     assert np.shares_memory(enc.to_numpy()["input_ids"], np.asarray(ids))
+
+
+def test_a_chain_without_a_space_step_is_not_cut() -> None:
+    # Qwen3's vocabulary with only DeepSeek's digit step (then byte-level without
+    # regex): "ab cd" stays one word, so long rows must not be cut at spaces.
+    import json
+
+    from conftest import tokenizer_json
+
+    spec = json.loads(tokenizer_json("qwen3"))
+    # A merge across a space ("c" + "Ġ", rank 0), so a wrong cut changes ids.
+    new_id = 1 + max([*spec["model"]["vocab"].values(), *(t["id"] for t in spec["added_tokens"])])
+    spec["model"]["vocab"]["cĠ"] = new_id
+    merges = spec["model"]["merges"]
+    merges.insert(0, ["c", "Ġ"] if isinstance(merges[0], list) else "c Ġ")
+    spec["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": r"\p{N}{1,3}"}, "behavior": "Isolated", "invert": False},
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
+    ]}
+    text = json.dumps(spec)
+    tok = gpu_tok.Tokenizer.from_str(text)
+    assert any("scanner" in step["reason"] for step in tok.plan if step["stage"] == "pre_tokenize")
+    rows = ["abc def 123 ghi " * 800, "x y" * 3000, "short 42", "ac " * 3000]
+    cpu = tok._core.encode_batch(rows, device="cpu")
+    dev = tok._core.encode_batch(rows, device="emulator")
+    assert new_id in cpu.to_lists()["input_ids"][0]
+    assert_same(cpu, dev)
+    import tokenizers
+
+    assert dev.to_lists()["input_ids"] == [e.ids for e in tokenizers.Tokenizer.from_str(text).encode_batch(rows)]

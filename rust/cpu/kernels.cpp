@@ -41,6 +41,8 @@ void gt_host_split_words(const GtSplits* splits, const gt_u8* text, gt_u32 n, Gt
 
 gt_u32 gt_host_next_cut(const gt_u8* text, gt_u32 end, gt_u32 from) { return gt_next_cut(text, end, from); }
 
+int gt_host_chain_can_cut(const GtSplits* splits) { return gt_chain_can_cut(splits); }
+
 // Runs threads [begin, end) of batch kernel number `kernel` (the order of
 // GT_BATCH_KERNELS) with `args`, as the GPU would; returns 0, or -1 for an
 // unknown kernel.

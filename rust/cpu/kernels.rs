@@ -119,6 +119,7 @@ extern "C" {
         ctx: *mut c_void,
     );
     fn gt_host_next_cut(text: *const u8, end: u32, from: u32) -> u32;
+    fn gt_host_chain_can_cut(splits: *const GtSplits) -> i32;
 }
 
 /// Mirror of `GtSplits` (cuda/gt_pretok.cuh): a chain of scanner steps.
@@ -144,6 +145,12 @@ impl GtSplits {
             .get_mut(..patterns.len())?
             .copy_from_slice(patterns);
         Some(splits)
+    }
+
+    /// Whether texts may be cut at safe points for this chain (`gt_chain_can_cut`).
+    pub fn can_cut(&self) -> bool {
+        // SAFETY: reads the struct only.
+        unsafe { gt_host_chain_can_cut(self) != 0 }
     }
 }
 
@@ -402,6 +409,20 @@ mod tests {
             }
         }
         texts
+    }
+
+    #[test]
+    fn only_chains_that_split_at_spaces_are_cut() {
+        for chain in CHAINS {
+            assert!(GtSplits::new(chain).unwrap().can_cut(), "{chain:?}");
+        }
+        for chain in [&[][..], &[5], &[6], &[5, 6]] {
+            assert!(!GtSplits::new(chain).unwrap().can_cut(), "{chain:?}");
+        }
+        // Why: with digits alone, "ab cd" is one word; a cut at the space would make two.
+        let digits = GtSplits::new(&[5]).unwrap();
+        assert_eq!(words(&digits, "ab cd"), ["ab cd"]);
+        assert_eq!(next_cut(b"ab cd", 1), 2);
     }
 
     #[test]

@@ -405,7 +405,7 @@ fn tokenize_chunk(
 ) -> Result<Chunk> {
     let clock = std::time::Instant::now();
     let chunk_rows = &job.rows[rows.clone()];
-    let layout = lay_out(chunk_rows, job.splits.n > 0)?;
+    let layout = lay_out(chunk_rows, job.splits.can_cut())?;
     let text = dev.upload_with(layout.text_len, &|staging| {
         copy_texts(chunk_rows, &layout.text_starts, staging)
     })?;
