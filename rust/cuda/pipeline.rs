@@ -138,10 +138,14 @@ unsafe impl Send for DeviceTables {}
 // SAFETY: as above.
 unsafe impl Sync for DeviceTables {}
 
-/// Uploads a plan's tables (once per tokenizer per device; the engine caches it).
+/// Uploads a plan's tables (once per tokenizer per device; the engine caches
+/// it). The words table on the device holds the tokens that are their own
+/// BPE, so most words skip the merge loop (`ignore_merges` then means "look
+/// the word up first", exact either way).
 pub fn upload_tables(dev: &dyn Device, plan: &ByteLevelPlan) -> Result<DeviceTables> {
     let t = plan.tables();
-    let words = t.words.arrays();
+    let shortcut = plan.self_encoding_words();
+    let words = shortcut.arrays();
     let bufs = vec![
         dev.upload_new(t.pair_keys)?,
         dev.upload_new(t.pair_ranks)?,
@@ -167,10 +171,10 @@ pub fn upload_tables(dev: &dyn Device, plan: &ByteLevelPlan) -> Result<DeviceTab
             lens: at(5) as *const u32,
             ids: at(6) as *const u32,
             blob: at(7) as *const u8,
-            mask: host.vocab.mask,
+            mask: shortcut.view().mask,
         },
         byte_ids: host.byte_ids,
-        ignore_merges: host.ignore_merges,
+        ignore_merges: 1,
     };
     Ok(DeviceTables {
         model,

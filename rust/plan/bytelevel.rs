@@ -123,7 +123,10 @@ pub struct ByteLevelPlan {
     pair_keys: Vec<u64>,
     pair_ranks: Vec<u32>,
     pair_merged: Vec<u32>,
-    words: BytesTable,
+    /// Whole-word table the model view points into (empty without ignore_merges).
+    _words: BytesTable,
+    /// Every vocabulary token as bytes, with its id.
+    vocab_words: Vec<(Vec<u8>, u32)>,
 }
 
 /// The arrays behind [`GtBpeModel`], for copying to a device.
@@ -131,7 +134,6 @@ pub struct ModelTables<'a> {
     pub pair_keys: &'a [u64],
     pub pair_ranks: &'a [u32],
     pub pair_merged: &'a [u32],
-    pub words: &'a BytesTable,
 }
 
 // SAFETY: `model` holds pointers into the Vecs and table owned alongside it,
@@ -209,15 +211,12 @@ impl ByteLevelPlan {
         }
 
         let ignore_merges = model["ignore_merges"].as_bool().unwrap_or(false);
-        let word_entries: Vec<(Vec<u8>, u32)> = if ignore_merges {
-            vocab
-                .iter()
-                .filter_map(|(t, id)| Some((decode(t)?, id.as_u64()? as u32)))
-                .collect()
-        } else {
-            Vec::new()
-        };
-        let words = BytesTable::build(word_entries.iter().map(|(b, id)| (b.as_slice(), *id)));
+        let vocab_words: Vec<(Vec<u8>, u32)> = vocab
+            .iter()
+            .filter_map(|(t, id)| Some((decode(t)?, id.as_u64()? as u32)))
+            .collect();
+        let whole_words: &[(Vec<u8>, u32)] = if ignore_merges { &vocab_words } else { &[] };
+        let words = BytesTable::build(whole_words.iter().map(|(b, id)| (b.as_slice(), *id)));
         let view = GtBpeModel {
             merges: GtPairTable {
                 keys: keys.as_ptr(),
@@ -245,8 +244,43 @@ impl ByteLevelPlan {
             pair_keys: keys,
             pair_ranks: ranks,
             pair_merged: merged,
-            words,
+            _words: words,
+            vocab_words,
         })
+    }
+
+    /// The vocabulary tokens whose bytes BPE-encode to exactly that token. A
+    /// word found here is that one token whatever the merges (BPE depends on
+    /// the bytes only): the GPU looks words up here before the merge loop.
+    /// With `ignore_merges` that is the whole vocabulary (the words table).
+    pub fn self_encoding_words(&self) -> BytesTable {
+        if self.model.ignore_merges != 0 {
+            return BytesTable::build(self.vocab_words.iter().map(|(b, id)| (b.as_slice(), *id)));
+        }
+        const PER_TASK: usize = 4096;
+        let tasks = self.vocab_words.len().div_ceil(PER_TASK);
+        let kept: Vec<Vec<usize>> = crate::cpu::pool::current()
+            .map(tasks, |t| {
+                let (mut scratch, mut ids) = (kernels::Scratch::default(), Vec::new());
+                let end = ((t + 1) * PER_TASK).min(self.vocab_words.len());
+                let mut kept = Vec::new();
+                for i in t * PER_TASK..end {
+                    let (bytes, id) = &self.vocab_words[i];
+                    ids.clear();
+                    kernels::bpe_word(self.model(), bytes, &mut scratch, &mut ids);
+                    if ids == [*id] {
+                        kept.push(i);
+                    }
+                }
+                Ok::<_, ()>(kept)
+            })
+            .unwrap_or_default();
+        let entries: Vec<&(Vec<u8>, u32)> = kept
+            .iter()
+            .flatten()
+            .map(|&i| &self.vocab_words[i])
+            .collect();
+        BytesTable::build(entries.iter().map(|(b, id)| (b.as_slice(), *id)))
     }
 
     /// The arrays the model view points into.
@@ -255,7 +289,6 @@ impl ByteLevelPlan {
             pair_keys: &self.pair_keys,
             pair_ranks: &self.pair_ranks,
             pair_merged: &self.pair_merged,
-            words: &self.words,
         }
     }
 
@@ -491,6 +524,19 @@ mod tests {
         assert_eq!(encode(&with, "aaa"), vec![257]);
         let without = plan(&["aa", "aaa"], &["a a"], false);
         assert_eq!(encode(&without, "aaa"), vec![256, u32::from(b'a')]);
+    }
+
+    #[test]
+    fn self_encoding_words_are_exactly_the_tokens_bpe_rebuilds() {
+        // "aa" is its own BPE (merge "a a"); "aaa" is not: BPE gives "aa" + "a".
+        let without = plan(&["aa", "aaa"], &["a a"], false);
+        let table = without.self_encoding_words();
+        assert_eq!(table.find(b"aa"), Some(256));
+        assert_eq!(table.find(b"aaa"), None);
+        assert_eq!(table.find(b"a"), Some(u32::from(b'a')));
+        // With ignore_merges every token stands for itself.
+        let with = plan(&["aa", "aaa"], &["a a"], true);
+        assert_eq!(with.self_encoding_words().find(b"aaa"), Some(257));
     }
 
     #[test]
