@@ -228,7 +228,7 @@ def test_threads_share_the_emulated_pipeline() -> None:
     assert all(r == expected for r in results)
 
 
-def test_numpy_takes_a_copy_of_device_tensors_only_when_needed() -> None:
+def test_host_tensors_convert_to_numpy_without_a_copy() -> None:
     enc = ours("qwen3").encode_batch(["a b", "c"], device="cpu", padding=True)
     ids = enc.input_ids
     assert ids.cpu() is ids

@@ -9,7 +9,7 @@
 //! cannot take). Both get the post-processor's template, truncation and
 //! padding on the device.
 
-use super::device::{DevBuf, Device, DeviceExt, Location, Mark};
+use super::device::{DevBuf, Device, DeviceExt, Mark};
 use super::kernels::*;
 use crate::cpu::kernels::{next_cut, GtBpeModel, GtBytesTable, GtPairTable, GtSplits};
 use crate::engine::pack::{row_layout, Batch, Outputs};
@@ -60,7 +60,6 @@ pub struct Timings {
 
 /// A packed batch whose token buffers live on the device.
 pub struct DeviceBatch {
-    pub location: Location,
     pub row_starts: Vec<i64>,
     pub lengths: Vec<i64>,
     /// `row_starts` and `lengths` on the device too.
@@ -73,28 +72,6 @@ pub struct DeviceBatch {
 }
 
 impl DeviceBatch {
-    /// Copies every field back into a host [`Batch`].
-    pub fn to_host(&self, dev: &dyn Device) -> Result<Batch> {
-        let total = *self.row_starts.last().unwrap_or(&0) as usize;
-        let field = |name: &str| -> Result<Option<Vec<i64>>> {
-            self.fields
-                .iter()
-                .find(|(n, _)| *n == name)
-                .map(|(_, buf)| dev.download_vec::<i64>(buf, 0, total))
-                .transpose()
-        };
-        Ok(Batch {
-            row_starts: self.row_starts.clone(),
-            lengths: self.lengths.clone(),
-            ids: field("input_ids")?.unwrap_or_default(),
-            attention_mask: field("attention_mask")?,
-            type_ids: field("token_type_ids")?,
-            special_tokens_mask: field("special_tokens_mask")?,
-            offsets: None,
-            width: self.width,
-        })
-    }
-
     /// A host batch copied onto the device (results the host had to compute
     /// whole, e.g. pairs or offsets, for a caller that asked for the device).
     pub fn upload(dev: &dyn Device, batch: Batch) -> Result<DeviceBatch> {
@@ -114,7 +91,6 @@ impl DeviceBatch {
         // Complete before any consumer stream may read it.
         dev.synchronize()?;
         Ok(DeviceBatch {
-            location: dev.location(),
             row_starts_buf,
             lengths_buf,
             row_starts: batch.row_starts,
@@ -144,7 +120,8 @@ unsafe impl Sync for DeviceTables {}
 /// the word up first", exact either way).
 pub fn upload_tables(dev: &dyn Device, plan: &ByteLevelPlan) -> Result<DeviceTables> {
     let t = plan.tables();
-    let shortcut = plan.self_encoding_words();
+    let own = plan.self_encoding_words();
+    let shortcut = own.as_ref().unwrap_or(t.words);
     let words = shortcut.arrays();
     let bufs = vec![
         dev.upload_new(t.pair_keys)?,
@@ -273,7 +250,6 @@ pub fn encode(dev: &dyn Device, job: &Job<'_>) -> Result<DeviceBatch> {
     // Complete before any consumer stream may read it.
     dev.synchronize()?;
     Ok(DeviceBatch {
-        location: dev.location(),
         row_starts_buf,
         lengths_buf,
         row_starts,

@@ -124,8 +124,8 @@ pub struct ByteLevelPlan {
     pair_ranks: Vec<u32>,
     pair_merged: Vec<u32>,
     /// Whole-word table the model view points into (empty without ignore_merges).
-    _words: BytesTable,
-    /// Every vocabulary token as bytes, with its id.
+    words: BytesTable,
+    /// Without ignore_merges: every vocabulary token as bytes, with its id.
     vocab_words: Vec<(Vec<u8>, u32)>,
 }
 
@@ -134,6 +134,8 @@ pub struct ModelTables<'a> {
     pub pair_keys: &'a [u64],
     pub pair_ranks: &'a [u32],
     pub pair_merged: &'a [u32],
+    /// Whole words (every token with ignore_merges, else empty).
+    pub words: &'a BytesTable,
 }
 
 // SAFETY: `model` holds pointers into the Vecs and table owned alongside it,
@@ -211,12 +213,15 @@ impl ByteLevelPlan {
         }
 
         let ignore_merges = model["ignore_merges"].as_bool().unwrap_or(false);
-        let vocab_words: Vec<(Vec<u8>, u32)> = vocab
+        let mut vocab_words: Vec<(Vec<u8>, u32)> = vocab
             .iter()
             .filter_map(|(t, id)| Some((decode(t)?, id.as_u64()? as u32)))
             .collect();
         let whole_words: &[(Vec<u8>, u32)] = if ignore_merges { &vocab_words } else { &[] };
         let words = BytesTable::build(whole_words.iter().map(|(b, id)| (b.as_slice(), *id)));
+        if ignore_merges {
+            vocab_words = Vec::new(); // `words` holds them
+        }
         let view = GtBpeModel {
             merges: GtPairTable {
                 keys: keys.as_ptr(),
@@ -244,7 +249,7 @@ impl ByteLevelPlan {
             pair_keys: keys,
             pair_ranks: ranks,
             pair_merged: merged,
-            _words: words,
+            words,
             vocab_words,
         })
     }
@@ -252,10 +257,11 @@ impl ByteLevelPlan {
     /// The vocabulary tokens whose bytes BPE-encode to exactly that token. A
     /// word found here is that one token whatever the merges (BPE depends on
     /// the bytes only): the GPU looks words up here before the merge loop.
-    /// With `ignore_merges` that is the whole vocabulary (the words table).
-    pub fn self_encoding_words(&self) -> BytesTable {
+    /// None with `ignore_merges`: then every token is, and `tables().words`
+    /// holds them all.
+    pub fn self_encoding_words(&self) -> Option<BytesTable> {
         if self.model.ignore_merges != 0 {
-            return BytesTable::build(self.vocab_words.iter().map(|(b, id)| (b.as_slice(), *id)));
+            return None;
         }
         const PER_TASK: usize = 4096;
         let tasks = self.vocab_words.len().div_ceil(PER_TASK);
@@ -280,7 +286,9 @@ impl ByteLevelPlan {
             .flatten()
             .map(|&i| &self.vocab_words[i])
             .collect();
-        BytesTable::build(entries.iter().map(|(b, id)| (b.as_slice(), *id)))
+        Some(BytesTable::build(
+            entries.iter().map(|(b, id)| (b.as_slice(), *id)),
+        ))
     }
 
     /// The arrays the model view points into.
@@ -289,6 +297,7 @@ impl ByteLevelPlan {
             pair_keys: &self.pair_keys,
             pair_ranks: &self.pair_ranks,
             pair_merged: &self.pair_merged,
+            words: &self.words,
         }
     }
 
@@ -530,13 +539,14 @@ mod tests {
     fn self_encoding_words_are_exactly_the_tokens_bpe_rebuilds() {
         // "aa" is its own BPE (merge "a a"); "aaa" is not: BPE gives "aa" + "a".
         let without = plan(&["aa", "aaa"], &["a a"], false);
-        let table = without.self_encoding_words();
+        let table = without.self_encoding_words().unwrap();
         assert_eq!(table.find(b"aa"), Some(256));
         assert_eq!(table.find(b"aaa"), None);
         assert_eq!(table.find(b"a"), Some(u32::from(b'a')));
-        // With ignore_merges every token stands for itself.
+        // With ignore_merges every token stands for itself: the plan's own table.
         let with = plan(&["aa", "aaa"], &["a a"], true);
-        assert_eq!(with.self_encoding_words().find(b"aaa"), Some(257));
+        assert!(with.self_encoding_words().is_none());
+        assert_eq!(with.tables().words.find(b"aaa"), Some(257));
     }
 
     #[test]
