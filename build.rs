@@ -1,12 +1,14 @@
-//! Compiles the shared kernel logic (cuda/*.cuh) for the host: the CPU backend
-//! calls the very functions the CUDA kernels wrap.
+//! Compiles the shared kernel logic (cuda/*.cuh) for the host through
+//! cuda/gt_host.cpp: the CPU backend and the CUDA backend's emulator call the
+//! very functions the CUDA kernels wrap. Also tells the crate which
+//! `tokenizers` version Cargo.lock pinned, for `gpu_tok.info()`.
 
 fn main() {
-    println!("cargo:rerun-if-changed=rust/cpu/kernels.cpp");
     println!("cargo:rerun-if-changed=cuda");
+    println!("cargo:rerun-if-changed=Cargo.lock");
     cc::Build::new()
         .cpp(true)
-        .file("rust/cpu/kernels.cpp")
+        .file("cuda/gt_host.cpp")
         .include("cuda")
         .opt_level(3)
         .flag_if_supported("-std=c++17")
@@ -14,4 +16,21 @@ fn main() {
         .flag_if_supported("-fno-rtti")
         .warnings(true)
         .compile("gt_kernels");
+    println!(
+        "cargo:rustc-env=GPU_TOK_TOKENIZERS_VERSION={}",
+        locked_version("tokenizers").unwrap_or_else(|| "unknown".into())
+    );
+}
+
+/// The version of `package` in Cargo.lock.
+fn locked_version(package: &str) -> Option<String> {
+    let lock = std::fs::read_to_string("Cargo.lock").ok()?;
+    let mut lines = lock.lines();
+    while let Some(line) = lines.next() {
+        if line == format!("name = \"{package}\"") {
+            let version = lines.next()?.strip_prefix("version = \"")?;
+            return Some(version.trim_end_matches('"').to_string());
+        }
+    }
+    None
 }

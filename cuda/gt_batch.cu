@@ -3,7 +3,7 @@
 // the logic (and the data flow) is described.
 //
 // Launch: grid = ceil(n / 256), block = 256; the arguments are one struct by
-// value (mirrored in rust/cuda/kernels.rs) and the thread count n.
+// value (mirrored in rust/kernels/abi.rs) and the thread count n.
 #include "gt_batch.cuh"
 
 #define GT_DEFINE_KERNEL(name, Args)                                   \

@@ -1,8 +1,8 @@
 // gt_batch.cuh: the batch pipeline of the CUDA backend, one function per
 // thread of each kernel. gt_batch.cu wraps each in a __global__ (thread i of
 // n runs gt_<kernel>_thread(&args, i)); the host build runs the very same
-// functions in a loop over i (rust/cuda/emulator.rs), so CI exercises every
-// line here without a GPU.
+// functions in a loop over i (cuda/gt_host.cpp, driven by the emulator in
+// rust/cuda/emulator.rs), so CI exercises every line here without a GPU.
 //
 // Data flow for one chunk of rows (all offsets are bytes of one UTF-8 buffer
 // holding the rows' texts back to back; rows are cut into pieces at safe
@@ -14,7 +14,7 @@
 //   scan          tok_counts -> first token of each word
 //   compact       word   -> ids moved to their final place      (raw ids, CSR by word)
 //   row_spans     row    -> its raw token range, truncation, final length
-//   (host: padding target and row starts, exactly as engine/pack.rs)
+//   (host: padding target and row starts, exactly as rust/layout.rs)
 //   pack          output element -> id / mask / type id / special mask
 // Example: rows ["Hi there", "ok"] with template [BOS] + seq, padding longest:
 //   words "Hi" " there" "ok" -> raw ids [h, t, o] -> [[BOS, h, t], [BOS, o, PAD]].
@@ -25,6 +25,7 @@
 // ---- pre-tokenization ------------------------------------------------------
 struct GtPretokArgs {
     GtSplits splits;
+    gt_u32 pad_;                  // named padding (see rust/kernels/abi.rs)
     const gt_u8* text;
     const gt_u32* piece_bounds;  // n + 1 entries: piece i is [bounds[i], bounds[i + 1])
     gt_u32* word_counts;          // count pass: words per piece; later scanned in place
@@ -182,12 +183,13 @@ GT_HD void gt_row_spans_thread(const GtRowArgs* a, gt_u32 r) {
 
 // ---- packing: one thread per output element --------------------------------
 // Rows are back to back (row_starts, B + 1 entries, padding included), as
-// engine/pack.rs lays them out; absent outputs are null.
+// rust/layout.rs lays them out; absent outputs are null.
 struct GtPackArgs {
     const GtRowSpan* spans;
     const gt_u32* lengths;
     const gt_u64* row_starts;  // relative to out_base
     gt_u32 n_rows;
+    gt_u32 pad_;               // named padding (see rust/kernels/abi.rs)
     const gt_u32* raw_ids;
     const gt_u32* host_ids;
     GtTemplate tmpl;
@@ -232,7 +234,8 @@ GT_HD void gt_pack_thread(const GtPackArgs* a, gt_u32 e) {
 }
 
 // Every batch kernel: X(kernel name, argument struct). gt_batch.cu and the host
-// emulator both expand this list; rust/cuda/kernels.rs numbers it the same way.
+// unit gt_host.cpp (gt_host_run, gt_host_struct_sizes) both expand this list;
+// rust/kernels/abi.rs numbers it the same way.
 #define GT_BATCH_KERNELS(X)               \
     X(gt_pretok_count, GtPretokArgs)      \
     X(gt_pretok_fill, GtPretokArgs)       \

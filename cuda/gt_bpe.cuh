@@ -24,6 +24,7 @@ struct GtBpeModel {
     GtBytesTable vocab;    // whole words, for the ignore_merges shortcut
     gt_u32 byte_ids[256];  // id of each byte's one-character token
     gt_u32 ignore_merges;  // 1: a word found in `vocab` is emitted whole
+    gt_u32 pad_;           // named padding: the Rust mirror has no hidden bytes
 };
 
 // Caller-owned scratch for a word of n bytes: ids/prev/next/len hold n

@@ -1,5 +1,6 @@
 // gt_hash.cuh: read-only open-addressing hash tables built on the host at plan
-// time (rust/plan/bpe.rs) and probed per word by the CPU and GPU backends.
+// time (rust/plan/bytelevel.rs, through rust/kernels/host.rs) and probed per
+// word by the CPU and GPU backends.
 //
 // Both tables use power-of-two capacities and linear probing; a slot whose key
 // is the empty marker ends a probe. Built once, never mutated: safe to share

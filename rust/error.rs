@@ -4,7 +4,7 @@
 use thiserror::Error;
 
 /// Everything that can go wrong in the native core.
-#[derive(Debug, Error)]
+#[derive(Clone, Debug, Error)]
 pub enum Error {
     /// A tokenizer.json that could not be read or parsed.
     #[error("{0}")]
@@ -24,6 +24,10 @@ pub enum Error {
     /// A CUDA call failed while the GPU was working (out of memory, a kernel fault...).
     #[error("CUDA: {0}")]
     Cuda(String),
+    /// The built-in kernels did not compile for this GPU (NVRTC's log): a bug
+    /// in gpu_tok or NVRTC, not a missing CUDA.
+    #[error("{0}")]
+    KernelCompile(String),
 }
 
 impl Error {

@@ -1,11 +1,14 @@
 //! gpu_tok's native core: module wiring only.
 //!
-//! Each responsibility lives in its own module:
-//! - [`engine`]: the batch pipeline (split -> normalize -> pre-tokenize -> model -> post-process -> pack);
-//! - [`cpu`]: the fork-aware thread pool, the host build of the kernels, the word cache;
-//! - [`cuda`]: the CUDA probe and the kernel sources (the device backend is still to come);
-//! - [`plan`]: what the fast engine could run for a given tokenizer, stage by stage;
-//! - [`dlpack`]: DLPack export of result buffers;
+//! Layers, bottom up; a module imports only from layers below it:
+//! - leaves: [`error`]; [`kernels`], the ABI of the shared kernel logic in
+//!   `cuda/*.cuh` (C mirrors, kernel list, host build); [`pool`], the
+//!   fork-aware thread pool; [`layout`], the packed batch layout; [`dlpack`];
+//! - [`plan`]: what the fast engine can run for a tokenizer, and its tables;
+//! - the two backends: [`cpu`] (one sequence per thread, word cache) and
+//!   [`cuda`] (the batch pipeline on a GPU or its host emulator);
+//! - [`engine`]: the batch pipeline over both and the `tokenizers` crate
+//!   (split -> normalize -> pre-tokenize -> model -> post-process -> pack);
 //! - [`py`]: the Python classes, argument checking, GIL release and exceptions.
 
 pub mod cpu;
@@ -13,8 +16,13 @@ pub mod cuda;
 pub mod dlpack;
 pub mod engine;
 pub mod error;
+pub mod kernels;
+pub mod layout;
 pub mod plan;
+pub mod pool;
 pub mod py;
+#[cfg(test)]
+mod test_texts;
 
 use pyo3::prelude::*;
 

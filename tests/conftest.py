@@ -15,7 +15,6 @@ from functools import cache
 from pathlib import Path
 
 import gpu_tok
-import pytest
 import tokenizers
 from gpu_tok import _data
 
@@ -73,7 +72,7 @@ def edge_cases() -> list[str]:
 
 @cache
 def corpus_sample() -> list[str]:
-    """Real documents: every 10th of mixed.jsonl (~3.4 MB), else the embedded sample."""
+    """Real documents: every 10th of mixed.jsonl (~2.8 MB), else the embedded sample."""
     if HAVE_SHARED:
         with (SHARED_CORPUS / "mixed.jsonl").open(encoding="utf-8") as f:
             return [json.loads(line)["text"] for i, line in enumerate(f) if i % 10 == 0]
@@ -96,10 +95,3 @@ EMBEDDED_EDGE_CASES = [
     "https://example.com/a/b?c=d&e=f#g", "    def f(x):\n        return x  # comment\n",
 ]
 
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """`slow` tests (long soaks) run only with GPU_TOK_SLOW=1."""
-    run_slow = os.environ.get("GPU_TOK_SLOW") == "1"
-    for item in items:
-        if "slow" in item.keywords and not run_slow:
-            item.add_marker(pytest.mark.skip(reason="long soak: set GPU_TOK_SLOW=1"))

@@ -13,17 +13,18 @@ import gpu_tok
 import numpy as np
 import pytest
 from conftest import TOKENIZER_NAMES, corpus_sample, edge_cases, ours, reference
-from gpu_tok import CudaUnavailableError, _core
+from gpu_tok import CudaUnavailableError, _core, _placement
+from gpu_tok._core import Padding, Truncation
 
 ALL_FIELDS = {"attention_mask": True, "type_ids": True, "special_tokens_mask": True}
-# (truncation, padding) as the core takes them: (max_length, strategy, side, stride),
-# (length or None for longest, side, pad_to_multiple_of, pad_id, pad_type_id, pad_token).
+# (truncation, padding) as the core takes them.
 SETTINGS = {
     "ragged": (None, None),
-    "longest-right": ((96, "longest_first", "right", 0), (None, "right", None, 7, 3, "<pad>")),
-    "longest-left-multiple": ((64, "only_first", "left", 0), (None, "left", 8, 5, 0, "<pad>")),
-    "fixed-shorter-than-rows": (None, (16, "right", None, 1, 0, "<pad>")),
-    "truncate-only": ((32, "longest_first", "right", 4), None),
+    "longest-right": (Truncation(96), Padding(pad_id=7, pad_type_id=3, pad_token="<pad>")),
+    "longest-left-multiple": (Truncation(64, "only_first", "left"),
+                              Padding(side="left", pad_to_multiple_of=8, pad_id=5, pad_token="<pad>")),
+    "fixed-shorter-than-rows": (None, Padding(16, pad_id=1, pad_token="<pad>")),
+    "truncate-only": (Truncation(32, stride=4), None),
 }
 
 
@@ -55,7 +56,7 @@ def test_emulated_pipeline_equals_cpu(name: str, setting: str, special: bool) ->
 
 @pytest.mark.parametrize("chunk", [1, 700, 1 << 24])
 def test_chunking_does_not_change_results(chunk: int) -> None:
-    padding = (None, "right", None, 0, 0, "<pad>")
+    padding = Padding(pad_token="<pad>")
     cpu, dev = both("qwen3", docs(), device=f"emulator:{chunk}", padding=padding, attention_mask=True)
     assert_same(cpu, dev)
 
@@ -76,7 +77,7 @@ def test_rows_the_host_encodes_mix_with_device_rows() -> None:
     # some rows, the device the others, and packing interleaves them.
     texts = ["plain text", "<|im_start|>user hi<|im_end|>", "", "ﬁ ＡＢＣ café", "more <|endoftext|>", " "]
     for name in TOKENIZER_NAMES:
-        cpu, dev = both(name, texts, padding=(None, "left", None, 0, 0, "<pad>"), **ALL_FIELDS)
+        cpu, dev = both(name, texts, padding=Padding(side="left", pad_token="<pad>"), **ALL_FIELDS)
         assert_same(cpu, dev)
 
 
@@ -98,7 +99,7 @@ def test_pairs_and_offsets_take_the_cpu_and_are_copied() -> None:
 
 def test_empty_batch_and_empty_rows() -> None:
     for texts in ([], [""], ["", ""]):
-        cpu, dev = both("qwen3", texts, padding=(None, "right", None, 0, 0, "<pad>"), attention_mask=True)
+        cpu, dev = both("qwen3", texts, padding=Padding(pad_token="<pad>"), attention_mask=True)
         assert_same(cpu, dev)
 
 
@@ -107,12 +108,12 @@ def test_too_short_max_length_is_refused_on_the_device_too() -> None:
     if name is None:
         pytest.skip("no tokenizer here adds special tokens")
     with pytest.raises(gpu_tok.InvalidInputError, match="max_length"):
-        ours(name)._core.encode_batch(["a"], truncation=(0, "longest_first", "right", 0), device="emulator")
+        ours(name)._core.encode_batch(["a"], truncation=Truncation(0), device="emulator")
 
 
 def test_device_tensors_share_memory_and_outlive_the_batch() -> None:
     dev = ours("qwen3")._core.encode_batch(["a b", "c"], device="emulator",
-                                           padding=(None, "right", None, 9, 0, "<pad>"), attention_mask=True)
+                                           padding=Padding(pad_id=9, pad_token="<pad>"), attention_mask=True)
     ids = dev.tensor("input_ids")
     view = np.from_dlpack(ids)
     assert view.shape == (2, dev.width) and view.dtype == np.int64
@@ -173,10 +174,10 @@ class TestWithoutCuda:
 FORK_SCRIPT = r"""
 import os, sys, warnings
 import gpu_tok
-from gpu_tok import _core, _device
+from gpu_tok import _core, _placement
 tok = gpu_tok.Tokenizer.default()
 big = ["some text " * 1000] * 200  # above the auto threshold
-_device.cuda_usable = lambda: True  # as on a GPU machine: auto would pick the GPU
+_placement.cuda_usable = lambda: True  # as on a GPU machine: auto would pick the GPU
 _core.note_cuda_initialised_for_tests()  # as after a CUDA call in this parent
 assert not _core.cuda_initialised_before_fork()
 pid = os.fork()
@@ -220,7 +221,7 @@ def test_threads_share_the_emulated_pipeline() -> None:
 
     texts = docs()
     core = ours("qwen3")._core
-    padding = (None, "left", None, 0, 0, "<pad>")
+    padding = Padding(side="left", pad_token="<pad>")
     expected = core.encode_batch(texts, device="cpu", padding=padding, attention_mask=True).to_lists()
     with ThreadPoolExecutor(6) as pool:
         results = list(pool.map(lambda _: core.encode_batch(texts, device="emulator:5000", padding=padding,
@@ -263,3 +264,19 @@ def test_a_chain_without_a_space_step_is_not_cut() -> None:
     import tokenizers
 
     assert dev.to_lists()["input_ids"] == [e.ids for e in tokenizers.Tokenizer.from_str(text).encode_batch(rows)]
+
+
+def test_auto_warns_and_uses_the_cpu_when_the_kernels_do_not_compile(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpu_tok import KernelCompileError
+
+    def broken(ordinal: int) -> dict:
+        raise KernelCompileError("NVRTC failed to compile gt_batch.cu for sm_90: error")
+
+    monkeypatch.setattr(_placement, "cuda_usable", lambda: True)
+    monkeypatch.setattr(_placement._core, "cuda_device", broken)
+    _placement._auto_gpu_ready.cache_clear()
+    try:
+        with pytest.warns(RuntimeWarning, match="did not compile.*please report"):
+            assert _placement.resolve("auto", 2 << 20) == _placement.Placement("cpu")
+    finally:
+        _placement._auto_gpu_ready.cache_clear()

@@ -3,9 +3,9 @@
 outlive their batch, threads, fork, Arrow input, batches larger than one chunk,
 and what `info()` says about the device.
 
-Every test here is `gpu`: CI deselects them (`-m "not gpu"`) and
-`benches/gpu_check.sh` runs them on a lent GPU. Without a usable device the
-module skips itself, so a plain `pytest tests/test_gpu.py` is clean anywhere.
+Every test here is marked `gpu` and runs on a lent GPU through
+`benches/gpu_check.sh`. Without a usable device the module skips itself, so
+CI's plain `pytest` (and `pytest tests/test_gpu.py`) is clean anywhere.
 """
 
 from __future__ import annotations
@@ -407,10 +407,10 @@ def test_threads_share_one_tokenizer_on_cuda() -> None:
 
 
 def test_auto_computes_big_batches_on_the_gpu_and_returns_host_tensors() -> None:
-    from gpu_tok import _device
+    from gpu_tok import _placement
 
     texts = corpus_sample()
-    while sum(map(len, texts)) < 2 * _device.AUTO_MIN_BYTES:
+    while sum(map(len, texts)) < 2 * _placement.AUTO_MIN_BYTES:
         texts = texts + texts
     enc = ours(NAME).encode_batch(texts, device="auto")
     assert enc.input_ids.device == "cpu" and "kernels_ms" in enc.timings

@@ -18,6 +18,7 @@ from ._errors import (
     GpuTokError,
     InvalidInputError,
     InvalidTokenizerError,
+    KernelCompileError,
     TokenizerNotFoundError,
     UnsupportedTokenizerError,
 )
@@ -47,9 +48,9 @@ def info(tokenizer: Tokenizer | None = None, *, probe_cuda: bool = True) -> dict
 def _cuda_report() -> dict[str, Any]:
     """The core's probe (driver, devices with name and SM, NVRTC, kernel cache
     folder), after loading the pip wheel's NVRTC (if any) so the core finds it."""
-    from . import _device
+    from . import _placement
 
-    _device.cuda_usable()
+    _placement.cuda_usable()
     return dict(_core.cuda_probe())
 
 
@@ -61,6 +62,7 @@ __all__ = [
     "GpuTokError",
     "InvalidInputError",
     "InvalidTokenizerError",
+    "KernelCompileError",
     "Tensor",
     "TokenizerNotFoundError",
     "Tokenizer",

@@ -37,6 +37,11 @@ class CudaError(GpuTokError, RuntimeError):
     """A CUDA call failed while the GPU was working (out of memory, a kernel fault...)."""
 
 
+class KernelCompileError(CudaError):
+    """NVRTC could not compile gpu_tok's built-in kernels for this GPU (its log is in
+    the message): a bug to report, not a missing CUDA installation."""
+
+
 __all__ = [
     "CudaError",
     "CudaUnavailableError",
@@ -44,6 +49,7 @@ __all__ = [
     "GpuTokError",
     "InvalidInputError",
     "InvalidTokenizerError",
+    "KernelCompileError",
     "TokenizerNotFoundError",
     "UnsupportedTokenizerError",
 ]

@@ -4,8 +4,8 @@ Two conventions meet here:
 - `tokenizers` (`Tokenizer.encode`, `encode_batch` with its defaults): the
   truncation and padding stored in tokenizer.json apply unless overridden;
 - transformers (`tok(...)`): the arguments alone decide; `False`/`None` is off.
-`from_file=True` selects the first. Everything is checked here so the core
-only ever sees valid values.
+`from_file=True` selects the first. The results are the core's frozen
+`Truncation` and `Padding` classes, which check their values when made.
 """
 
 from __future__ import annotations
@@ -13,10 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ._core import Padding, Truncation
 from ._errors import InvalidInputError
-
-Truncation = tuple[int, str, str, int]  # max_length, strategy, side, stride
-Padding = tuple[int | None, str, int | None, int, int, str]  # length|None, side, multiple, id, type id, token
 
 _STRATEGIES = ("longest_first", "only_first", "only_second")
 
@@ -59,9 +57,9 @@ def truncation(
     max_length = _positive("max_length", max_length)
     side = _side("truncation_side", side)
     if truncation is None:
-        if from_file and d.file_truncation is not None:
-            length, strategy, stored_side, stride = d.file_truncation
-            return (max_length or length, strategy, side or stored_side, stride)
+        stored = d.file_truncation
+        if from_file and stored is not None:
+            return Truncation(max_length or stored.max_length, stored.strategy, side or stored.side, stored.stride)
         if max_length is None:
             return None
         truncation = True  # as transformers: a max_length alone turns truncation on
@@ -75,15 +73,15 @@ def truncation(
         raise ValueError(f"truncation must be a bool, None or one of {_STRATEGIES}, not {truncation!r}")
     if max_length is None:
         if d.file_truncation is not None:
-            max_length = d.file_truncation[0]
+            max_length = d.file_truncation.max_length
         elif d.model_max_length is not None:
             max_length = d.model_max_length
         else:
             raise InvalidInputError(
                 "truncation needs max_length: this tokenizer's config sets no model_max_length"
             )
-    file_side: str | None = d.file_truncation[2] if d.file_truncation else None
-    return (max_length, strategy, side or d.truncation_side or file_side or "right", 0)
+    file_side = d.file_truncation.side if d.file_truncation else None
+    return Truncation(max_length, strategy, side or d.truncation_side or file_side or "right")
 
 
 def padding(
@@ -105,9 +103,8 @@ def padding(
     if padding is None:
         if not (from_file and file is not None):
             return None
-        length, stored_side, file_multiple, pad_id, type_id, token = file
-        return (length, side or stored_side, multiple or file_multiple,
-                pad_id if pad_token_id is None else pad_token_id, type_id, token)
+        return Padding(file.length, side or file.side, multiple or file.pad_to_multiple_of,
+                       file.pad_id if pad_token_id is None else pad_token_id, file.pad_type_id, file.pad_token)
     if padding is False or padding == "do_not_pad":
         return None
     if padding is True or padding == "longest":
@@ -121,13 +118,13 @@ def padding(
     if pad_token_id is not None:
         pad_id, token = pad_token_id, ""
     elif file is not None:
-        pad_id, token = file[3], file[5]
+        pad_id, token = file.pad_id, file.pad_token
     elif d.pad_token_id is not None:
         pad_id, token = d.pad_token_id, d.pad_token or ""
     else:
         raise InvalidInputError(
             "padding needs a pad token, and this tokenizer defines none: pass pad_token_id=..."
         )
-    file_side: str | None = file[1] if file else None
-    type_id = file[4] if file else 0
-    return (length, side or d.padding_side or file_side or "right", multiple, pad_id, type_id, token)
+    file_side = file.side if file else None
+    type_id = file.pad_type_id if file else 0
+    return Padding(length, side or d.padding_side or file_side or "right", multiple, pad_id, type_id, token)

@@ -165,12 +165,13 @@ def load_peer(name: str, json_text: str, path: str | None, threads: int) -> Engi
 
 
 def gpu_tok_engine(tok: Tokenizer, device: str) -> Engine:
-    """gpu_tok on `device` ('cpu' or 'cuda'), or `Skipped` when that device is unusable."""
-    from ._errors import CudaUnavailableError
+    """gpu_tok on `device` ('cpu' or 'cuda'), or `Skipped` when that device is unusable
+    (no CUDA, or kernels that do not compile: the reason is shown)."""
+    from ._errors import CudaError, CudaUnavailableError
 
     try:
         tok.encode_batch(["probe"], device=device)
-    except CudaUnavailableError as err:
+    except (CudaUnavailableError, CudaError) as err:
         raise Skipped(str(err)) from err
     return _gpu_tok(tok, device)
 

@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from . import _core, _device, _settings
+from . import _core, _placement, _settings
 from ._errors import InvalidInputError, InvalidTokenizerError, TokenizerNotFoundError
 from .batch import BatchEncoding, convert
 
@@ -153,8 +153,8 @@ class Tokenizer:
     def _special_tokens(self) -> dict[str, str | None]:
         special = {name: _token_content(self._config.get(f"{name}_token")) for name in _SPECIAL_NAMES}
         file_padding = self._core.file_padding()
-        if special["pad"] is None and file_padding is not None and file_padding[5]:
-            special["pad"] = file_padding[5]
+        if special["pad"] is None and file_padding is not None and file_padding.pad_token:
+            special["pad"] = file_padding.pad_token
         return special
 
     def _make_defaults(self) -> _settings.Defaults:
@@ -206,8 +206,8 @@ class Tokenizer:
              offsets: bool, device: Any) -> tuple[_core.CoreBatch, float]:
         """The core's batch and the call's wall time in milliseconds."""
         started = time.perf_counter()
-        size = _text_bytes(texts) if _device.is_auto(device) else None
-        target = _device.resolve(device, size, packable=pairs is None and not offsets)
+        size = _text_bytes(texts) if _placement.is_auto(device) else None
+        placement = _placement.resolve(device, size, packable=pairs is None and not offsets)
         texts, pairs = _one_chunk(texts), _one_chunk(pairs)
         if not isinstance(add_special_tokens, bool):
             raise TypeError("add_special_tokens must be a bool")
@@ -216,9 +216,9 @@ class Tokenizer:
         core = self._core.encode_batch(
             texts, pairs, add_special_tokens=add_special_tokens, truncation=truncation,
             padding=padding, attention_mask=attention_mask, type_ids=type_ids,
-            special_tokens_mask=special_tokens_mask, offsets=offsets, device=target.core,
+            special_tokens_mask=special_tokens_mask, offsets=offsets, device=placement.core,
         )
-        if target.to_host:
+        if placement.to_host:
             core = core.cpu()
         return core, (time.perf_counter() - started) * 1e3
 

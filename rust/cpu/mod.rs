@@ -1,7 +1,6 @@
-//! CPU backend: the engine's fork-aware thread pool, the host build of the
-//! shared kernel logic (`cuda/*.cuh`, called through `kernels`), and the
-//! per-thread word cache in front of the BPE kernel.
+//! CPU backend: one sequence at a time on the engine's threads, calling the
+//! host build of the shared kernel logic (`crate::kernels`) per word, behind a
+//! per-thread word cache.
 
-pub mod kernels;
-pub mod pool;
+pub mod encode;
 pub mod word_cache;

@@ -5,7 +5,7 @@
 //! `tokenizers` PR #2028 measured +62% from that on 88 threads) and tagged with
 //! the plan it belongs to, so two tokenizers never mix entries.
 
-use super::kernels::{self, GtBpeModel, Scratch};
+use crate::kernels::{self, GtBpeModel, Scratch};
 use rustc_hash::FxHashMap;
 use std::cell::RefCell;
 

@@ -1,4 +1,4 @@
-//! The GPU as a [`Device`], through the CUDA driver API (cudarc's thin
+//! The GPU as a [`DeviceStream`], through the CUDA driver API (cudarc's thin
 //! `result` layer, libcuda loaded at run time).
 //!
 //! - [`Gpu`]: one per device ordinal and process, made at first use: the
@@ -16,10 +16,10 @@
 //!   falls back to the CPU for `device="auto"`), and memory inherited from
 //!   the parent is neither read nor freed there.
 
-use super::device::{DevBuf, Device, Location, Mark, Memory};
-use super::kernels::{DevPtr, Kernel};
+use super::stream::{DevBuf, DeviceStream, Location, Mark, Memory};
 use super::{jit, probe};
 use crate::error::{Error, Result};
+use crate::kernels::{DevPtr, Kernel};
 use cudarc::driver::result as cu;
 use cudarc::driver::sys;
 use std::ffi::{c_void, CString};
@@ -131,6 +131,7 @@ pub fn gpu(ordinal: usize) -> Result<Arc<Gpu>> {
     });
     match outcome {
         Ok(gpu) => Ok(gpu.clone()),
+        Err(err @ Error::KernelCompile(_)) => Err(err.clone()),
         Err(err) => Err(Error::CudaUnavailable(err.to_string())),
     }
 }
@@ -333,7 +334,10 @@ impl Drop for Pinned {
 }
 
 /// A CUDA event, destroyed on drop.
-pub struct Event(sys::CUevent);
+struct Event(sys::CUevent);
+
+// SAFETY: an event is a driver handle, usable from any thread.
+unsafe impl Send for Event {}
 
 impl Event {
     fn new(flags: sys::CUevent_flags) -> Result<Event> {
@@ -352,7 +356,7 @@ impl Drop for Event {
     }
 }
 
-/// One call's stream of work on a [`Gpu`].
+/// One call's stream of work on a [`Gpu`]: a [`DeviceStream`].
 pub struct GpuStream {
     gpu: Arc<Gpu>,
     stream: StreamHandle,
@@ -414,9 +418,12 @@ impl Memory for StreamMemory {
 }
 
 impl GpuStream {
-    /// A stream from `gpu`'s pool (a new one when all are busy).
+    /// A stream from `gpu`'s pool (a new one when all are busy). Every
+    /// fallible step comes before the stream is taken and the call counted,
+    /// so a failure leaks neither (Drop gives both back).
     pub fn acquire(gpu: &Arc<Gpu>) -> Result<GpuStream> {
         let _current = ContextGuard::enter(gpu.ctx)?;
+        let (free, _) = cu::mem_get_info().map_err(cuda_err("cuMemGetInfo"))?;
         let pooled = gpu.streams.lock().unwrap_or_else(|e| e.into_inner()).pop();
         let stream = match pooled {
             Some(s) => s,
@@ -428,7 +435,6 @@ impl GpuStream {
         // Scratch is ~70 bytes per text byte: each running call sizes its
         // chunks to a share of what is free.
         let active = gpu.active.fetch_add(1, Ordering::SeqCst) + 1;
-        let (free, _) = cu::mem_get_info().map_err(cuda_err("cuMemGetInfo"))?;
         let chunk_bytes = (free / (96 * active)).clamp(1 << 20, 1 << 30);
         let memory = |exported| -> Arc<dyn Memory> {
             Arc::new(StreamMemory {
@@ -454,7 +460,7 @@ impl GpuStream {
 
 impl Drop for GpuStream {
     fn drop(&mut self) {
-        let _ = Device::synchronize(self);
+        let _ = DeviceStream::synchronize(self);
         self.gpu.active.fetch_sub(1, Ordering::SeqCst);
         self.gpu
             .streams
@@ -467,7 +473,7 @@ impl Drop for GpuStream {
 /// Threads per block of every batch kernel.
 const BLOCK: u32 = 256;
 
-impl Device for GpuStream {
+impl DeviceStream for GpuStream {
     fn location(&self) -> Location {
         Location::Cuda(self.gpu.ordinal)
     }
@@ -525,7 +531,7 @@ impl Device for GpuStream {
             match cu::event::record(ready.0, self.stream.0) {
                 Ok(()) => pinned.ready = Some(ready),
                 Err(err) => {
-                    Device::synchronize(self)?;
+                    DeviceStream::synchronize(self)?;
                     return Err(Error::Cuda(format!("cuEventRecord: {err}")));
                 }
             }
@@ -549,7 +555,7 @@ impl Device for GpuStream {
             cu::memcpy_dtoh_async(dst, src.ptr() + offset as u64, self.stream.0)
                 .map_err(cuda_err("cuMemcpyDtoHAsync"))?;
         }
-        Device::synchronize(self)
+        DeviceStream::synchronize(self)
     }
 
     fn launch(&self, kernel: Kernel, args: &[u8], n: u32) -> Result<()> {
@@ -559,7 +565,7 @@ impl Device for GpuStream {
             args.as_ptr() as *mut c_void,
             (&n as *const u32).cast_mut().cast(),
         ];
-        // SAFETY: `args` is the kernel's argument struct (see kernels.rs) and `n`
+        // SAFETY: `args` is the kernel's argument struct (rust/kernels/abi.rs) and `n`
         // its thread count; cuLaunchKernel copies both before returning. Every
         // address in `args` is device memory owned by the pipeline until the
         // stream has run past this kernel (frees are stream-ordered).
@@ -581,11 +587,11 @@ impl Device for GpuStream {
         let event = Event::new(sys::CUevent_flags::CU_EVENT_DEFAULT)?;
         // SAFETY: a live event and stream.
         unsafe { cu::event::record(event.0, self.stream.0) }.map_err(cuda_err("cuEventRecord"))?;
-        Ok(Mark::Cuda(event))
+        Ok(Mark::new(event))
     }
 
     fn elapsed_ms(&self, from: &Mark, to: &Mark) -> Result<f64> {
-        let (Mark::Cuda(a), Mark::Cuda(b)) = (from, to) else {
+        let (Some(a), Some(b)) = (from.get::<Event>(), to.get::<Event>()) else {
             return Ok(0.0);
         };
         let _current = self.enter()?;

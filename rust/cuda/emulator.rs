@@ -1,13 +1,14 @@
-//! The host emulator: a [`Device`] whose memory is host memory and whose
+//! The host emulator: a [`DeviceStream`] whose memory is host memory and whose
 //! launches run the kernel functions of `cuda/gt_batch.cuh` (compiled for the
 //! host by build.rs) for every thread index, spread over the engine's pool.
 //! It lets CI run the whole CUDA pipeline — decomposition, scans, scratch
 //! layout, packing — without a GPU; only launch and copy mechanics differ.
 
-use super::device::{DevBuf, Device, Location, Mark, Memory};
-use super::kernels::{self, DevPtr, Kernel};
+use super::stream::{DevBuf, DeviceStream, Location, Mark, Memory};
 use crate::error::Result;
+use crate::kernels::{self, DevPtr, Kernel};
 use std::sync::Arc;
+use std::time::Instant;
 
 /// Emulated device; `chunk_bytes` is small in tests to force many chunks.
 pub struct Emulator {
@@ -48,7 +49,7 @@ impl Emulator {
 /// Threads per task when spreading a launch over the pool.
 const THREADS_PER_TASK: u32 = 256;
 
-impl Device for Emulator {
+impl DeviceStream for Emulator {
     fn location(&self) -> Location {
         Location::Host
     }
@@ -103,7 +104,7 @@ impl Device for Emulator {
 
     fn launch(&self, kernel: Kernel, args: &[u8], n: u32) -> Result<()> {
         let tasks = n.div_ceil(THREADS_PER_TASK) as usize;
-        crate::cpu::pool::current().map(tasks, |t| {
+        crate::pool::current().map(tasks, |t| {
             let begin = t as u32 * THREADS_PER_TASK;
             let end = (begin + THREADS_PER_TASK).min(n);
             // SAFETY: the pipeline built `args` for this kernel over live host
@@ -115,12 +116,12 @@ impl Device for Emulator {
     }
 
     fn mark(&self) -> Result<Mark> {
-        Ok(Mark::Host(std::time::Instant::now()))
+        Ok(Mark::new(Instant::now()))
     }
 
     fn elapsed_ms(&self, from: &Mark, to: &Mark) -> Result<f64> {
-        match (from, to) {
-            (Mark::Host(a), Mark::Host(b)) => Ok(b.duration_since(*a).as_secs_f64() * 1e3),
+        match (from.get::<Instant>(), to.get::<Instant>()) {
+            (Some(a), Some(b)) => Ok(b.duration_since(*a).as_secs_f64() * 1e3),
             _ => Ok(0.0),
         }
     }

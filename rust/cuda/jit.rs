@@ -9,8 +9,8 @@
 //! libnvrtc is found by bare name (cudarc's lookup); the Python layer first
 //! loads the pip wheel's copy by full path (`gpu_tok._nvrtc`).
 
-use super::sources;
 use crate::error::{Error, Result};
+use crate::kernels::sources;
 use cudarc::nvrtc::sys as nvrtc;
 use std::ffi::{c_char, c_int, CString};
 use std::path::{Path, PathBuf};
@@ -167,7 +167,7 @@ fn build(
                 .trim_end_matches('\0')
                 .to_string()
         };
-        return Err(Error::CudaUnavailable(format!(
+        return Err(Error::KernelCompile(format!(
             "NVRTC failed to compile {unit} for {arch}:\n{log}"
         )));
     }

@@ -1,15 +1,16 @@
 //! CUDA backend. The batch pipeline (`pipeline`) is written once against the
-//! [`device::Device`] trait and runs on a GPU through the driver (`driver`,
-//! cudarc) or, for tests on machines without one, on the host emulator
-//! (`emulator`), which runs the very same kernel functions thread by thread.
-//! Kernels are compiled at first use by NVRTC and cached on disk (`jit`); the
-//! probe (`probe`) decides, without ever crashing, whether a GPU is usable.
+//! [`stream::DeviceStream`] trait and runs on a GPU through the driver
+//! (`driver`, cudarc) or, for tests on machines without one, on the host
+//! emulator (`emulator`), which runs the very same kernel functions thread by
+//! thread. Kernels (`crate::kernels`) are compiled at first use by NVRTC and
+//! cached on disk (`jit`); the probe (`probe`) decides, without ever crashing,
+//! whether a GPU is usable.
+//!
+//! Imports inside: pipeline -> stream <- {driver, emulator}; driver -> jit, probe.
 
-pub mod device;
 pub mod driver;
 pub mod emulator;
 pub mod jit;
-pub mod kernels;
 pub mod pipeline;
 pub mod probe;
-pub mod sources;
+pub mod stream;

@@ -1,5 +1,5 @@
-//! The batch pipeline on a [`Device`]: rows in, packed output buffers out, in
-//! the layout of `engine::pack` (so a device batch and a CPU batch compare
+//! The batch pipeline on a [`DeviceStream`]: rows in, packed output buffers
+//! out, in the layout of `crate::layout` (so a device batch and a CPU batch compare
 //! value for value). The kernels and the data flow are described in
 //! `cuda/gt_batch.cuh`; this module lays out the inputs, sizes the buffers,
 //! launches, and cuts big batches into chunks that fit the device.
@@ -9,11 +9,14 @@
 //! cannot take). Both get the post-processor's template, truncation and
 //! padding on the device.
 
-use super::device::{DevBuf, Device, DeviceExt, Mark};
-use super::kernels::*;
-use crate::cpu::kernels::{next_cut, GtBpeModel, GtBytesTable, GtPairTable, GtSplits};
-use crate::engine::pack::{row_layout, Batch, Outputs};
+use super::stream::{DevBuf, DeviceStream, DeviceStreamExt, Mark};
 use crate::error::{Error, Result};
+use crate::kernels::{
+    next_cut, GtBpeArgs, GtBpeModel, GtBytesTable, GtCompactArgs, GtMergeEntry, GtPackArgs,
+    GtPairTable, GtPretokArgs, GtRowArgs, GtRowSource, GtRowSpan, GtScanArgs, GtSplits, GtTemplate,
+    Kernel, KernelArgs,
+};
+use crate::layout::{row_layout, Batch, Outputs};
 use crate::plan::bytelevel::ByteLevelPlan;
 use std::borrow::Cow;
 use std::ops::Range;
@@ -74,7 +77,7 @@ pub struct DeviceBatch {
 impl DeviceBatch {
     /// A host batch copied onto the device (results the host had to compute
     /// whole, e.g. pairs or offsets, for a caller that asked for the device).
-    pub fn upload(dev: &dyn Device, batch: Batch) -> Result<DeviceBatch> {
+    pub fn upload(dev: &dyn DeviceStream, batch: Batch) -> Result<DeviceBatch> {
         let mut fields = vec![("input_ids", dev.export(dev.upload_new(&batch.ids)?))];
         for (name, values) in [
             ("attention_mask", &batch.attention_mask),
@@ -118,7 +121,7 @@ unsafe impl Sync for DeviceTables {}
 /// it). The words table on the device holds the tokens that are their own
 /// BPE, so most words skip the merge loop (`ignore_merges` then means "look
 /// the word up first", exact either way).
-pub fn upload_tables(dev: &dyn Device, plan: &ByteLevelPlan) -> Result<DeviceTables> {
+pub fn upload_tables(dev: &dyn DeviceStream, plan: &ByteLevelPlan) -> Result<DeviceTables> {
     let t = plan.tables();
     let own = plan.self_encoding_words();
     let shortcut = own.as_ref().unwrap_or(t.words);
@@ -152,6 +155,7 @@ pub fn upload_tables(dev: &dyn Device, plan: &ByteLevelPlan) -> Result<DeviceTab
         },
         byte_ids: host.byte_ids,
         ignore_merges: 1,
+        _pad: 0,
     };
     Ok(DeviceTables {
         model,
@@ -167,7 +171,7 @@ const SCAN_TILE: u32 = 1024;
 /// Runs `job` on `dev`. Buffers dropped here are freed in stream order (after
 /// the kernels that use them), so no call waits for the device except the few
 /// small reads of counts that size the next buffers.
-pub fn encode(dev: &dyn Device, job: &Job<'_>) -> Result<DeviceBatch> {
+pub fn encode(dev: &dyn DeviceStream, job: &Job<'_>) -> Result<DeviceBatch> {
     let mut upload_ms = 0.0;
     let mut first_kernel = None;
     let mut chunks = Vec::new();
@@ -220,6 +224,7 @@ pub fn encode(dev: &dyn Device, job: &Job<'_>) -> Result<DeviceBatch> {
             lengths: chunk.lengths_dev.ptr(),
             row_starts: relative.ptr(),
             n_rows: chunk.rows.len() as u32,
+            _pad: 0,
             raw_ids: chunk.raw_ids.ptr(),
             host_ids: chunk.host_ids.ptr(),
             tmpl: job.template,
@@ -365,7 +370,7 @@ fn copy_texts(rows: &[Row<'_>], starts: &[usize], out: &mut [u8]) {
     }
     let target = Out(out.as_mut_ptr(), out.len());
     let tasks = rows.len().div_ceil(ROWS_PER_TASK);
-    let _ = crate::cpu::pool::current().map(tasks, |t| {
+    let _ = crate::pool::current().map(tasks, |t| {
         let end = ((t + 1) * ROWS_PER_TASK).min(rows.len());
         for i in t * ROWS_PER_TASK..end {
             if let Row::Text(text) = &rows[i] {
@@ -377,7 +382,7 @@ fn copy_texts(rows: &[Row<'_>], starts: &[usize], out: &mut [u8]) {
 }
 
 fn tokenize_chunk(
-    dev: &dyn Device,
+    dev: &dyn DeviceStream,
     job: &Job<'_>,
     rows: Range<usize>,
     upload_ms: &mut f64,
@@ -403,6 +408,7 @@ fn tokenize_chunk(
     let word_counts = dev.alloc(4 * (n_pieces as usize + 1))?;
     let mut pretok = GtPretokArgs {
         splits: job.splits,
+        _pad: 0,
         text: text.ptr(),
         piece_bounds: bounds.ptr(),
         word_counts: word_counts.ptr(),
@@ -424,7 +430,7 @@ fn tokenize_chunk(
     let raw_ids = {
         let scratch = |bytes_per_byte: usize| dev.alloc(bytes_per_byte * text_len);
         let (ids, prev, next, len) = (scratch(4)?, scratch(4)?, scratch(4)?, scratch(4)?);
-        let heap = scratch(3 * std::mem::size_of::<crate::cpu::kernels::GtMergeEntry>())?;
+        let heap = scratch(3 * std::mem::size_of::<GtMergeEntry>())?;
         let bpe_out = scratch(4)?;
         let bpe = GtBpeArgs {
             model: job.model,
@@ -455,7 +461,7 @@ fn tokenize_chunk(
 
     // Rows: raw ranges, truncation, final lengths.
     let n_rows = rows.len();
-    let spans = dev.alloc(ROW_SPAN_BYTES * n_rows)?;
+    let spans = dev.alloc(std::mem::size_of::<GtRowSpan>() * n_rows)?;
     let lengths_dev = dev.alloc(4 * n_rows)?;
     let row_args = GtRowArgs {
         sources: sources.ptr(),
@@ -481,7 +487,7 @@ fn tokenize_chunk(
 }
 
 /// Exclusive scan of `values[0..n)` in place; `values[n]` becomes the total.
-fn scan(dev: &dyn Device, values: &DevBuf, n: u32) -> Result<()> {
+fn scan(dev: &dyn DeviceStream, values: &DevBuf, n: u32) -> Result<()> {
     if n <= SCAN_TILE {
         let args = GtScanArgs {
             values: values.ptr(),

@@ -5,20 +5,22 @@
 //! padding are per-call [`Settings`]; the ones stored in tokenizer.json are kept
 //! as defaults for callers that want `tokenizers`' behaviour.
 //!
-//! Each sequence runs on the fast path (`fast`, byte-level BPE through the
-//! shared kernels) when the plan and the document allow it, else on the exact
-//! path (`exact`, the `tokenizers` crate's own stages); truncation, the
-//! post-processor and packing are the same for both.
+//! Each sequence runs on the fast path (`crate::cpu::encode`, byte-level BPE
+//! through the shared kernels) when the plan and the document allow it, else
+//! on the exact path (`exact`, the `tokenizers` crate's own stages);
+//! truncation, the post-processor and packing (`pack`) are the same for both.
+//! `offload` runs a whole batch on a CUDA device (or its emulator) instead.
 
-pub mod device;
 pub mod exact;
-pub mod fast;
+pub mod offload;
 pub mod pack;
 
 use crate::cpu;
 use crate::error::{Error, Result};
+use crate::layout::{Batch, Outputs};
 use crate::plan::bytelevel::ByteLevelPlan;
-use pack::{Batch, Outputs};
+use crate::plan::PlanReport;
+use crate::pool;
 use tokenizers::utils::truncation::truncate_encodings;
 use tokenizers::{Encoding, PaddingParams, PostProcessor, Tokenizer, TruncationParams};
 
@@ -45,7 +47,7 @@ pub struct Engine {
     /// Unique per engine: tags per-thread word caches.
     id: u64,
     /// The fast plan's tables on each device they were uploaded to.
-    device_tables: device::TablesCache,
+    device_tables: offload::TablesCache,
 }
 
 static NEXT_ENGINE_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -82,8 +84,8 @@ impl Engine {
     }
 
     /// The plan: which engine runs each stage, and why.
-    pub fn plan(&self) -> crate::plan::Plan {
-        crate::plan::Plan::of(
+    pub fn plan_report(&self) -> PlanReport {
+        PlanReport::of(
             &self.hf,
             self.fast
                 .as_ref()
@@ -97,7 +99,7 @@ impl Engine {
     fn encode_sequence(&self, text: &str, type_id: u32, settings: &Settings) -> Result<Encoding> {
         if !settings.outputs.offsets {
             if let Ok(plan) = &self.fast {
-                if let Some(ids) = fast::encode_ids(plan, self.id, text) {
+                if let Some(ids) = cpu::encode::encode_ids(plan, self.id, text) {
                     return Ok(encoding_from_ids(ids, type_id));
                 }
             }
@@ -131,7 +133,7 @@ impl Engine {
     pub fn encode_batch(&self, inputs: &[Input<'_>], settings: &Settings) -> Result<Batch> {
         self.check_truncation(inputs, settings)?;
         let encodings: Vec<Encoding> =
-            cpu::pool::current().map(inputs.len(), |i| self.encode_one(inputs[i], settings))?;
+            pool::current().map(inputs.len(), |i| self.encode_one(inputs[i], settings))?;
         Ok(pack::pack(
             &encodings,
             settings.padding.as_ref(),
@@ -216,7 +218,7 @@ impl Engine {
         rows: &[Vec<u32>],
         skip_special_tokens: bool,
     ) -> Result<Vec<String>> {
-        cpu::pool::current().map(rows.len(), |i| {
+        pool::current().map(rows.len(), |i| {
             self.hf
                 .decode(&rows[i], skip_special_tokens)
                 .map_err(Error::tokenizers)

@@ -20,7 +20,7 @@
 //!
 //! Why not: each refusal is a reason string shown by `tok.plan`.
 
-use crate::cpu::kernels::{self, BytesTable, GtBpeModel, GtPairTable, GtSplits};
+use crate::kernels::{self, BytesTable, GtBpeModel, GtPairTable, GtSplits};
 use aho_corasick::AhoCorasick;
 use serde_json::Value;
 use std::borrow::Cow;
@@ -232,6 +232,7 @@ impl ByteLevelPlan {
             vocab: words.view(),
             byte_ids,
             ignore_merges: u32::from(ignore_merges),
+            _pad: 0,
         };
         let scanners: Option<Vec<u32>> = splits
             .iter()
@@ -265,7 +266,7 @@ impl ByteLevelPlan {
         }
         const PER_TASK: usize = 4096;
         let tasks = self.vocab_words.len().div_ceil(PER_TASK);
-        let kept: Vec<Vec<usize>> = crate::cpu::pool::current()
+        let kept: Vec<Vec<usize>> = crate::pool::current()
             .map(tasks, |t| {
                 let (mut scratch, mut ids) = (kernels::Scratch::default(), Vec::new());
                 let end = ((t + 1) * PER_TASK).min(self.vocab_words.len());
@@ -341,6 +342,20 @@ impl ByteLevelPlan {
     /// True when `text` contains an added token's text (it must take the exact path).
     pub fn has_added_token(&self, text: &str) -> bool {
         self.added.as_ref().is_some_and(|ac| ac.is_match(text))
+    }
+
+    /// `text` normalized for the fast engine (CPU or device), or None if only
+    /// the exact path can encode it (it contains an added token's text, before
+    /// or after normalizing).
+    pub fn prepare<'t>(&self, text: &'t str) -> Option<Cow<'t, str>> {
+        if self.has_added_token(text) {
+            return None;
+        }
+        let normalized = self.normalize(text);
+        if matches!(normalized, Cow::Owned(_)) && self.has_added_token(&normalized) {
+            return None;
+        }
+        Some(normalized)
     }
 }
 
@@ -480,7 +495,7 @@ fn added_tokens(tokens: &Value, forms: &[NormalForm]) -> Result<Option<AhoCorasi
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cpu::kernels::{bpe_word, Scratch};
+    use crate::kernels::{bpe_word, Scratch};
 
     /// A byte-level BPE over the 256 byte tokens plus `extra`, with `merges`.
     fn plan(extra: &[&str], merges: &[&str], ignore_merges: bool) -> ByteLevelPlan {
@@ -563,6 +578,65 @@ mod tests {
         let p = plan(&[], &[], false);
         let expected: Vec<u32> = "é東".bytes().map(u32::from).collect();
         assert_eq!(encode(&p, "é東"), expected);
+    }
+
+    /// The pattern text of scanner `id`.
+    fn pattern_of(id: u32) -> &'static str {
+        SCANNERS.iter().find(|(_, i)| *i == id).unwrap().0
+    }
+
+    /// Each hand-written scanner finds exactly the matches of the crate's
+    /// regex (Oniguruma, the pattern as tokenizer.json writes it), and each
+    /// chain of scanners splits into exactly the words of the crate's
+    /// `Sequence` of `Split(Isolated)` pre-tokenizers, byte offsets included.
+    #[test]
+    fn scanners_split_words_as_the_crates_regex_does() {
+        use tokenizers::pre_tokenizers::sequence::Sequence;
+        use tokenizers::pre_tokenizers::split::{Split, SplitPattern};
+        use tokenizers::{
+            OffsetReferential, OffsetType, PreTokenizedString, PreTokenizer, SplitDelimiterBehavior,
+        };
+        let texts = crate::test_texts::sample_texts(3);
+        for (pattern, id) in SCANNERS {
+            let regex = SysRegex::new(pattern).unwrap();
+            for text in &texts {
+                let expected: Vec<(usize, usize)> = regex.find_iter(text).collect();
+                let mut got = Vec::new();
+                let mut pos = 0;
+                while let Some((start, end)) = kernels::find(id, text, pos) {
+                    assert!(end > start, "scanner {id} matched nothing at {start}");
+                    got.push((start, end));
+                    pos = end;
+                }
+                assert_eq!(got, expected, "scanner {id} on {text:?}");
+            }
+        }
+        let chains: [&[u32]; 5] = [&[1], &[2], &[3], &[4], &[5, 6, 7]];
+        for chain in chains {
+            let splits = GtSplits::new(chain).unwrap();
+            let steps = chain
+                .iter()
+                .map(|&id| {
+                    let pattern = SplitPattern::Regex(pattern_of(id).into());
+                    Split::new(pattern, SplitDelimiterBehavior::Isolated, false)
+                        .unwrap()
+                        .into()
+                })
+                .collect();
+            let crate_steps = Sequence::new(steps);
+            for text in &texts {
+                let mut pieces = PreTokenizedString::from(text.as_str());
+                crate_steps.pre_tokenize(&mut pieces).unwrap();
+                let expected: Vec<(usize, usize)> = pieces
+                    .get_splits(OffsetReferential::Original, OffsetType::Byte)
+                    .iter()
+                    .map(|(_, offsets, _)| *offsets)
+                    .collect();
+                let mut got = Vec::new();
+                kernels::split_words(&splits, text, &mut |start, end| got.push((start, end)));
+                assert_eq!(got, expected, "chain {chain:?} on {text:?}");
+            }
+        }
     }
 
     #[test]

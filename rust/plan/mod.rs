@@ -1,9 +1,12 @@
-//! The plan: for a loaded tokenizer, which engine runs each stage and why.
+//! The plan: for a loaded tokenizer, what the fast engine can run and with
+//! which tables.
 //!
 //! The fast engine claims the stages it reproduces exactly (today: byte-level
-//! BPE, see [`bytelevel`]); everything else runs on the exact path, the
-//! `tokenizers` crate itself. The decision and its reason are reported by
-//! `gpu-tok info --tokenizer` and `tok.plan`.
+//! BPE, whose plan and tables are [`bytelevel::ByteLevelPlan`]); everything
+//! else runs on the exact path, the `tokenizers` crate itself. The decision
+//! for each stage and its reason ([`PlanReport`]) are shown by
+//! `gpu-tok info --tokenizer` and `tok.plan`. [`unicode`] holds the test that
+//! keeps the scanners' Unicode table in step with Oniguruma.
 
 pub mod bytelevel;
 pub mod unicode;
@@ -39,9 +42,9 @@ pub struct Stage {
     pub reason: String,
 }
 
-/// The decisions for every stage.
+/// The decision for every stage, as reported to users.
 #[derive(Clone, Debug)]
-pub struct Plan {
+pub struct PlanReport {
     pub stages: Vec<Stage>,
 }
 
@@ -83,10 +86,10 @@ fn model_type(model: &ModelWrapper) -> Value {
     serde_json::json!({ "type": kind })
 }
 
-impl Plan {
-    /// The plan for `hf`; `fast` is the byte-level plan's outcome: how it
+impl PlanReport {
+    /// The report for `hf`; `fast` is the byte-level plan's outcome: how it
     /// pre-tokenizes, or why there is no fast plan.
-    pub fn of(hf: &Tokenizer, fast: Result<String, &str>) -> Plan {
+    pub fn of(hf: &Tokenizer, fast: Result<String, &str>) -> PlanReport {
         let components = [
             ("normalize", serialized(hf.get_normalizer())),
             ("pre_tokenize", serialized(hf.get_pre_tokenizer())),
@@ -108,7 +111,7 @@ impl Plan {
                 Stage { stage, component: describe(value), path, reason }
             })
             .collect();
-        Plan { stages }
+        PlanReport { stages }
     }
 }
 

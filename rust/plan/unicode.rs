@@ -1,6 +1,6 @@
 //! The Unicode classes the pre-token scanners need, generated from Oniguruma
 //! itself (the crate's regex engine) so that the scanners and the oracle agree
-//! on every code point. The table lives in `cuda/gt_unicode.cuh`; the test
+//! on every code point. The table lives in `cuda/gt_unicode_table.cuh`; the test
 //! below regenerates it (GPU_TOK_REGENERATE=1) or checks that it is current.
 
 #[cfg(test)]
@@ -8,7 +8,7 @@ mod tests {
     use std::fmt::Write;
     use tokenizers::utils::SysRegex;
 
-    /// (bit, onig class) in the order of the GT_* constants in gt_unicode.cuh.
+    /// (bit, onig class): the GT_L, GT_N, ... constants of gt_pretok.cuh.
     const CLASSES: [(u32, &str); 11] = [
         (1 << 0, r"\p{L}"),
         (1 << 1, r"\p{N}"),

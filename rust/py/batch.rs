@@ -6,7 +6,7 @@
 
 use super::tensor::{Storage, Tensor};
 use crate::cuda::pipeline::{DeviceBatch, Timings};
-use crate::engine::pack::Batch;
+use crate::layout::Batch;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use std::sync::Arc;

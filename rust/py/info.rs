@@ -1,8 +1,9 @@
 //! Build and runtime facts for `gpu_tok.info()`.
 
 use super::errors::detach_work;
-use crate::cpu;
-use crate::cuda::{jit, probe, sources};
+use crate::cuda::{jit, probe};
+use crate::kernels::sources;
+use crate::pool;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use std::path::PathBuf;
@@ -12,8 +13,8 @@ use std::path::PathBuf;
 pub fn build_info(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("version", env!("CARGO_PKG_VERSION"))?;
-    d.set_item("tokenizers_crate", "0.23.2")?;
-    d.set_item("features", Vec::<&str>::new())?;
+    d.set_item("tokenizers_crate", env!("GPU_TOK_TOKENIZERS_VERSION"))?;
+    // Always built: cudarc loads libcuda and NVRTC at run time, if present.
     d.set_item("cuda_backend", true)?;
     d.set_item("debug", cfg!(debug_assertions))?;
     Ok(d)
@@ -131,5 +132,5 @@ pub fn byte_level_alphabet() -> String {
 /// Worker threads of the engine's pool in this process.
 #[pyfunction]
 pub fn num_threads() -> usize {
-    cpu::pool::current().threads()
+    pool::current().threads()
 }

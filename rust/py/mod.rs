@@ -8,6 +8,7 @@ mod batch;
 mod errors;
 mod info;
 mod inputs;
+mod settings;
 mod tensor;
 mod tokenizer;
 
@@ -18,6 +19,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<tokenizer::CoreTokenizer>()?;
     m.add_class::<batch::CoreBatch>()?;
     m.add_class::<tensor::Tensor>()?;
+    m.add_class::<settings::Truncation>()?;
+    m.add_class::<settings::Padding>()?;
     m.add_function(wrap_pyfunction!(info::build_info, m)?)?;
     m.add_function(wrap_pyfunction!(info::cuda_probe, m)?)?;
     m.add_function(wrap_pyfunction!(info::num_threads, m)?)?;

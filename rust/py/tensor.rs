@@ -4,7 +4,7 @@
 //! from the CUDA backend (freed, back into the driver's pool, when the last
 //! tensor or DLPack consumer lets go of it).
 
-use crate::cuda::device::{DevBuf, Location};
+use crate::cuda::stream::{DevBuf, Location};
 use crate::dlpack::{self, DLDevice, Export};
 use pyo3::exceptions::{PyBufferError, PyValueError};
 use pyo3::ffi;

@@ -5,118 +5,35 @@
 use super::batch::CoreBatch;
 use super::errors::detach_work;
 use super::inputs;
+use super::settings::{Padding, Truncation};
 use crate::cuda::driver;
 use crate::cuda::emulator::Emulator;
-use crate::engine::pack::Outputs;
 use crate::engine::{Engine, Settings};
 use crate::error::Error;
+use crate::layout::Outputs;
 use crate::plan;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::sync::Arc;
-use tokenizers::{
-    PaddingDirection, PaddingParams, PaddingStrategy, TruncationDirection, TruncationParams,
-    TruncationStrategy,
-};
 
-/// Truncation as Python passes it: (max_length, strategy, direction, stride).
-type TruncationArgs = (usize, String, String, usize);
-/// Padding as Python passes it: (fixed length or None for longest, direction,
-/// pad_to_multiple_of, pad_id, pad_type_id, pad_token).
-type PaddingArgs = (Option<usize>, String, Option<usize>, u32, u32, String);
-
-fn truncation_params(
-    (max_length, strategy, direction, stride): TruncationArgs,
-) -> PyResult<TruncationParams> {
-    let strategy = match strategy.as_str() {
-        "longest_first" => TruncationStrategy::LongestFirst,
-        "only_first" => TruncationStrategy::OnlyFirst,
-        "only_second" => TruncationStrategy::OnlySecond,
-        other => {
-            return Err(PyValueError::new_err(format!(
-                "truncation strategy must be 'longest_first', 'only_first' or 'only_second', not {other:?}"
-            )))
-        }
-    };
-    let direction = match direction.as_str() {
-        "right" => TruncationDirection::Right,
-        "left" => TruncationDirection::Left,
-        other => {
-            return Err(PyValueError::new_err(format!(
-                "truncation side must be 'right' or 'left', not {other:?}"
-            )))
-        }
-    };
-    Ok(TruncationParams {
-        max_length,
-        strategy,
-        direction,
-        stride,
-    })
-}
-
-fn padding_params(
-    (length, direction, multiple, pad_id, pad_type_id, pad_token): PaddingArgs,
-) -> PyResult<PaddingParams> {
-    let direction = match direction.as_str() {
-        "right" => PaddingDirection::Right,
-        "left" => PaddingDirection::Left,
-        other => {
-            return Err(PyValueError::new_err(format!(
-                "padding side must be 'right' or 'left', not {other:?}"
-            )))
-        }
-    };
-    if multiple == Some(0) {
-        return Err(PyValueError::new_err(
-            "pad_to_multiple_of must be a positive integer",
-        ));
-    }
-    let strategy = length.map_or(PaddingStrategy::BatchLongest, PaddingStrategy::Fixed);
-    Ok(PaddingParams {
-        strategy,
-        direction,
-        pad_to_multiple_of: multiple,
-        pad_id,
-        pad_type_id,
-        pad_token,
-    })
-}
-
-fn strategy_name(s: TruncationStrategy) -> &'static str {
-    match s {
-        TruncationStrategy::LongestFirst => "longest_first",
-        TruncationStrategy::OnlyFirst => "only_first",
-        TruncationStrategy::OnlySecond => "only_second",
-    }
-}
-
-fn side(left: bool) -> &'static str {
-    if left {
-        "left"
-    } else {
-        "right"
-    }
-}
-
-/// Where a call runs.
-enum Target {
+/// The backend a call runs on.
+enum Backend {
     Cpu,
     Cuda(usize),
     /// The CUDA pipeline on the host, with this many text bytes per chunk.
     Emulator(usize),
 }
 
-impl Target {
+impl Backend {
     fn parse(device: &str) -> PyResult<Self> {
         let bad = || PyValueError::new_err(format!("unknown device {device:?}"));
         match device.split_once(':') {
-            None if device == "cpu" => Ok(Target::Cpu),
-            None if device == "cuda" => Ok(Target::Cuda(0)),
-            None if device == "emulator" => Ok(Target::Emulator(64 << 10)),
-            Some(("cuda", n)) => n.parse().map(Target::Cuda).map_err(|_| bad()),
-            Some(("emulator", n)) => n.parse().map(Target::Emulator).map_err(|_| bad()),
+            None if device == "cpu" => Ok(Backend::Cpu),
+            None if device == "cuda" => Ok(Backend::Cuda(0)),
+            None if device == "emulator" => Ok(Backend::Emulator(64 << 10)),
+            Some(("cuda", n)) => n.parse().map(Backend::Cuda).map_err(|_| bad()),
+            Some(("emulator", n)) => n.parse().map(Backend::Emulator).map_err(|_| bad()),
             _ => Err(bad()),
         }
     }
@@ -152,15 +69,15 @@ impl CoreTokenizer {
         texts: &Bound<'_, PyAny>,
         pairs: Option<&Bound<'_, PyAny>>,
         add_special_tokens: bool,
-        truncation: Option<TruncationArgs>,
-        padding: Option<PaddingArgs>,
+        truncation: Option<PyRef<'_, Truncation>>,
+        padding: Option<PyRef<'_, Padding>>,
         attention_mask: bool,
         type_ids: bool,
         special_tokens_mask: bool,
         offsets: bool,
         device: &str,
     ) -> PyResult<CoreBatch> {
-        let target = Target::parse(device)?;
+        let backend = Backend::parse(device)?;
         let firsts = inputs::Texts::read(texts, "texts")?;
         let seconds = pairs
             .map(|p| inputs::Texts::read(p, "text_pair"))
@@ -189,8 +106,8 @@ impl CoreTokenizer {
         };
         let settings = Settings {
             add_special_tokens,
-            truncation: truncation.map(truncation_params).transpose()?,
-            padding: padding.map(padding_params).transpose()?,
+            truncation: truncation.map(|t| t.params.clone()),
+            padding: padding.map(|p| p.params.clone()),
             outputs: Outputs {
                 attention_mask,
                 type_ids,
@@ -199,17 +116,17 @@ impl CoreTokenizer {
             },
         };
         let engine = &self.engine;
-        match target {
-            Target::Cpu => {
+        match backend {
+            Backend::Cpu => {
                 let batch = detach_work(py, || engine.encode_batch(&rows, &settings))?;
                 Ok(CoreBatch::new(batch))
             }
-            Target::Emulator(chunk_bytes) => {
+            Backend::Emulator(chunk_bytes) => {
                 let dev = Emulator::new(chunk_bytes);
                 let batch = detach_work(py, || engine.encode_batch_on(&dev, &rows, &settings))?;
                 Ok(CoreBatch::from_device(batch))
             }
-            Target::Cuda(ordinal) => {
+            Backend::Cuda(ordinal) => {
                 let batch = detach_work(py, || {
                     let stream = driver::GpuStream::acquire(&driver::gpu(ordinal)?)?;
                     engine.encode_batch_on(&stream, &rows, &settings)
@@ -219,36 +136,14 @@ impl CoreTokenizer {
         }
     }
 
-    /// Truncation stored in tokenizer.json as (max_length, strategy, direction, stride), or None.
-    fn file_truncation(&self) -> Option<(usize, &'static str, &'static str, usize)> {
-        self.engine.file_truncation().map(|t| {
-            (
-                t.max_length,
-                strategy_name(t.strategy),
-                side(t.direction == TruncationDirection::Left),
-                t.stride,
-            )
-        })
+    /// Truncation stored in tokenizer.json, or None.
+    fn file_truncation(&self) -> Option<Truncation> {
+        self.engine.file_truncation().map(Truncation::from)
     }
 
-    /// Padding stored in tokenizer.json as (fixed length or None, direction,
-    /// pad_to_multiple_of, pad_id, pad_type_id, pad_token), or None.
-    fn file_padding(&self) -> Option<PaddingArgs> {
-        self.engine.file_padding().map(|p| {
-            let length = match p.strategy {
-                PaddingStrategy::Fixed(n) => Some(n),
-                PaddingStrategy::BatchLongest => None,
-            };
-            let left = matches!(p.direction, PaddingDirection::Left);
-            (
-                length,
-                side(left).to_string(),
-                p.pad_to_multiple_of,
-                p.pad_id,
-                p.pad_type_id,
-                p.pad_token.clone(),
-            )
-        })
+    /// Padding stored in tokenizer.json, or None.
+    fn file_padding(&self) -> Option<Padding> {
+        self.engine.file_padding().map(Padding::from)
     }
 
     /// Special tokens the post-processor adds to one sequence or a pair.
@@ -326,7 +221,7 @@ impl CoreTokenizer {
     /// Per stage: (stage, component, path, reason). See `plan`.
     fn plan(&self) -> Vec<(String, String, String, String)> {
         self.engine
-            .plan()
+            .plan_report()
             .stages
             .into_iter()
             .map(|s| {

@@ -1,28 +1,15 @@
-//! The fast path for one sequence of a byte-level BPE tokenizer: normalize,
-//! split into words with the plan's scanners, then BPE each word through the
+//! One sequence of a byte-level BPE tokenizer on the CPU: normalize, split
+//! into words with the plan's scanners, then BPE each word through the
 //! per-thread cache and the shared kernel. Returns None when the document
 //! must take the exact path (it contains an added token's text).
 
-use crate::cpu::{kernels, word_cache};
+use super::word_cache;
+use crate::kernels;
 use crate::plan::bytelevel::{ByteLevelPlan, SplitStep};
-use std::borrow::Cow;
-
-/// `text` normalized for the fast path, or None if only the exact path can
-/// encode it (it contains an added token's text, before or after normalizing).
-pub fn prepare<'t>(plan: &ByteLevelPlan, text: &'t str) -> Option<Cow<'t, str>> {
-    if plan.has_added_token(text) {
-        return None;
-    }
-    let normalized = plan.normalize(text);
-    if matches!(normalized, Cow::Owned(_)) && plan.has_added_token(&normalized) {
-        return None;
-    }
-    Some(normalized)
-}
 
 /// Token ids of `text`, or None if only the exact path can encode it.
 pub fn encode_ids(plan: &ByteLevelPlan, plan_id: u64, text: &str) -> Option<Vec<u32>> {
-    let normalized = prepare(plan, text)?;
+    let normalized = plan.prepare(text)?;
     let text = normalized.as_ref();
     let mut ids = Vec::with_capacity(text.len() / 3 + 1);
     word_cache::with_cache(plan_id, |cache| {

@@ -1,84 +1,10 @@
 //! The host build of the shared kernel logic (`cuda/*.cuh`, compiled by
-//! build.rs): `#[repr(C)]` mirrors of its structs and safe wrappers. The
-//! algorithms live in the headers only; this file just calls them.
+//! build.rs through `cuda/gt_host.cpp`): its C entry points and safe wrappers
+//! over them. The algorithms live in the headers only; this file just calls
+//! them.
 
+use super::abi::{GtBpeModel, GtBpeScratch, GtBytesTable, GtMergeEntry, GtSplits, Kernel, NONE};
 use std::ffi::c_void;
-
-/// Mirror of `GtPairTable` (cuda/gt_hash.cuh).
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct GtPairTable {
-    pub keys: *const u64,
-    pub ranks: *const u32,
-    pub merged: *const u32,
-    pub mask: u64,
-}
-
-/// Mirror of `GtBytesTable` (cuda/gt_hash.cuh).
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct GtBytesTable {
-    pub hashes: *const u64,
-    pub starts: *const u32,
-    pub lens: *const u32,
-    pub ids: *const u32,
-    pub blob: *const u8,
-    pub mask: u64,
-}
-
-/// Mirror of `GtBpeModel` (cuda/gt_bpe.cuh).
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct GtBpeModel {
-    pub merges: GtPairTable,
-    pub vocab: GtBytesTable,
-    pub byte_ids: [u32; 256],
-    pub ignore_merges: u32,
-}
-
-impl GtBpeModel {
-    /// A model with no tables, for launches that encode no words.
-    pub fn null() -> Self {
-        let null_pairs = GtPairTable {
-            keys: std::ptr::null(),
-            ranks: std::ptr::null(),
-            merged: std::ptr::null(),
-            mask: 0,
-        };
-        let null_bytes = GtBytesTable {
-            hashes: std::ptr::null(),
-            starts: std::ptr::null(),
-            lens: std::ptr::null(),
-            ids: std::ptr::null(),
-            blob: std::ptr::null(),
-            mask: 0,
-        };
-        GtBpeModel {
-            merges: null_pairs,
-            vocab: null_bytes,
-            byte_ids: [0; 256],
-            ignore_merges: 0,
-        }
-    }
-}
-
-/// Mirror of `GtMergeEntry` (cuda/gt_bpe.cuh).
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-pub struct GtMergeEntry {
-    rank: u32,
-    pos: u32,
-    merged: u32,
-}
-
-#[repr(C)]
-struct GtBpeScratch {
-    ids: *mut u32,
-    prev: *mut i32,
-    next: *mut i32,
-    len: *mut u32,
-    heap: *mut GtMergeEntry,
-}
 
 extern "C" {
     fn gt_host_bpe_word(
@@ -120,18 +46,9 @@ extern "C" {
     );
     fn gt_host_next_cut(text: *const u8, end: u32, from: u32) -> u32;
     fn gt_host_chain_can_cut(splits: *const GtSplits) -> i32;
+    fn gt_host_run(kernel: u32, args: *const u8, begin: u32, end: u32) -> i32;
+    fn gt_host_struct_sizes(out: *mut u64, n: u32) -> u32;
 }
-
-/// Mirror of `GtSplits` (cuda/gt_pretok.cuh): a chain of scanner steps.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct GtSplits {
-    pub n: u32,
-    pub patterns: [u32; MAX_SPLITS],
-}
-
-/// `GT_MAX_SPLITS`.
-pub const MAX_SPLITS: usize = 4;
 
 impl GtSplits {
     /// The chain of scanners `patterns`, or None if it is too long.
@@ -207,11 +124,6 @@ pub fn find(pattern: u32, text: &str, pos: usize) -> Option<(usize, usize)> {
     };
     (end != NONE).then_some((start as usize, end as usize))
 }
-
-/// Empty-slot marker of the pair table (`GT_PAIR_EMPTY`).
-pub const PAIR_EMPTY: u64 = u64::MAX;
-/// "Not found" (`GT_NONE`).
-pub const NONE: u32 = u32::MAX;
 
 /// Per-thread scratch for `bpe_word`, grown to the longest word seen.
 #[derive(Default)]
@@ -374,6 +286,28 @@ impl BytesTable {
     }
 }
 
+/// Runs threads `[begin, end)` of batch kernel `kernel` on the host (the
+/// CUDA backend's emulator).
+///
+/// # Safety
+/// `args` must be the kernel's argument struct, whose addresses are host
+/// memory sized for the kernel's threads.
+pub unsafe fn host_run(kernel: Kernel, args: &[u8], begin: u32, end: u32) {
+    // SAFETY: the caller's contract.
+    let rc = unsafe { gt_host_run(kernel.number(), args.as_ptr(), begin, end) };
+    assert_eq!(rc, 0, "the host build lacks kernel {}", kernel.name());
+}
+
+/// The C compiler's sizes of the mirrored structs, in the order of
+/// `gt_host_struct_sizes` (cuda/gt_host.cpp).
+pub fn c_struct_sizes() -> Vec<u64> {
+    let mut sizes = vec![0u64; 32];
+    // SAFETY: writes at most `sizes.len()` entries.
+    let n = unsafe { gt_host_struct_sizes(sizes.as_mut_ptr(), sizes.len() as u32) };
+    sizes.truncate(n as usize);
+    sizes
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -385,30 +319,6 @@ mod tests {
         let mut out = Vec::new();
         split_words(splits, text, &mut |a, b| out.push(text[a..b].to_string()));
         out
-    }
-
-    fn texts() -> Vec<String> {
-        let mut texts: Vec<String> = [
-            "Hello world, it's 2026! Don't   stop\n\n  now ...  ok?",
-            "a  b   c\t\td \r\n e\n f 12345 678 9.5 x",
-            "日本語のテキスト と 中文 混合 text 汉字 42 ",
-            "emoji 😀 🎉 tail , ; :: -- 'S 'LL 'd ſ ſs",
-            "  leading and trailing   ",
-            "مرحبا بالعالم 123 Привет мир !!! ??? ",
-            "x/y/z a/ b /c https://example.com/a?b=c d",
-        ]
-        .map(String::from)
-        .to_vec();
-        let corpus =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/mixed.jsonl");
-        if let Ok(data) = std::fs::read_to_string(corpus) {
-            for line in data.lines().step_by(10).take(200) {
-                if let Ok(doc) = serde_json::from_str::<serde_json::Value>(line) {
-                    texts.extend(doc["text"].as_str().map(String::from));
-                }
-            }
-        }
-        texts
     }
 
     #[test]
@@ -429,7 +339,7 @@ mod tests {
     fn cutting_at_safe_points_keeps_the_words() {
         for chain in CHAINS {
             let splits = GtSplits::new(chain).unwrap();
-            for text in texts() {
+            for text in crate::test_texts::sample_texts(17) {
                 let whole = words(&splits, &text);
                 // Cut at every safe point: the strongest form of the claim.
                 let mut pieces = Vec::new();

@@ -1,4 +1,4 @@
-"""Device selection: which backend a call runs on, and where results live.
+"""Placement: which backend a call runs on, and where its results live.
 
 Accepts "auto", "cpu", "cuda", "cuda:N", None (= "auto") and anything whose
 `str()` is one of those (so `device=model.device` works with a `torch.device`).
@@ -23,19 +23,22 @@ from functools import cache
 from typing import Any
 
 from . import _core, _nvrtc
-from ._errors import CudaError, CudaUnavailableError
+from ._errors import CudaError, CudaUnavailableError, KernelCompileError
 
 _CUDA = re.compile(r"cuda(?::(\d+))?")
 
 # Provisional: to be replaced by the crossover measured on a GPU (benches/gpu_bench.py).
 AUTO_MIN_BYTES = 1 << 20
+# The core device "auto" offloads to (tests without a GPU point it at the host emulator).
+AUTO_DEVICE = "cuda:0"
 
 _warned_fork = False
 
 
 @dataclass(frozen=True)
-class Target:
-    """The core's device ("cpu" or "cuda:N"), and whether results are copied to the host."""
+class Placement:
+    """The core's device ("cpu", "cuda:N", or for tests "emulator[:N]"), and whether
+    results are copied to the host."""
 
     core: str
     to_host: bool = False
@@ -63,6 +66,10 @@ def _auto_gpu_ready() -> bool:
         return False
     try:
         _core.cuda_device(0)
+    except KernelCompileError as err:  # a bug, not a missing GPU: say so once
+        warnings.warn(f"gpu_tok: the CUDA kernels did not compile, device='auto' uses the CPU; "
+                      f"please report: {err}", RuntimeWarning, stacklevel=5)
+        return False
     except (CudaUnavailableError, CudaError):
         return False
     return True
@@ -72,20 +79,20 @@ def is_auto(device: Any) -> bool:
     return device is None or str(device).strip().lower() == "auto"
 
 
-def resolve(device: Any, text_bytes: int | None = None, packable: bool = True) -> Target:
+def resolve(device: Any, text_bytes: int | None = None, packable: bool = True) -> Placement:
     """Where a call with `device` runs. For "auto", `text_bytes` (the batch's
     size, when known) and `packable` (no pairs, no offsets) let it choose."""
     name = "auto" if device is None else str(device).strip().lower()
     if name == "cpu":
-        return Target("cpu")
+        return Placement("cpu")
     if name == "auto":
-        return Target("cuda:0", to_host=True) if _auto_wants_gpu(text_bytes, packable) else Target("cpu")
+        return Placement(AUTO_DEVICE, to_host=True) if _auto_wants_gpu(text_bytes, packable) else Placement("cpu")
     match = _CUDA.fullmatch(name)
     if match:
         if _core.cuda_initialised_before_fork() or not cuda_usable():
             raise CudaUnavailableError(f"device={device!r} cannot be used: {_core.cuda_probe()['reason']}; "
                                        "use 'cpu' or 'auto'")
-        return Target(f"cuda:{match.group(1) or 0}")
+        return Placement(f"cuda:{match.group(1) or 0}")
     raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', not {device!r}")
 
 

@@ -1,4 +1,5 @@
-//! A batch on a device (a GPU, or the host emulator of the CUDA backend).
+//! Offload: a whole batch on a device (a GPU, or the host emulator of the
+//! CUDA backend), results in the device's memory.
 //!
 //! The engine decides what the device can do: single sequences without
 //! offsets, whose post-processor is a fixed template around the sequence (BOS,
@@ -8,14 +9,13 @@
 //! truncation "only_second") is encoded by the CPU engine and copied to the
 //! device, so a device call never gives different results.
 
-use super::{encoding_from_ids, fast, Engine, Input, Settings};
-use crate::cpu;
-use crate::cpu::kernels::GtBpeModel;
-use crate::cuda::device::{Device, Location};
-use crate::cuda::kernels::{GtTemplate, MAX_TEMPLATE};
+use super::{encoding_from_ids, Engine, Input, Settings};
 use crate::cuda::pipeline::{self, DeviceBatch, DeviceTables, Job, Row, Truncation};
+use crate::cuda::stream::{DeviceStream, Location};
 use crate::error::Result;
+use crate::kernels::{GtBpeModel, GtTemplate, MAX_TEMPLATE};
 use crate::plan::bytelevel::ByteLevelPlan;
+use crate::pool;
 use std::sync::{Arc, Mutex};
 use tokenizers::{TruncationDirection, TruncationStrategy};
 
@@ -26,7 +26,7 @@ impl Engine {
     /// Encodes `inputs` on `dev`; the result's buffers live there.
     pub fn encode_batch_on(
         &self,
-        dev: &dyn Device,
+        dev: &dyn DeviceStream,
         inputs: &[Input<'_>],
         settings: &Settings,
     ) -> Result<DeviceBatch> {
@@ -48,7 +48,7 @@ impl Engine {
             .ok()
             .filter(|p| p.scanner_chain.is_some());
         let tables = plan.map(|p| self.tables_on(dev, p)).transpose()?;
-        let rows = cpu::pool::current().map(inputs.len(), |i| {
+        let rows = pool::current().map(inputs.len(), |i| {
             self.device_row(inputs[i].0, plan, settings)
         })?;
         let added = if settings.add_special_tokens {
@@ -79,7 +79,7 @@ impl Engine {
         plan: Option<&ByteLevelPlan>,
         settings: &Settings,
     ) -> Result<Row<'t>> {
-        if let Some(prepared) = plan.and_then(|p| fast::prepare(p, text)) {
+        if let Some(prepared) = plan.and_then(|p| p.prepare(text)) {
             return Ok(Row::Text(prepared));
         }
         Ok(Row::Ids(
@@ -88,7 +88,7 @@ impl Engine {
     }
 
     /// The plan's tables on `dev`, uploaded at first use.
-    fn tables_on(&self, dev: &dyn Device, plan: &ByteLevelPlan) -> Result<Arc<DeviceTables>> {
+    fn tables_on(&self, dev: &dyn DeviceStream, plan: &ByteLevelPlan) -> Result<Arc<DeviceTables>> {
         let mut cache = self.device_tables.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((_, tables)) = cache.iter().find(|(at, _)| *at == dev.location()) {
             return Ok(tables.clone());

@@ -1,9 +1,9 @@
 //! The kernel sources built into the binary, and the kernels they define. The
-//! CUDA backend compiles them with NVRTC at first use (`jit`); CI compile-checks
+//! CUDA backend compiles them with NVRTC at first use (`cuda::jit`); CI compile-checks
 //! them with the pip NVRTC wheel (`tests/test_kernels_nvrtc.py`) so a kernel
 //! that does not compile never lands.
 
-use super::kernels::Kernel;
+use super::abi::Kernel;
 
 /// Every kernel header and source file, as (file name, text).
 pub const FILES: [(&str, &str); 7] = [

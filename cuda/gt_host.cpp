@@ -1,6 +1,7 @@
-// Host build of the shared kernel logic (cuda/*.cuh) for the CPU backend and
-// the CUDA backend's host emulator: C-linkage entry points over the GT_HD
-// functions, nothing more. Compiled by build.rs with the `cc` crate.
+// gt_host.cpp: the host build of the kernel logic (cuda/*.cuh) for the CPU
+// backend and the CUDA backend's host emulator: C-linkage entry points over
+// the GT_HD functions, nothing more. Compiled by build.rs with the `cc` crate;
+// called through rust/kernels/host.rs.
 #include "gt_batch.cuh"
 
 extern "C" {
@@ -58,15 +59,17 @@ int gt_host_run(gt_u32 kernel, const void* args, gt_u32 begin, gt_u32 end) {
     return -1;
 }
 
-// sizeof of each kernel's argument struct (kernel order), then of GtRowSpan
-// and GtMergeEntry: the Rust mirrors check their layout against these.
-gt_u32 gt_host_args_sizes(gt_u64* out, gt_u32 n) {
+// sizeof of each kernel's argument struct (kernel order), then of the other
+// mirrored structs in the order of rust/kernels/abi.rs's layout test.
+gt_u32 gt_host_struct_sizes(gt_u64* out, gt_u32 n) {
     gt_u32 k = 0;
 #define GT_ARG_SIZE(name, Args) if (k < n) out[k++] = sizeof(Args);
     GT_BATCH_KERNELS(GT_ARG_SIZE)
 #undef GT_ARG_SIZE
-    if (k < n) out[k++] = sizeof(GtRowSpan);
-    if (k < n) out[k++] = sizeof(GtMergeEntry);
+    const gt_u64 others[] = {sizeof(GtRowSpan), sizeof(GtMergeEntry), sizeof(GtBpeModel), sizeof(GtSplits),
+                             sizeof(GtTemplate), sizeof(GtRowSource)};
+    for (gt_u64 size : others)
+        if (k < n) out[k++] = size;
     return k;
 }
 

@@ -1,9 +1,11 @@
 //! What the batch pipeline needs from a device: memory, copies, launches and
-//! timestamps. Two implementations: the GPU (`driver`) and the host emulator
-//! (`emulator`). Calls on one `Device` value are ordered (one CUDA stream).
+//! timestamps, in one ordered stream of work ([`DeviceStream`]). Two
+//! implementations: a CUDA stream on a GPU (`driver::GpuStream`) and the host
+//! emulator (`emulator::Emulator`).
 
-use super::kernels::{DevPtr, Kernel, KernelArgs};
 use crate::error::Result;
+use crate::kernels::{as_bytes, as_bytes_mut, DevPtr, Kernel, KernelArgs, Pod};
+use std::any::Any;
 use std::sync::Arc;
 
 /// Frees device memory; shared by every buffer of one device.
@@ -41,7 +43,7 @@ impl DevBuf {
         self.memory.location()
     }
 
-    /// The same memory, freed by `memory` instead (see [`Device::export`]).
+    /// The same memory, freed by `memory` instead (see [`DeviceStream::export`]).
     pub fn with_memory(self, memory: Arc<dyn Memory>) -> DevBuf {
         let this = std::mem::ManuallyDrop::new(self);
         // SAFETY: `this` is never dropped or used again; its Arc is moved out
@@ -55,7 +57,7 @@ impl DevBuf {
     }
 
     /// The first `n` values of `T`, copied to the host.
-    pub fn read_vec<T: Copy + Default>(&self, n: usize) -> Result<Vec<T>> {
+    pub fn read_vec<T: Pod + Default>(&self, n: usize) -> Result<Vec<T>> {
         assert!(
             std::mem::size_of::<T>() * n <= self.bytes.max(8),
             "read past the end of a buffer"
@@ -81,14 +83,23 @@ pub enum Location {
     Cuda(usize),
 }
 
-/// A point in the device's stream of work, for timing.
-pub enum Mark {
-    Host(std::time::Instant),
-    Cuda(super::driver::Event),
+/// A point in a stream of work, for timing. Opaque: each implementation
+/// stores its own kind of timestamp and reads it back in `elapsed_ms`.
+pub struct Mark(Box<dyn Any + Send>);
+
+impl Mark {
+    pub fn new<T: Any + Send>(stamp: T) -> Mark {
+        Mark(Box::new(stamp))
+    }
+
+    /// The timestamp, if this mark holds a `T`.
+    pub fn get<T: Any>(&self) -> Option<&T> {
+        self.0.downcast_ref()
+    }
 }
 
-/// One ordered stream of device work.
-pub trait Device {
+/// One ordered stream of device work: calls on one value run in order.
+pub trait DeviceStream {
     fn location(&self) -> Location;
     /// Uninitialised device memory (at least 8 bytes, 8-byte aligned).
     fn alloc(&self, bytes: usize) -> Result<DevBuf>;
@@ -116,17 +127,17 @@ pub trait Device {
     fn export(&self, buf: DevBuf) -> DevBuf;
 }
 
-/// Typed helpers over [`Device`].
-pub trait DeviceExt: Device {
+/// Typed helpers over [`DeviceStream`].
+pub trait DeviceStreamExt: DeviceStream {
     /// A buffer holding `values`.
-    fn upload_new<T: Copy>(&self, values: &[T]) -> Result<DevBuf> {
+    fn upload_new<T: Pod>(&self, values: &[T]) -> Result<DevBuf> {
         let buf = self.alloc(std::mem::size_of_val(values))?;
         self.upload(&buf, 0, as_bytes(values))?;
         Ok(buf)
     }
 
     /// `n` values of `T` from the start of `src`.
-    fn download_vec<T: Copy + Default>(
+    fn download_vec<T: Pod + Default>(
         &self,
         src: &DevBuf,
         offset: usize,
@@ -150,19 +161,4 @@ pub trait DeviceExt: Device {
     }
 }
 
-impl<D: Device + ?Sized> DeviceExt for D {}
-
-/// The bytes of a slice of plain values, to overwrite.
-fn as_bytes_mut<T: Copy>(values: &mut [T]) -> &mut [u8] {
-    // SAFETY: used only for the integer and repr(C) plain types the pipeline
-    // copies, for which every byte pattern is a valid value.
-    unsafe {
-        std::slice::from_raw_parts_mut(values.as_mut_ptr().cast(), std::mem::size_of_val(values))
-    }
-}
-
-/// The bytes of a slice of plain values.
-pub fn as_bytes<T: Copy>(values: &[T]) -> &[u8] {
-    // SAFETY: any initialised plain value can be viewed as bytes.
-    unsafe { std::slice::from_raw_parts(values.as_ptr().cast(), std::mem::size_of_val(values)) }
-}
+impl<D: DeviceStream + ?Sized> DeviceStreamExt for D {}

@@ -1,0 +1,396 @@
+//! `#[repr(C)]` mirrors of the structs in `cuda/*.cuh`, the batch kernels'
+//! numbering, and the one safe way to view plain data as bytes ([`Pod`]).
+//!
+//! Every mirror is declared through [`c_mirror!`], which also proves at
+//! compile time that it has no padding (padding bytes are uninitialised, so a
+//! struct with padding must not be viewed as `&[u8]`): where the C layout
+//! would pad, both sides name the gap (`pad_` in C, `_pad` here). Sizes are
+//! compared with the C compiler's (`mirrors_match_the_c_layout`), field order
+//! by the parity tests, where the host build of the kernels reads these
+//! structs with the C layout (a swapped pair of fields gives wrong ids).
+//!
+//! Pointers in the batch kernels' arguments are addresses (`DevPtr`): device
+//! memory on a GPU, host memory under the emulator.
+
+/// Plain data: every byte is initialised (no padding) and every bit pattern
+/// is a valid value, so values can be copied to and from raw bytes.
+///
+/// # Safety
+/// Implement only for types with both properties; [`c_mirror!`] checks them
+/// for the mirrors.
+pub unsafe trait Pod: Copy + 'static {}
+
+// SAFETY: integers have no padding and accept every bit pattern.
+unsafe impl Pod for u8 {}
+// SAFETY: as above.
+unsafe impl Pod for u32 {}
+// SAFETY: as above.
+unsafe impl Pod for i32 {}
+// SAFETY: as above.
+unsafe impl Pod for u64 {}
+// SAFETY: as above.
+unsafe impl Pod for i64 {}
+// SAFETY: a raw pointer is an address: no padding, any bit pattern is a value
+// (only dereferencing needs care, and that is never done through `Pod`).
+unsafe impl<T: 'static> Pod for *const T {}
+// SAFETY: as above.
+unsafe impl<T: 'static> Pod for *mut T {}
+// SAFETY: an array of Pod values has no gaps between elements.
+unsafe impl<T: Pod, const N: usize> Pod for [T; N] {}
+
+/// The bytes of a slice of plain values.
+pub fn as_bytes<T: Pod>(values: &[T]) -> &[u8] {
+    // SAFETY: Pod values have every byte initialised.
+    unsafe { std::slice::from_raw_parts(values.as_ptr().cast(), std::mem::size_of_val(values)) }
+}
+
+/// The bytes of a slice of plain values, to overwrite.
+pub fn as_bytes_mut<T: Pod>(values: &mut [T]) -> &mut [u8] {
+    // SAFETY: any bytes written leave valid Pod values behind.
+    unsafe {
+        std::slice::from_raw_parts_mut(values.as_mut_ptr().cast(), std::mem::size_of_val(values))
+    }
+}
+
+/// Declares a `#[repr(C)]` mirror of a C struct: `Clone + Copy`, [`Pod`], and
+/// a compile-time proof that its size is the sum of its fields' (no padding).
+macro_rules! c_mirror {
+    ($(#[$meta:meta])* pub struct $name:ident { $($(#[$fmeta:meta])* $vis:vis $field:ident : $ty:ty),* $(,)? }) => {
+        $(#[$meta])*
+        #[repr(C)]
+        #[derive(Clone, Copy)]
+        pub struct $name { $($(#[$fmeta])* $vis $field: $ty),* }
+
+        const _: () = {
+            fn fields_are_pod() {
+                fn pod<T: Pod>() {}
+                $(pod::<$ty>();)*
+            }
+            let _ = fields_are_pod;
+            assert!(
+                std::mem::size_of::<$name>() == 0 $(+ std::mem::size_of::<$ty>())*,
+                concat!(stringify!($name), " has padding: name the gap in C and here")
+            );
+        };
+
+        // SAFETY: repr(C), every field Pod, no padding (both checked above).
+        unsafe impl Pod for $name {}
+    };
+}
+
+// ---- per-word kernels (cuda/gt_hash.cuh, gt_bpe.cuh, gt_pretok.cuh) --------
+
+c_mirror! {
+    /// `GtPairTable` (cuda/gt_hash.cuh): merge (left, right) -> (rank, merged id).
+    pub struct GtPairTable {
+        pub keys: *const u64,
+        pub ranks: *const u32,
+        pub merged: *const u32,
+        pub mask: u64,
+    }
+}
+
+c_mirror! {
+    /// `GtBytesTable` (cuda/gt_hash.cuh): byte string -> id.
+    pub struct GtBytesTable {
+        pub hashes: *const u64,
+        pub starts: *const u32,
+        pub lens: *const u32,
+        pub ids: *const u32,
+        pub blob: *const u8,
+        pub mask: u64,
+    }
+}
+
+c_mirror! {
+    /// `GtBpeModel` (cuda/gt_bpe.cuh).
+    pub struct GtBpeModel {
+        pub merges: GtPairTable,
+        pub vocab: GtBytesTable,
+        pub byte_ids: [u32; 256],
+        pub ignore_merges: u32,
+        pub _pad: u32,
+    }
+}
+
+impl GtBpeModel {
+    /// A model with no tables, for launches that encode no words.
+    pub fn null() -> Self {
+        GtBpeModel {
+            merges: GtPairTable {
+                keys: std::ptr::null(),
+                ranks: std::ptr::null(),
+                merged: std::ptr::null(),
+                mask: 0,
+            },
+            vocab: GtBytesTable {
+                hashes: std::ptr::null(),
+                starts: std::ptr::null(),
+                lens: std::ptr::null(),
+                ids: std::ptr::null(),
+                blob: std::ptr::null(),
+                mask: 0,
+            },
+            byte_ids: [0; 256],
+            ignore_merges: 0,
+            _pad: 0,
+        }
+    }
+}
+
+c_mirror! {
+    /// `GtMergeEntry` (cuda/gt_bpe.cuh): one entry of the merge heap.
+    #[derive(Default)]
+    pub struct GtMergeEntry {
+        rank: u32,
+        pos: u32,
+        merged: u32,
+    }
+}
+
+c_mirror! {
+    /// `GtBpeScratch` (cuda/gt_bpe.cuh): caller-owned scratch of one word.
+    pub struct GtBpeScratch {
+        pub ids: *mut u32,
+        pub prev: *mut i32,
+        pub next: *mut i32,
+        pub len: *mut u32,
+        pub heap: *mut GtMergeEntry,
+    }
+}
+
+/// `GT_MAX_SPLITS`.
+pub const MAX_SPLITS: usize = 4;
+
+c_mirror! {
+    /// `GtSplits` (cuda/gt_pretok.cuh): a chain of scanner steps.
+    #[derive(Debug, Default, PartialEq, Eq)]
+    pub struct GtSplits {
+        pub n: u32,
+        pub patterns: [u32; MAX_SPLITS],
+    }
+}
+
+/// Empty-slot marker of the pair table (`GT_PAIR_EMPTY`).
+pub const PAIR_EMPTY: u64 = u64::MAX;
+/// "Not found" (`GT_NONE`).
+pub const NONE: u32 = u32::MAX;
+
+// ---- the batch kernels (cuda/gt_batch.cuh) ---------------------------------
+
+/// The kernels, in the order of `GT_BATCH_KERNELS`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kernel {
+    PretokCount,
+    PretokFill,
+    BpeWords,
+    Compact,
+    ScanSum,
+    ScanApply,
+    RowSpans,
+    Pack,
+}
+
+impl Kernel {
+    pub const ALL: [Kernel; 8] = [
+        Kernel::PretokCount,
+        Kernel::PretokFill,
+        Kernel::BpeWords,
+        Kernel::Compact,
+        Kernel::ScanSum,
+        Kernel::ScanApply,
+        Kernel::RowSpans,
+        Kernel::Pack,
+    ];
+
+    /// The `__global__` function's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kernel::PretokCount => "gt_pretok_count",
+            Kernel::PretokFill => "gt_pretok_fill",
+            Kernel::BpeWords => "gt_bpe_words",
+            Kernel::Compact => "gt_compact",
+            Kernel::ScanSum => "gt_scan_sum",
+            Kernel::ScanApply => "gt_scan_apply",
+            Kernel::RowSpans => "gt_row_spans",
+            Kernel::Pack => "gt_pack",
+        }
+    }
+
+    /// Position in `GT_BATCH_KERNELS` (the host build's kernel number).
+    pub fn number(self) -> u32 {
+        self as u32
+    }
+}
+
+/// A device (or emulated) address.
+pub type DevPtr = u64;
+
+/// A batch kernel's argument struct, passed by value.
+pub trait KernelArgs: Pod {
+    fn as_bytes(&self) -> &[u8] {
+        as_bytes(std::slice::from_ref(self))
+    }
+}
+
+c_mirror! {
+    pub struct GtPretokArgs {
+        pub splits: GtSplits,
+        pub _pad: u32,
+        pub text: DevPtr,
+        pub piece_bounds: DevPtr,
+        pub word_counts: DevPtr,
+        pub first_word: DevPtr,
+        pub word_starts: DevPtr,
+        pub word_lens: DevPtr,
+    }
+}
+
+c_mirror! {
+    pub struct GtBpeArgs {
+        pub model: GtBpeModel,
+        pub text: DevPtr,
+        pub word_starts: DevPtr,
+        pub word_lens: DevPtr,
+        pub scratch_ids: DevPtr,
+        pub scratch_prev: DevPtr,
+        pub scratch_next: DevPtr,
+        pub scratch_len: DevPtr,
+        pub scratch_heap: DevPtr,
+        pub out: DevPtr,
+        pub tok_counts: DevPtr,
+    }
+}
+
+c_mirror! {
+    pub struct GtCompactArgs {
+        pub word_starts: DevPtr,
+        pub tok_offsets: DevPtr,
+        pub bpe_out: DevPtr,
+        pub raw_ids: DevPtr,
+    }
+}
+
+c_mirror! {
+    pub struct GtScanArgs {
+        pub values: DevPtr,
+        pub tile_sums: DevPtr,
+        pub n: u32,
+        pub tile: u32,
+    }
+}
+
+/// `GT_MAX_TEMPLATE`.
+pub const MAX_TEMPLATE: usize = 8;
+
+c_mirror! {
+    #[derive(Debug, Default, PartialEq, Eq)]
+    pub struct GtTemplate {
+        pub n_prefix: u32,
+        pub n_suffix: u32,
+        pub ids: [u32; MAX_TEMPLATE],
+        pub type_ids: [u32; MAX_TEMPLATE],
+        pub seq_type_id: u32,
+    }
+}
+
+c_mirror! {
+    #[derive(Debug, Default)]
+    pub struct GtRowSource {
+        pub piece_begin: u32,
+        pub piece_end: u32,
+        pub host_begin: u32,
+        pub host_end: u32,
+    }
+}
+
+c_mirror! {
+    /// `GtRowSpan`: written and read by the kernels only.
+    pub struct GtRowSpan {
+        pub dev_begin: u32,
+        pub dev_end: u32,
+        pub host_begin: u32,
+        pub host_end: u32,
+        pub skip: u32,
+        pub keep: u32,
+    }
+}
+
+c_mirror! {
+    pub struct GtRowArgs {
+        pub sources: DevPtr,
+        pub first_word: DevPtr,
+        pub tok_offsets: DevPtr,
+        pub tmpl: GtTemplate,
+        pub truncate: u32,
+        pub max_seq: u32,
+        pub truncate_left: u32,
+        pub spans: DevPtr,
+        pub lengths: DevPtr,
+    }
+}
+
+c_mirror! {
+    pub struct GtPackArgs {
+        pub spans: DevPtr,
+        pub lengths: DevPtr,
+        pub row_starts: DevPtr,
+        pub n_rows: u32,
+        pub _pad: u32,
+        pub raw_ids: DevPtr,
+        pub host_ids: DevPtr,
+        pub tmpl: GtTemplate,
+        pub pad_left: u32,
+        pub pad_id: u32,
+        pub pad_type_id: u32,
+        pub ids: DevPtr,
+        pub attention_mask: DevPtr,
+        pub type_ids: DevPtr,
+        pub special_tokens_mask: DevPtr,
+    }
+}
+
+impl KernelArgs for GtPretokArgs {}
+impl KernelArgs for GtBpeArgs {}
+impl KernelArgs for GtCompactArgs {}
+impl KernelArgs for GtScanArgs {}
+impl KernelArgs for GtRowArgs {}
+impl KernelArgs for GtPackArgs {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::mem::size_of;
+
+    #[test]
+    fn mirrors_match_the_c_layout() {
+        let rust = [
+            size_of::<GtPretokArgs>(),
+            size_of::<GtPretokArgs>(),
+            size_of::<GtBpeArgs>(),
+            size_of::<GtCompactArgs>(),
+            size_of::<GtScanArgs>(),
+            size_of::<GtScanArgs>(),
+            size_of::<GtRowArgs>(),
+            size_of::<GtPackArgs>(),
+            size_of::<GtRowSpan>(),
+            size_of::<GtMergeEntry>(),
+            size_of::<GtBpeModel>(),
+            size_of::<GtSplits>(),
+            size_of::<GtTemplate>(),
+            size_of::<GtRowSource>(),
+        ];
+        let c: Vec<usize> = super::super::host::c_struct_sizes()
+            .into_iter()
+            .map(|s| s as usize)
+            .collect();
+        assert_eq!(c, rust);
+    }
+
+    #[test]
+    fn kernel_numbers_follow_the_list() {
+        for (i, k) in Kernel::ALL.iter().enumerate() {
+            assert_eq!(k.number() as usize, i, "{}", k.name());
+        }
+    }
+}
