@@ -7,7 +7,7 @@ import json
 import gpu_tok
 import numpy as np
 import pytest
-from conftest import HAVE_SHARED, SHARED_TOKENIZERS, ours, tokenizer_config, tokenizer_json
+from conftest import HAVE_SHARED, SHARED_TOKENIZERS, corpus_sample, edge_cases, ours, tokenizer_config, tokenizer_json
 
 NAME = "bert-minilm"  # in every environment; carries truncation+padding in tokenizer.json
 BPE = "qwen3"
@@ -159,9 +159,27 @@ def test_torch_when_installed() -> None:
     assert out["input_ids"].dtype == torch.int64 and tuple(out["input_ids"].shape) == (2, 2)
 
 
+@pytest.mark.parametrize("kwargs", [{}, dict(padding=True, truncation=True, max_length=48, padding_side="left"),
+                                    dict(padding="max_length", max_length=300, return_special_tokens_mask=True)])
+def test_auto_equals_cpu_when_it_offloads(monkeypatch: pytest.MonkeyPatch, kwargs: dict) -> None:
+    """"auto" on a batch it sends to the GPU (here: to the CUDA pipeline emulated on
+    the host, when there is no GPU) gives the CPU's values, in host memory."""
+    from gpu_tok import _placement
+
+    monkeypatch.setattr(_placement, "AUTO_MIN_BYTES", 0)
+    if not gpu_tok.info()["cuda"]["available"]:
+        monkeypatch.setattr(_placement, "_auto_gpu_ready", lambda: True)
+        monkeypatch.setattr(_placement, "AUTO_DEVICE", "emulator:20000")
+    tok = ours(BPE)
+    texts = corpus_sample()[:200] + edge_cases()
+    auto = tok(texts, device="auto", **kwargs)
+    cpu = tok(texts, device="cpu", **kwargs)
+    assert "kernels_ms" in auto.timings and "kernels_ms" not in cpu.timings, "auto did not offload"
+    assert dict(auto) == dict(cpu)
+
+
 def test_devices() -> None:
     tok = ours(BPE)
-    assert tok("x", device="cpu")["input_ids"] == tok("x", device="auto")["input_ids"]
     with pytest.raises(ValueError, match="device"):
         tok("x", device="tpu")
     if not gpu_tok.info()["cuda"]["available"]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from functools import cache
 
+import gpu_tok
 import pytest
 import tokenizers
 from conftest import HAVE_SHARED, TOKENIZER_NAMES, corpus_sample, edge_cases, ours, tokenizer_json, whole_corpus
@@ -148,35 +149,67 @@ def test_explicit_settings(name: str, case: str, add_special_tokens: bool) -> No
     assert_same(got, expected, texts, f"{name} {case}")
 
 
+PAIR_MAX_LENGTH = 64
+
+
+def legal_pairs(name: str, strategy: str) -> tuple[list[str], list[str]]:
+    """Pairs that every strategy can truncate to PAIR_MAX_LENGTH: for only_first
+    (only_second) the second (first) sequence is a short partner that leaves the
+    other room for at least one token, as the oracle measures it."""
+    texts = short_texts()[:300]
+    partners = [t[:24] for t in texts[1:] + texts[:1]]
+    if strategy == "longest_first":
+        return texts, texts[1:] + texts[:1]
+    firsts, seconds = (partners, texts) if strategy == "only_second" else (texts, partners)
+    kept_side = firsts if strategy == "only_second" else seconds
+    room = PAIR_MAX_LENGTH - pristine(name).num_special_tokens_to_add(True)
+    plain = configure(name, None, None, 0)  # lengths without tokenizer.json's truncation and padding
+    lengths = [len(e.ids) for e in plain.encode_batch(kept_side, add_special_tokens=False)]
+    keep = [i for i, n in enumerate(lengths) if n < room]
+    return [firsts[i] for i in keep], [seconds[i] for i in keep]
+
+
 @pytest.mark.parametrize("name", TOKENIZER_NAMES)
 @pytest.mark.parametrize("strategy", PAIR_STRATEGIES)
 @pytest.mark.parametrize("side", ["right", "left"])
 def test_pairs_truncation_and_padding(name: str, strategy: str, side: str) -> None:
-    texts = short_texts()[:300]
-    pairs = texts[1:] + texts[:1]
-    # only_first/only_second fail when the other sequence alone is too long; keep
-    # max_length roomy enough that `tokenizers` accepts every row, as we must too.
-    max_length = 64
+    firsts, seconds = legal_pairs(name, strategy)
+    assert len(firsts) >= 200, "too few pairs left to compare"
     pad_id = pad_id_for(name)
-    hf = configure(name, dict(max_length=max_length, strategy=strategy, direction=side),
+    hf = configure(name, dict(max_length=PAIR_MAX_LENGTH, strategy=strategy, direction=side),
                    dict(direction=side), pad_id)
-    try:
-        expected = hf.encode_batch(list(zip(texts, pairs, strict=True)))
-    except Exception as err:  # the oracle refuses: so must we, with a clear error
-        with pytest.raises(gpu_tok_errors()):
-            encode_all(name, texts, pairs, padding=True, truncation=strategy, max_length=max_length,
-                       truncation_side=side, padding_side=side, pad_token_id=pad_id)
-        assert "Truncation" in str(err) or "truncat" in str(err).lower()
-        return
-    got = encode_all(name, texts, pairs, padding=True, truncation=strategy, max_length=max_length,
+    expected = hf.encode_batch(list(zip(firsts, seconds, strict=True)))
+    assert any(e.overflowing for e in expected), "no row was truncated: the case would compare little"
+    got = encode_all(name, firsts, seconds, padding=True, truncation=strategy, max_length=PAIR_MAX_LENGTH,
                      truncation_side=side, padding_side=side, pad_token_id=pad_id)
-    assert_same(got, expected, texts, f"{name} pairs {strategy} {side}")
+    assert_same(got, expected, firsts, f"{name} pairs {strategy} {side}")
 
 
-def gpu_tok_errors() -> type[Exception]:
-    import gpu_tok
-
-    return gpu_tok.GpuTokError
+@pytest.mark.parametrize("name", TOKENIZER_NAMES)
+@pytest.mark.parametrize("strategy", ["only_first", "only_second"])
+def test_pairs_the_oracle_cannot_truncate_fail_the_same_way(name: str, strategy: str) -> None:
+    """Row by row: where `tokenizers` refuses a pair (the sequence to truncate is
+    too short), gpu_tok raises with the same message; elsewhere the values agree."""
+    # Long documents and short edge cases in turn: (long, short) and (short, long) pairs.
+    documents, edges = short_texts()[-30:], edge_cases()[::9][:30]
+    texts = [t for two in zip(documents, edges, strict=True) for t in two]
+    pairs = list(zip(texts, texts[1:] + texts[:1], strict=True))
+    hf = configure(name, dict(max_length=PAIR_MAX_LENGTH, strategy=strategy), None, 0)
+    args = dict(truncation=strategy, max_length=PAIR_MAX_LENGTH, padding=False, return_token_type_ids=True,
+                return_special_tokens_mask=True, return_offsets=True)
+    refused = 0
+    for first, second in pairs:
+        try:
+            expected = hf.encode(first, second)
+        except Exception as err:
+            refused += 1
+            with pytest.raises(gpu_tok.GpuTokError) as ours_err:
+                ours(name).encode_batch([first], [second], **args)
+            assert str(err) in str(ours_err.value), f"{name}: {ours_err.value!s:.200} vs {err}"
+            continue
+        got = ours(name).encode_batch([first], [second], **args).to_lists()
+        assert_same(got, [expected], [first], f"{name} pair {strategy}")
+    assert 0 < refused < len(pairs), f"{name} {strategy}: {refused} of {len(pairs)} refused; both kinds are needed"
 
 
 @pytest.mark.parametrize("name", TOKENIZER_NAMES)
