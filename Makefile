@@ -3,8 +3,10 @@ PYTHON ?= python3
 
 .PHONY: install test lint rust-test pytest bench fmt wheel
 
-install:  ## build the extension (release) and install it with the test tools
-	$(PYTHON) -m pip install -q -e ".[test]"
+install:  ## build the extension (release) and install it, editable, with the test tools
+	@echo "make install: building gpu_tok's Rust core (release; a few minutes on 2 cores the first time)"
+	@echo "  and installing gpu_tok in editable mode with the test tools (this replaces a 'pip install .')"
+	$(PYTHON) -m pip install -e ".[test]" --progress-bar off
 
 lint:  ## formatting, clippy, ruff, mypy, stubs against the built module
 	cargo fmt --all -- --check

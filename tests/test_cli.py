@@ -35,12 +35,17 @@ def tiny_corpus(tmp_path_factory) -> Path:
 
 def test_default_bench_runs_out_of_the_box(tmp_path: Path) -> None:
     out_json, out_png = tmp_path / "r.json", tmp_path / "r.png"
-    done = run("bench", "--repeats", "1", "--compare", "tokenizers,tiktoken,nosuchpeer",
+    done = run("bench", "--repeats", "1", "--compare", "tokenizers,tiktoken",
                "--json", str(out_json), "--plot", str(out_png))
     assert done.returncode == 0, done.stderr
     assert "gpu_tok[cpu]" in done.stdout and "tokenizers" in done.stdout
-    assert "nosuchpeer" in done.stdout and "skipped" in done.stdout
+    # The table says what was measured, and what its columns mean.
+    assert "tokenizer: embedded Qwen3 (vocab" in done.stdout and "corpus: embedded 1 MB" in done.stdout
+    assert "parity: documents whose ids are identical" in done.stdout and "peak MB:" in done.stdout
+    assert f"wrote {out_json}" in done.stdout and f"wrote {out_png}" in done.stdout
     report = json.loads(out_json.read_text())
+    assert report["settings"]["batch_sizes"] == [1, 64, 1024]  # a sweep, so the plot has lines
+    assert report["tokenizer"]["source"] == "embedded Qwen3"
     assert report["schema"] == "gpu_tok.bench/1"
     assert report["corpus"]["documents"] > 100 and report["corpus"]["bytes"] > 900_000
     engines = {e["name"]: e for e in report["engines"]}
@@ -51,7 +56,7 @@ def test_default_bench_runs_out_of_the_box(tmp_path: Path) -> None:
     result = ours["results"][0]
     assert set(result) >= {"batch_size", "seconds", "median_s", "mb_per_s", "tokens_per_s", "speedup_vs_tokenizers"}
     assert result["mb_per_s"] > 0 and result["speedup_vs_tokenizers"] > 0
-    assert engines["nosuchpeer"]["status"] == "skipped" and engines["nosuchpeer"]["reason"]
+    assert [r["batch_size"] for r in ours["results"]] == [1, 64, 1024]
     assert out_png.stat().st_size > 1000 and out_png.read_bytes()[:4] == b"\x89PNG"
 
 
@@ -108,12 +113,74 @@ def test_info(model_dir: Path) -> None:
         (("bench", "--tokenizer", "/nonexistent"), 2, "no such file"),
         (("decode", "x", "y"), 2, "integers"),
         (("nosuchcommand",), 2, "invalid choice"),
+        (("bench", "--compare", "tokenizers,nosuchpeer"), 2, "unknown peer 'nosuchpeer'; known peers: tokenizers"),
+        (("encode", "--tokenzier", "x", "hi"), 2, "unknown option --tokenzier (did you mean --tokenizer?)"),
+        (("info", "--jsn"), 2, "did you mean --json?"),
+        (("decode", "--tokenizer", "/nonexistent", "1"), 2, "or 'default' for the embedded"),
     ],
 )
 def test_bad_arguments(args: tuple, code: int, message: str) -> None:
     done = run(*args)
     assert done.returncode == code
     assert message in done.stderr
+    if args and args[0] in ("bench", "encode", "decode", "info"):
+        assert f"usage: gpu-tok {args[0]}" in done.stderr  # the subcommand's own usage
+
+
+def test_decode_refuses_ids_out_of_range() -> None:
+    done = run("decode", "9707", "99999999")
+    assert done.returncode == 1 and "id 99999999 is out of range" in done.stderr and not done.stdout
+    assert run("decode", "9707").stdout.strip() == gpu_tok.Tokenizer.default().decode([9707])
+
+
+def test_json_that_is_not_a_tokenizer_says_what_is_missing(tmp_path: Path) -> None:
+    other = tmp_path / "config.json"
+    other.write_text(json.dumps({"vocab": {"a": 0}, "merges": []}), encoding="utf-8")
+    done = run("encode", "--tokenizer", str(other), "x")
+    assert done.returncode == 1
+    assert f"{other}: not a tokenizer.json: the JSON has no `model` (its top-level keys: merges, vocab)" in done.stderr
+
+
+def test_the_embedded_default_can_be_named() -> None:
+    expected = [str(i) for i in gpu_tok.Tokenizer.default().encode("Hello world")]
+    for args in (("encode", "Hello world"), ("encode", "--tokenizer", "default", "Hello world")):
+        done = run(*args)
+        assert done.returncode == 0 and done.stdout.split() == expected, done.stderr
+    decoded = run("decode", "--tokenizer", "default", *expected)
+    assert decoded.returncode == 0 and decoded.stdout.strip() == "Hello world"
+    info = run("info", "--tokenizer", "default")
+    assert info.returncode == 0 and "plan:" in info.stdout and "BPE" in info.stdout
+    bench = run("bench", "--tokenizer", "default", "--batch-sizes", "64", "--repeats", "1", "--compare", "none")
+    assert bench.returncode == 0 and "tokenizer: embedded Qwen3" in bench.stdout, bench.stderr
+
+
+def test_info_text_is_plain() -> None:
+    done = run("info")
+    assert done.returncode == 0, done.stderr
+    assert "((" not in done.stdout and "))" not in done.stdout and "features" not in done.stdout
+    nvrtc = gpu_tok.info()["cuda"].get("nvrtc_version")
+    if nvrtc:
+        assert f"NVRTC {nvrtc[0]}.{nvrtc[1]}" in done.stdout and "NVRTC (" not in done.stdout
+
+
+def test_bench_warns_on_a_loaded_machine(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    from gpu_tok import cli
+
+    monkeypatch.setattr(cli.os, "getloadavg", lambda: (999.0, 0.0, 0.0))
+    cli._warn_if_loaded()
+    assert "figures below are unreliable" in capsys.readouterr().err
+    monkeypatch.setattr(cli.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    cli._warn_if_loaded()
+    assert capsys.readouterr().err == ""
+
+
+def test_setup_says_what_it_does_and_needs() -> None:
+    root = Path(__file__).resolve().parents[1]
+    install = (root / "Makefile").read_text().split("\ninstall:", 1)[1].split("\n\n", 1)[0]
+    assert "@echo" in install and "editable" in install and " -q " not in install
+    readme = (root / "README.md").read_text()
+    for needed in ("rustfmt", "clippy", "C++ compiler", "make", "Python >= 3.11"):
+        assert needed in readme.split("## Set up", 1)[1].split("##", 1)[0], needed
 
 
 def test_unreadable_inputs_exit_1(tmp_path: Path) -> None:

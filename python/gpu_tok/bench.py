@@ -247,10 +247,21 @@ def table(report: dict[str, Any]) -> str:
             speedup = f"{r['speedup_vs_tokenizers']:.2f}x" if r["speedup_vs_tokenizers"] else "n/a"
             lines.append(f"{e['name']:<20} {r['batch_size']:>6} {r['mb_per_s']:>9.2f} {r['tokens_per_s'] / 1e6:>8.3f} "
                          f"{speedup:>14} {parity_text:>16} {e['peak_rss_mb']:>8.1f}")
-    c = report["corpus"]
-    lines.append(f"corpus: {c['documents']} documents, {c['bytes'] / 1e6:.2f} MB; threads: "
-                 f"{report['machine']['threads']}; medians of {report['settings']['repeats']} interleaved runs")
+    lines.append("")
+    lines.append(f"{_subject(report)}; threads: {report['machine']['threads']}; "
+                 f"medians of {report['settings']['repeats']} interleaved runs")
+    lines.append("parity: documents whose ids are identical to tokenizers' (the oracle)")
+    lines.append("peak MB: most resident memory above the level before the engine's runs, sampled every 5 ms "
+                 "(a rough guide: allocator caches make it noisy)")
     return "\n".join(lines)
+
+
+def _subject(report: dict[str, Any]) -> str:
+    """'tokenizer: ...; corpus: ...', as far as the report knows them."""
+    t, c = report["tokenizer"], report["corpus"]
+    tokenizer = f"{t.get('source', 'tokenizer')} (vocab {t['vocab_size']})"
+    corpus = f"{c.get('source', 'corpus')}, {c['documents']} documents, {c['bytes'] / 1e6:.2f} MB"
+    return f"tokenizer: {tokenizer}; corpus: {corpus}"
 
 
 def plot(report: dict[str, Any], path: str | Path) -> None:
@@ -268,9 +279,11 @@ def plot(report: dict[str, Any], path: str | Path) -> None:
             sizes = [r["batch_size"] for r in e["results"]]
             ax.plot(sizes, [r["mb_per_s"] for r in e["results"]], marker="o", label=e["name"])
     ax.set_xscale("log", base=2)
+    ax.set_yscale("log")  # engines differ by 10-100x: a log axis keeps every line readable
     ax.set_xlabel("batch size (documents)")
     ax.set_ylabel("throughput (MB/s of UTF-8 input)")
-    ax.set_title(f"{report['corpus']['bytes'] / 1e6:.1f} MB, {report['machine']['threads']} threads")
+    subject = _subject(report).replace("; corpus:", "\ncorpus:")
+    ax.set_title(f"{subject}; {report['machine']['threads']} threads", fontsize=9)
     ax.grid(True, alpha=0.3)
     ax.legend()
     fig.tight_layout()

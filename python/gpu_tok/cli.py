@@ -7,6 +7,7 @@ that disagree with `tokenizers` in a benchmark), 2 bad command-line usage.
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
 import sys
@@ -17,12 +18,16 @@ from typing import Any
 DESCRIPTION = """\
 gpu_tok: exact Hugging Face tokenization, fast.
 
-  gpu-tok bench                      compare gpu_tok with tokenizers, tiktoken... on the
-                                     embedded default (Qwen3 + a 1 MB multilingual sample)
-  gpu-tok bench --tokenizer DIR --corpus data.jsonl --batch-sizes 1,64,1024 --json out.json
-  gpu-tok encode --tokenizer DIR "some text"     print ids (--json: with offsets)
-  gpu-tok decode --tokenizer DIR 9707 1879       print text
+  gpu-tok bench [--plot out.png]     compare gpu_tok with tokenizers, tiktoken... at batch sizes
+                                     1, 64 and 1024 on the embedded default (Qwen3 + a 1 MB
+                                     multilingual sample)
+  gpu-tok bench --tokenizer DIR --corpus data.jsonl --json out.json
+  gpu-tok encode "some text"                     print ids (--json: with tokens and offsets)
+  gpu-tok decode 9707 1879                       print text
   gpu-tok info [--tokenizer DIR]                 version, backend, CUDA, threads, plan
+
+--tokenizer takes tokenizer.json, a model directory, or `default` (the embedded
+Qwen3, also used when --tokenizer is left out).
 """
 
 
@@ -53,7 +58,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
-    tokenizer_help = "tokenizer.json or a model directory (default: the embedded Qwen3)"
+    tokenizer_help = "tokenizer.json, a model directory, or 'default': the embedded Qwen3 (the default)"
     bench = sub.add_parser("bench", help="measure gpu_tok against its peers on the same data",
                            description="Measure gpu_tok and every installed peer on the same corpus, "
                                        "interleaved, and report medians, speedups and parity.")
@@ -65,11 +70,13 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--device", choices=["cpu", "cuda", "auto", "all"], default="cpu",
                        help="gpu_tok device(s) to measure (default: cpu)")
     bench.add_argument("--threads", type=_positive_int, help="threads for every engine (default: all cores)")
-    bench.add_argument("--batch-sizes", type=_positive_ints, default=[1024], help="comma-separated (default: 1024)")
+    bench.add_argument("--batch-sizes", type=_positive_ints, default=[1, 64, 1024],
+                       help="documents per call, comma-separated (default: 1,64,1024)")
     bench.add_argument("--repeats", type=_positive_int, default=3, help="timed runs per engine and size (default: 3)")
     bench.add_argument("--compare", default="tokenizers,tiktoken,tokie,kitoken",
                        help="peers, comma-separated (default: tokenizers,tiktoken,tokie,kitoken; "
-                            "also: tokenizers-encode; 'none' for none)")
+                            "also: tokenizers-encode; 'none' for none). A peer that is not installed "
+                            "or cannot load the tokenizer is listed as skipped")
     bench.add_argument("--json", dest="json_out", help="write the full results here as JSON")
     bench.add_argument("--plot", help="draw throughput against batch size into this PNG")
 
@@ -85,27 +92,48 @@ def _parser() -> argparse.ArgumentParser:
     decode.add_argument("--keep-special-tokens", action="store_true", help="do not skip special tokens")
 
     info = sub.add_parser("info", help="version, build, backend, CUDA, threads, and a tokenizer's plan")
-    info.add_argument("--tokenizer", help="also show this tokenizer's plan")
+    info.add_argument("--tokenizer", help="also show this tokenizer's plan ('default': the embedded Qwen3)")
     info.add_argument("--json", action="store_true", help="print JSON")
     return parser
 
 
+def _subparser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
+    """The parser of one subcommand, so its errors show its own usage."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+            return action.choices[command]
+    return parser
+
+
+def _unknown_arguments(parser: argparse.ArgumentParser, extras: list[str]) -> str:
+    """What is wrong with arguments the parser did not take, with a suggestion for a
+    misspelled option (`--tokenzier` -> `--tokenizer`)."""
+    options = [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
+    unknown = [e for e in extras if e.startswith("-") and e != "-"]
+    if not unknown:
+        return f"unexpected arguments: {' '.join(extras)}"
+    option = unknown[0].split("=", 1)[0]
+    close = difflib.get_close_matches(option, options, n=1)
+    return f"unknown option {option}" + (f" (did you mean {close[0]}?)" if close else "")
+
+
 def _load(spec: str | None) -> tuple[Any, str, str | None]:
-    """(Tokenizer, tokenizer.json text, path of the file or None for the embedded one)."""
+    """(Tokenizer, tokenizer.json text, path of the file or None for the embedded one).
+    `default` names the embedded tokenizer unless a file or folder has that name."""
     from . import Tokenizer, _data
 
-    if spec is None:
+    path = Path(spec) if spec is not None else None
+    if path is None or (spec == "default" and not path.exists()):
         return Tokenizer.default(), _data.default_tokenizer_json(), None
-    path = Path(spec)
     if not path.exists():
-        raise UsageError(f"--tokenizer {spec}: no such file or directory")
+        raise UsageError(f"--tokenizer {spec}: no such file or directory (or 'default' for the embedded Qwen3)")
     tok = Tokenizer.from_pretrained(path) if path.is_dir() else Tokenizer.from_file(path)
     file = path / "tokenizer.json" if path.is_dir() else path
     return tok, file.read_text(encoding="utf-8"), str(file)
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from . import _data, bench
+    from . import _data, bench, peers
 
     tok, json_text, path = _load(args.tokenizer)
     max_bytes = int(args.max_mb * 1e6)
@@ -117,6 +145,10 @@ def _bench(args: argparse.Namespace) -> int:
         texts = [d["text"] for d in _data.sample_corpus()]
     devices = {"cpu": ["cpu"], "cuda": ["cuda"], "auto": ["auto"], "all": ["cpu", "cuda"]}[args.device]
     compare = [] if args.compare.strip() == "none" else [c.strip() for c in args.compare.split(",") if c.strip()]
+    unknown = [c for c in compare if c not in peers.PEERS]
+    if unknown:
+        raise UsageError(f"--compare: unknown peer {unknown[0]!r}; known peers: {', '.join(peers.PEERS)} (or 'none')")
+    _warn_if_loaded()
     with tempfile.TemporaryDirectory() as tmp:
         if path is None:  # peers that load only from files get the embedded JSON as a file
             path = os.path.join(tmp, "tokenizer.json")
@@ -126,19 +158,33 @@ def _bench(args: argparse.Namespace) -> int:
             report = bench.run(tok, json_text, texts, tokenizer_path=path, devices=devices, compare=compare,
                                batch_sizes=args.batch_sizes, repeats=args.repeats, threads=args.threads,
                                progress=advance)
-    report["tokenizer"]["source"] = args.tokenizer or "embedded qwen3"
-    report["corpus"]["source"] = args.corpus or "embedded sample"
+    report["tokenizer"]["source"] = path if args.tokenizer not in (None, "default") else "embedded Qwen3"
+    report["corpus"]["source"] = args.corpus or "embedded 1 MB multilingual sample"
     print(bench.table(report))
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        print(f"wrote {args.json_out}")
     if args.plot:
         bench.plot(report, args.plot)
+        print(f"wrote {args.plot}")
     mismatched = [e["name"] for e in report["engines"] if e["name"].startswith("gpu_tok") and e["status"] == "ok"
                   and e["parity"] and e["parity"]["identical"] != e["parity"]["total"]]
     if mismatched:
         print(f"error: {', '.join(mismatched)} disagreed with tokenizers on some documents", file=sys.stderr)
         return 1
     return 0
+
+
+def _warn_if_loaded() -> None:
+    """Timings on a busy machine mislead: say so before measuring."""
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        return
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if load > cores:
+        print(f"warning: load average {load:.1f} is above the {cores} cores: other work competes "
+              "for them, so the figures below are unreliable", file=sys.stderr)
 
 
 class _progress:
@@ -178,11 +224,18 @@ def _encode(args: argparse.Namespace) -> int:
 
 def _decode(args: argparse.Namespace) -> int:
     tok, _, _ = _load(args.tokenizer)
+    from ._errors import InvalidInputError
+
     words = args.ids or sys.stdin.read().replace(",", " ").split()
     try:
         ids = [int(w) for w in words]
     except ValueError:
         raise UsageError("ids must be integers") from None
+    for i in ids:
+        if not 0 <= i < 2**32 or tok.id_to_token(i) is None:
+            size = tok.get_vocab_size()
+            raise InvalidInputError(f"id {i} is out of range: this tokenizer has no such token "
+                                    f"(its {size} ids go from 0 to {size - 1})")
     print(tok.decode(ids, skip_special_tokens=not args.keep_special_tokens))
     return 0
 
@@ -196,13 +249,20 @@ def _info(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2))
         return 0
     cuda = report["cuda"]
-    print(f"gpu_tok {report['version']} (tokenizers crate {report['tokenizers_crate']})")
+    print(f"gpu_tok {report['version']}, over the tokenizers crate {report['tokenizers_crate']}")
     print(f"backend: {report['backend']}   threads: {report['threads']}   "
           f"CUDA backend built: {'yes' if report['cuda_backend'] else 'no'}")
-    print(f"CUDA: {'available' if cuda['available'] else 'unavailable'}"
-          + (f" ({cuda['reason']})" if cuda["reason"] else "")
-          + (f", driver {cuda['driver_version']}" if cuda.get("driver_version") else "")
-          + (f", NVRTC {cuda['nvrtc_version']}" if cuda.get("nvrtc_version") else ""))
+    details = []
+    if cuda.get("driver_version"):
+        version = cuda["driver_version"]
+        details.append(f"driver for CUDA {version // 1000}.{version % 1000 // 10}")
+    if cuda.get("nvrtc_version"):
+        details.append("NVRTC {}.{}".format(*cuda["nvrtc_version"]))
+    details += [f"cuda:{d['ordinal']} {d['name']} {d['sm']}" for d in cuda.get("devices") or []]
+    state = "available" if cuda["available"] else f"unavailable: {cuda['reason']}"
+    print(f"CUDA: {state}" + (f"; {', '.join(details)}" if details else ""))
+    if cuda.get("kernel_cache_dir"):
+        print(f"kernel cache: {cuda['kernel_cache_dir']}")
     if tok is not None:
         print("plan:")
         for row in report["plan"]:
@@ -212,7 +272,10 @@ def _info(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        command = _subparser(parser, args.command)
+        command.error(_unknown_arguments(command, extras))  # exits 2 with the subcommand's usage
     if getattr(args, "threads", None):
         # Before any pool exists: gpu_tok's and tokenizers' (rayon) read these at first use.
         os.environ["GPU_TOK_NUM_THREADS"] = os.environ["RAYON_NUM_THREADS"] = str(args.threads)
@@ -222,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return commands[args.command](args)
     except UsageError as err:
-        parser.error(str(err))  # exits 2
+        _subparser(parser, args.command).error(str(err))  # exits 2 with the subcommand's usage
     except (GpuTokError, OSError, ValueError) as err:
         print(f"gpu-tok: error: {err}", file=sys.stderr)
         return 1

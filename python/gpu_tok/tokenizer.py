@@ -11,13 +11,13 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from . import _core, _placement, _settings
-from ._errors import InvalidInputError, InvalidTokenizerError, TokenizerNotFoundError
+from ._errors import InvalidInputError, InvalidTokenizerError, TokenizerNotFoundError, UnsupportedTokenizerError
 from .batch import BatchEncoding, convert
 
 # transformers writes int(1e30) when a model sets no limit.
@@ -87,6 +87,16 @@ def _text_bytes(texts: Any) -> int | None:
     return nbytes if isinstance(nbytes, int) else None
 
 
+def _naming(path: Path, load: Callable[[], Tokenizer]) -> Tokenizer:
+    """`load()`, with `path` in the message of a tokenizer.json the core refuses."""
+    try:
+        return load()
+    except (InvalidTokenizerError, UnsupportedTokenizerError) as err:
+        if str(path) in str(err):
+            raise
+        raise type(err)(f"{path}: {err}") from err
+
+
 def _one_chunk(texts: Any) -> Any:
     """A pyarrow ChunkedArray as one Array (the core reads Arrow arrays without a copy)."""
     return texts.combine_chunks() if hasattr(texts, "combine_chunks") else texts
@@ -126,7 +136,7 @@ class Tokenizer:
         path = Path(path)
         if path.is_dir():
             raise TokenizerNotFoundError(f"{path} is a directory; use Tokenizer.from_pretrained({str(path)!r})")
-        return cls.from_str(_read_text(path, "tokenizer.json"))
+        return _naming(path, lambda: cls.from_str(_read_text(path, "tokenizer.json")))
 
     @classmethod
     def from_pretrained(cls, directory: str | os.PathLike[str]) -> Tokenizer:
@@ -148,7 +158,7 @@ class Tokenizer:
                 if not isinstance(loaded, dict):
                     raise InvalidTokenizerError(f"{directory / name} must hold a JSON object")
                 config.update({k: v for k, v in loaded.items() if v is not None or k not in config})
-        return cls.from_str(json_text, config)
+        return _naming(directory / "tokenizer.json", lambda: cls.from_str(json_text, config))
 
     def _special_tokens(self) -> dict[str, str | None]:
         special = {name: _token_content(self._config.get(f"{name}_token")) for name in _SPECIAL_NAMES}

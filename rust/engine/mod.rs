@@ -244,15 +244,28 @@ fn encoding_from_ids(ids: Vec<u32>, type_id: u32) -> Encoding {
     )
 }
 
-/// Tells apart text that is not JSON from JSON the crate cannot build.
+/// Tells apart text that is not JSON, JSON that is not a tokenizer (no
+/// `model`), and a tokenizer.json the crate cannot build.
 fn classify_load_error(json: &str, err: impl std::fmt::Display) -> Error {
     match serde_json::from_str::<serde_json::Value>(json) {
         Err(json_err) => Error::Load(format!(
             "not a valid tokenizer.json (invalid JSON: {json_err})"
         )),
-        Ok(_) => Error::Unsupported(format!(
+        Ok(serde_json::Value::Object(map)) if !map.contains_key("model") => {
+            let keys: Vec<&str> = map.keys().map(String::as_str).take(8).collect();
+            Error::Load(format!(
+                "not a tokenizer.json: the JSON has no `model` (its top-level keys: {})",
+                if keys.is_empty() {
+                    "none".into()
+                } else {
+                    keys.join(", ")
+                }
+            ))
+        }
+        Ok(serde_json::Value::Object(_)) => Error::Unsupported(format!(
             "tokenizers cannot build this tokenizer.json: {err}"
         )),
+        Ok(_) => Error::Load("not a tokenizer.json: the JSON is not an object".into()),
     }
 }
 
@@ -322,5 +335,13 @@ mod tests {
             Engine::from_json(&unknown),
             Err(Error::Unsupported(_))
         ));
+        let Err(Error::Load(why)) = Engine::from_json(r#"{"vocab": {}, "merges": []}"#) else {
+            panic!("JSON without a model must be a load error");
+        };
+        assert!(
+            why.contains("no `model`") && why.contains("merges, vocab"),
+            "{why}"
+        );
+        assert!(matches!(Engine::from_json("[1, 2]"), Err(Error::Load(_))));
     }
 }
