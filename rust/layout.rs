@@ -8,6 +8,7 @@
 //! or the longest row, rounded up to `pad_to_multiple_of`; a row already longer
 //! than the target is left as it is (so a batch can stay ragged).
 
+use crate::error::{Error, Result};
 use tokenizers::{PaddingParams, PaddingStrategy};
 
 /// Which optional fields a caller wants.
@@ -42,24 +43,50 @@ impl Batch {
     }
 }
 
-/// The length every row is padded to, as `tokenizers::utils::padding::pad_encodings` computes it.
-fn pad_target(lengths: impl Iterator<Item = usize>, params: &PaddingParams) -> usize {
+impl Outputs {
+    /// Bytes of output per token: int64 ids plus each optional field (offsets: two values).
+    pub fn bytes_per_token(&self) -> usize {
+        let fields = 1
+            + usize::from(self.attention_mask)
+            + usize::from(self.type_ids)
+            + usize::from(self.special_tokens_mask)
+            + 2 * usize::from(self.offsets);
+        8 * fields
+    }
+}
+
+/// The length every row is padded to, as `tokenizers::utils::padding::pad_encodings`
+/// computes it; None when it does not fit in a usize.
+fn pad_target(lengths: impl Iterator<Item = usize>, params: &PaddingParams) -> Option<usize> {
     let mut target = match params.strategy {
         PaddingStrategy::Fixed(size) => size,
         PaddingStrategy::BatchLongest => lengths.max().unwrap_or(0),
     };
     if let Some(multiple) = params.pad_to_multiple_of.filter(|&m| m > 0) {
         if target % multiple > 0 {
-            target += multiple - target % multiple;
+            target = target.checked_add(multiple - target % multiple)?;
         }
     }
-    target
+    Some(target)
 }
 
 /// Where each row starts once padded (B + 1 entries, CSR) and the width when
 /// padding made every row the same length: the layout of every [`Batch`].
-pub fn row_layout(lengths: &[usize], padding: Option<&PaddingParams>) -> (Vec<i64>, Option<usize>) {
-    let target = padding.map_or(0, |p| pad_target(lengths.iter().copied(), p));
+/// Refuses, before anything is allocated, a layout whose buffers would not fit
+/// in this machine's memory (`bytes_per_token`: see [`Outputs::bytes_per_token`]).
+pub fn row_layout(
+    lengths: &[usize],
+    padding: Option<&PaddingParams>,
+    bytes_per_token: usize,
+) -> Result<(Vec<i64>, Option<usize>)> {
+    let target = match padding {
+        Some(p) => pad_target(lengths.iter().copied(), p).ok_or_else(|| too_big(padding, None))?,
+        None => 0,
+    };
+    let total = lengths
+        .iter()
+        .try_fold(0usize, |sum, &len| sum.checked_add(len.max(target)));
+    check_fits(total, bytes_per_token, padding)?;
     let mut row_starts = Vec::with_capacity(lengths.len() + 1);
     row_starts.push(0i64);
     let mut total = 0usize;
@@ -69,5 +96,138 @@ pub fn row_layout(lengths: &[usize], padding: Option<&PaddingParams>) -> (Vec<i6
     }
     let first = lengths.first().map_or(target, |&len| len.max(target));
     let uniform = lengths.iter().all(|&len| len.max(target) == first);
-    (row_starts, (padding.is_some() && uniform).then_some(first))
+    Ok((row_starts, (padding.is_some() && uniform).then_some(first)))
+}
+
+/// The same refusal as [`row_layout`], before any row is encoded: `rows` rows
+/// padded to at least the fixed length (when there is one).
+pub fn check_padding(
+    rows: usize,
+    padding: Option<&PaddingParams>,
+    bytes_per_token: usize,
+) -> Result<()> {
+    let Some(params) = padding else {
+        return Ok(());
+    };
+    let target = pad_target(std::iter::empty(), params).ok_or_else(|| too_big(padding, None))?;
+    check_fits(rows.checked_mul(target), bytes_per_token, padding)
+}
+
+/// `tokens` output tokens (None: more than a usize) of `bytes_per_token` each
+/// must fit in this machine's memory.
+fn check_fits(
+    tokens: Option<usize>,
+    bytes_per_token: usize,
+    padding: Option<&PaddingParams>,
+) -> Result<()> {
+    let bytes = tokens.and_then(|t| t.checked_mul(bytes_per_token));
+    match bytes {
+        Some(b) if (b as u64) <= physical_memory() => Ok(()),
+        _ => Err(too_big(padding, bytes)),
+    }
+}
+
+/// Why a batch is refused, naming the settings that made it so big.
+fn too_big(padding: Option<&PaddingParams>, bytes: Option<usize>) -> Error {
+    let gib = |b: u64| format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64);
+    let need = bytes.map_or(
+        "more memory than can be addressed".into(),
+        |b| gib(b as u64),
+    );
+    let mut causes = Vec::new();
+    if let Some(p) = padding {
+        if let PaddingStrategy::Fixed(n) = p.strategy {
+            causes.push(format!("padding length {n} (max_length with padding='max_length', or with_padding(length=...))"));
+        }
+        if let Some(m) = p.pad_to_multiple_of {
+            causes.push(format!("pad_to_multiple_of={m}"));
+        }
+    }
+    let cause = if causes.is_empty() {
+        "the rows' lengths".to_string()
+    } else {
+        causes.join(" and ")
+    };
+    Error::InvalidArgument(format!(
+        "the output would need {need}, more than this machine's memory ({}): lower {cause}",
+        gib(physical_memory())
+    ))
+}
+
+/// This machine's physical memory in bytes (u64::MAX when unknown).
+fn physical_memory() -> u64 {
+    // SAFETY: sysconf only reads system configuration.
+    let (pages, page) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    if pages <= 0 || page <= 0 {
+        return u64::MAX;
+    }
+    (pages as u64).saturating_mul(page as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokenizers::PaddingDirection;
+
+    fn padding(strategy: PaddingStrategy, multiple: Option<usize>) -> PaddingParams {
+        PaddingParams {
+            strategy,
+            direction: PaddingDirection::Right,
+            pad_to_multiple_of: multiple,
+            pad_id: 0,
+            pad_type_id: 0,
+            pad_token: String::new(),
+        }
+    }
+
+    #[test]
+    fn layout_pads_in_place_and_reports_uniform_width() {
+        let longest = padding(PaddingStrategy::BatchLongest, Some(4));
+        let (starts, width) = row_layout(&[3, 1], Some(&longest), 8).unwrap();
+        assert_eq!((starts, width), (vec![0, 4, 8], Some(4)));
+        let (starts, width) = row_layout(&[3, 1], None, 8).unwrap();
+        assert_eq!((starts, width), (vec![0, 3, 4], None));
+    }
+
+    #[test]
+    fn huge_padding_is_refused_before_allocating() {
+        for (strategy, multiple, named) in [
+            (
+                PaddingStrategy::Fixed(1 << 40),
+                None,
+                "padding length 1099511627776",
+            ),
+            (
+                PaddingStrategy::BatchLongest,
+                Some(1 << 40),
+                "pad_to_multiple_of=1099511627776",
+            ),
+            (
+                PaddingStrategy::Fixed(usize::MAX - 1),
+                Some(7),
+                "pad_to_multiple_of=7",
+            ),
+            (PaddingStrategy::Fixed(1 << 62), None, "padding length"),
+        ] {
+            let p = padding(strategy.clone(), multiple);
+            let mut results = vec![row_layout(&[1, 2], Some(&p), 8).map(|_| ())];
+            if matches!(strategy, PaddingStrategy::Fixed(_)) {
+                // Before encoding only a fixed length is known (the longest row may be empty).
+                results.push(check_padding(2, Some(&p), 8));
+            }
+            for result in results {
+                let Err(Error::InvalidArgument(why)) = result else {
+                    panic!("{strategy:?} {multiple:?} was accepted");
+                };
+                assert!(why.contains(named) && why.contains("memory"), "{why}");
+            }
+        }
+        let fine = padding(PaddingStrategy::Fixed(512), Some(8));
+        assert!(check_padding(1000, Some(&fine), 40).is_ok());
+    }
 }

@@ -32,11 +32,18 @@ class Defaults:
     truncation_side: str | None
 
 
+# Lengths are Rust usize and ids u32 in the core: larger values are refused here.
+_MAX_LENGTH = 2**63 - 1
+_MAX_ID = 2**32 - 1
+
+
 def _positive(name: str, value: Any) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ValueError(f"{name} must be a positive int or None, not {value!r}")
+    if value > _MAX_LENGTH:
+        raise InvalidInputError(f"{name}={value} is too large (at most 2**63 - 1)")
     return value
 
 
@@ -99,6 +106,8 @@ def padding(
     bad_id = isinstance(pad_token_id, bool) or not isinstance(pad_token_id, int) or pad_token_id < 0
     if pad_token_id is not None and bad_id:
         raise ValueError(f"pad_token_id must be a non-negative int, not {pad_token_id!r}")
+    if pad_token_id is not None and pad_token_id > _MAX_ID:
+        raise InvalidInputError(f"pad_token_id={pad_token_id} is not a token id (ids are below 2**32)")
     file = d.file_padding
     if padding is None:
         if not (from_file and file is not None):

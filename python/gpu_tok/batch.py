@@ -53,6 +53,11 @@ class BatchEncoding(dict):
         self._core = core
         self._total_ms = total_ms
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickling (DataLoader workers): the fields and their values; the link to
+        the core's buffers (`lengths`, `row_offsets`, `to_numpy()`...) is not kept."""
+        return (BatchEncoding, (dict(self), None, self._total_ms))
+
     def __getattr__(self, name: str) -> Any:
         try:
             return self[name]

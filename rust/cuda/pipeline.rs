@@ -188,7 +188,7 @@ pub fn encode(dev: &dyn DeviceStream, job: &Job<'_>) -> Result<DeviceBatch> {
         .iter()
         .flat_map(|c| c.lengths.iter().map(|&n| n as usize))
         .collect();
-    let (row_starts, width) = row_layout(&lengths, job.padding);
+    let (row_starts, width) = row_layout(&lengths, job.padding, job.outputs.bytes_per_token())?;
     let total = *row_starts.last().unwrap_or(&0) as usize;
 
     let mut fields = vec![("input_ids", dev.alloc(8 * total)?)];

@@ -68,11 +68,13 @@ impl Engine {
             (parsed, fast)
         });
         let mut hf = parsed.map_err(|err| classify_load_error(json, err))?;
+        crate::plan::check_post_processor(&hf).map_err(Error::Load)?;
         let file_truncation = hf.get_truncation().cloned();
         let file_padding = hf.get_padding().cloned();
         hf.with_truncation(None).map_err(Error::tokenizers)?;
         hf.with_padding(None);
         let id = NEXT_ENGINE_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        release_freed_memory();
         Ok(Engine {
             hf,
             file_truncation,
@@ -107,6 +109,16 @@ impl Engine {
         exact::encode_sequence(&self.hf, text, type_id)
     }
 
+    /// tokenizer.json text for this tokenizer, its own truncation and padding
+    /// included (what pickling a Tokenizer sends to another process).
+    pub fn to_json(&self) -> Result<String> {
+        let mut hf = self.hf.clone();
+        hf.with_truncation(self.file_truncation.clone())
+            .map_err(Error::tokenizers)?;
+        hf.with_padding(self.file_padding.clone());
+        hf.to_string(false).map_err(Error::tokenizers)
+    }
+
     /// The underlying `tokenizers` object (without truncation and padding).
     pub fn hf(&self) -> &Tokenizer {
         &self.hf
@@ -131,19 +143,21 @@ impl Engine {
 
     /// Encodes a batch on the engine's thread pool and packs the result.
     pub fn encode_batch(&self, inputs: &[Input<'_>], settings: &Settings) -> Result<Batch> {
-        self.check_truncation(inputs, settings)?;
+        self.check_settings(inputs, settings)?;
         let encodings: Vec<Encoding> =
             pool::current().map(inputs.len(), |i| self.encode_one(inputs[i], settings))?;
-        Ok(pack::pack(
-            &encodings,
-            settings.padding.as_ref(),
-            settings.outputs,
-        ))
+        pack::pack(&encodings, settings.padding.as_ref(), settings.outputs)
     }
 
-    /// Refuses a max_length that cannot even hold the special tokens (the crate
-    /// would underflow), before any work starts.
-    fn check_truncation(&self, inputs: &[Input<'_>], settings: &Settings) -> Result<()> {
+    /// Refuses, before any work starts, settings that cannot be honoured: a
+    /// max_length that cannot even hold the special tokens (the crate would
+    /// underflow), or padding whose output would not fit in memory.
+    fn check_settings(&self, inputs: &[Input<'_>], settings: &Settings) -> Result<()> {
+        crate::layout::check_padding(
+            inputs.len(),
+            settings.padding.as_ref(),
+            settings.outputs.bytes_per_token(),
+        )?;
         let Some(trunc) = &settings.truncation else {
             return Ok(());
         };
@@ -223,6 +237,18 @@ impl Engine {
                 .decode(&rows[i], skip_special_tokens)
                 .map_err(Error::tokenizers)
         })
+    }
+}
+
+/// Returns the memory freed after loading to the system. Parsing a large
+/// tokenizer.json twice (the crate and the plan, on two threads, so in two
+/// malloc arenas) leaves hundreds of MB of freed but resident memory that
+/// glibc keeps otherwise.
+fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free heap pages to the kernel.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 

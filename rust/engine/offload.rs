@@ -30,7 +30,7 @@ impl Engine {
         inputs: &[Input<'_>],
         settings: &Settings,
     ) -> Result<DeviceBatch> {
-        self.check_truncation(inputs, settings)?;
+        self.check_settings(inputs, settings)?;
         let template = self.single_template(settings.add_special_tokens);
         let packable = !settings.outputs.offsets
             && inputs.iter().all(|(_, pair)| pair.is_none())

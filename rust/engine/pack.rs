@@ -1,13 +1,18 @@
 //! Packing: post-processed encodings -> one contiguous buffer per output
 //! field, in the layout of `crate::layout`.
 
+use crate::error::Result;
 use crate::layout::{row_layout, Batch, Outputs};
 use tokenizers::{Encoding, PaddingDirection, PaddingParams};
 
 /// Packs `encodings` (post-processed, unpadded) into a [`Batch`].
-pub fn pack(encodings: &[Encoding], padding: Option<&PaddingParams>, want: Outputs) -> Batch {
+pub fn pack(
+    encodings: &[Encoding],
+    padding: Option<&PaddingParams>,
+    want: Outputs,
+) -> Result<Batch> {
     let lengths: Vec<usize> = encodings.iter().map(Encoding::len).collect();
-    let (row_starts, width) = row_layout(&lengths, padding);
+    let (row_starts, width) = row_layout(&lengths, padding, want.bytes_per_token())?;
     let total = *row_starts.last().unwrap_or(&0) as usize;
 
     let field = |on: bool| on.then(|| Vec::<i64>::with_capacity(total));
@@ -49,7 +54,7 @@ pub fn pack(encodings: &[Encoding], padding: Option<&PaddingParams>, want: Outpu
     batch.width = width;
     batch.row_starts = row_starts;
     batch.lengths = lengths.iter().map(|&len| len as i64).collect();
-    batch
+    Ok(batch)
 }
 
 fn push_padding(batch: &mut Batch, n: usize, padding: Option<&PaddingParams>) {
@@ -118,7 +123,8 @@ mod tests {
                 attention_mask: true,
                 ..Default::default()
             },
-        );
+        )
+        .unwrap();
         assert_eq!(b.row_starts, vec![0, 3, 4]);
         assert_eq!(b.ids, vec![1, 2, 3, 4]);
         assert_eq!(b.attention_mask.unwrap(), vec![1, 1, 1, 1]);
@@ -138,7 +144,7 @@ mod tests {
             PaddingDirection::Right,
             Some(4),
         );
-        let b = pack(&[enc(&[1, 2, 3]), enc(&[4])], Some(&right), all);
+        let b = pack(&[enc(&[1, 2, 3]), enc(&[4])], Some(&right), all).unwrap();
         assert_eq!(b.width, Some(4));
         assert_eq!(b.ids, vec![1, 2, 3, 9, 4, 9, 9, 9]);
         assert_eq!(b.attention_mask.unwrap(), vec![1, 1, 1, 0, 1, 0, 0, 0]);
@@ -150,7 +156,8 @@ mod tests {
             &[enc(&[1, 2, 3]), enc(&[4])],
             Some(&left),
             Outputs::default(),
-        );
+        )
+        .unwrap();
         assert_eq!(b.ids, vec![1, 2, 3, 9, 9, 4]);
         assert_eq!(b.width, Some(3));
     }
@@ -162,7 +169,8 @@ mod tests {
             &[enc(&[1, 2, 3]), enc(&[4])],
             Some(&fixed),
             Outputs::default(),
-        );
+        )
+        .unwrap();
         assert_eq!(b.ids, vec![1, 2, 3, 4, 9]);
         assert_eq!(b.row_starts, vec![0, 3, 5]);
         assert_eq!(b.width, None);
@@ -171,7 +179,7 @@ mod tests {
     #[test]
     fn empty_batch() {
         let fixed = params(PaddingStrategy::Fixed(5), PaddingDirection::Right, None);
-        let b = pack(&[], Some(&fixed), Outputs::default());
+        let b = pack(&[], Some(&fixed), Outputs::default()).unwrap();
         assert_eq!(b.rows(), 0);
         assert_eq!(b.width, Some(5));
     }

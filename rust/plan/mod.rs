@@ -115,6 +115,40 @@ impl PlanReport {
     }
 }
 
+/// Checks what the crate's loader accepts but its encoder would panic on: a
+/// `TemplateProcessing` (alone or in a `Sequence`) whose templates name a
+/// special token that its `special_tokens` does not define.
+pub fn check_post_processor(hf: &Tokenizer) -> Result<(), String> {
+    fn check(value: &Value) -> Result<(), String> {
+        match value {
+            Value::Object(map)
+                if map.get("type").and_then(Value::as_str) == Some("TemplateProcessing") =>
+            {
+                let defined = map.get("special_tokens").and_then(Value::as_object);
+                for template in ["single", "pair"] {
+                    let pieces = map.get(template).and_then(Value::as_array);
+                    for piece in pieces.into_iter().flatten() {
+                        let Some(id) = piece["SpecialToken"]["id"].as_str() else {
+                            continue;
+                        };
+                        if !defined.is_some_and(|d| d.contains_key(id)) {
+                            return Err(format!(
+                                "post_processor: the {template} template names the special token {id:?}, \
+                                 which its special_tokens do not define"
+                            ));
+                        }
+                    }
+                }
+                Ok(())
+            }
+            Value::Object(map) => map.values().try_for_each(check),
+            Value::Array(items) => items.iter().try_for_each(check),
+            _ => Ok(()),
+        }
+    }
+    check(&serialized(hf.get_post_processor()))
+}
+
 /// True when the post-processor assigns a non-zero token type id (pairs in BERT-style models).
 pub fn post_processor_uses_type_ids(hf: &Tokenizer) -> bool {
     fn any_type_id(value: &Value) -> bool {

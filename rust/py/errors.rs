@@ -5,6 +5,7 @@
 use crate::error::Error;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
+use std::sync::Mutex;
 
 fn raise(py: Python<'_>, class: &str, message: String) -> PyErr {
     match py.import("gpu_tok._errors").and_then(|m| m.getattr(class)) {
@@ -31,6 +32,21 @@ pub fn to_py(py: Python<'_>, err: Error) -> PyErr {
     raise(py, class, message)
 }
 
+/// Where the last panic happened (set by the hook installed in [`quiet_panics`]).
+static LAST_PANIC: Mutex<Option<String>> = Mutex::new(None);
+
+/// Panics become exceptions (see [`from_panic`]) whose message says everything
+/// the default hook would print: so the hook prints nothing, and only records
+/// the location for the message.
+pub fn quiet_panics() {
+    std::panic::set_hook(Box::new(|info| {
+        let location = info
+            .location()
+            .map(|l| format!("{}:{}", l.file(), l.line()));
+        *LAST_PANIC.lock().unwrap_or_else(|e| e.into_inner()) = location;
+    }));
+}
+
 /// Turns a panic that escaped the core into an exception instead of an abort.
 pub fn from_panic(py: Python<'_>, payload: Box<dyn std::any::Any + Send>) -> PyErr {
     let what = payload
@@ -38,10 +54,15 @@ pub fn from_panic(py: Python<'_>, payload: Box<dyn std::any::Any + Send>) -> PyE
         .cloned()
         .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
         .unwrap_or_else(|| "unknown panic".into());
+    let at = LAST_PANIC
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take()
+        .map_or(String::new(), |l| format!(" at {l}"));
     raise(
         py,
         "GpuTokError",
-        format!("internal error (please report): {what}"),
+        format!("internal error (please report): {what}{at}"),
     )
 }
 

@@ -6,7 +6,7 @@ use super::arrow::{self, ArrowStrings};
 use super::errors;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyByteArray, PyBytes, PyString};
+use pyo3::types::{PyBool, PyByteArray, PyBytes, PyInt, PyList, PyString, PyTuple};
 
 /// The items of `obj` (a list, tuple or other iterable of `str`), checked.
 /// `what` names the argument in error messages.
@@ -99,5 +99,56 @@ impl<'py> Texts<'py> {
             Texts::Python(v) => utf8(py, v, what),
             Texts::Arrow(a) => Ok(a.rows.clone()),
         }
+    }
+}
+
+/// Token ids from a list or tuple of ints (numpy integers too), checked in
+/// one pass without a Python loop: a bool or a non-int is a `TypeError`, an
+/// int outside `0..2**32` an `InvalidInputError`, each naming `what[i]`.
+pub fn token_ids(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<u32>> {
+    if let Ok(list) = obj.cast::<PyList>() {
+        let mut ids = Vec::with_capacity(list.len());
+        for (i, item) in list.iter().enumerate() {
+            ids.push(token_id(&item, what, i)?);
+        }
+        return Ok(ids);
+    }
+    if let Ok(tuple) = obj.cast::<PyTuple>() {
+        let mut ids = Vec::with_capacity(tuple.len());
+        for (i, item) in tuple.iter().enumerate() {
+            ids.push(token_id(&item, what, i)?);
+        }
+        return Ok(ids);
+    }
+    Err(PyTypeError::new_err(format!(
+        "{what} must be a list of ints, not {}",
+        type_name(obj)
+    )))
+}
+
+fn token_id(item: &Bound<'_, PyAny>, what: &str, i: usize) -> PyResult<u32> {
+    let not_an_int = || {
+        PyTypeError::new_err(format!(
+            "{what}[{i}] must be an int, not {}",
+            type_name(item)
+        ))
+    };
+    // Exact ints first: the common case, one type check.
+    if item.is_exact_instance_of::<PyInt>() {
+        if let Ok(v) = item.extract::<u32>() {
+            return Ok(v);
+        }
+    } else if item.is_instance_of::<PyBool>() {
+        return Err(not_an_int());
+    }
+    let out_of_range = |value: String| {
+        let message = format!("{what}[{i}] = {value} is not a valid token id");
+        errors::to_py(item.py(), crate::error::Error::InvalidArgument(message))
+    };
+    match item.extract::<i64>() {
+        Ok(v) => u32::try_from(v).map_err(|_| out_of_range(v.to_string())),
+        // An int too big for i64 (a numpy integer or index-able object converts too).
+        Err(_) if item.is_instance_of::<PyInt>() => Err(out_of_range(item.to_string())),
+        Err(_) => Err(not_an_int()),
     }
 }

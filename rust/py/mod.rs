@@ -16,6 +16,7 @@ use pyo3::prelude::*;
 
 /// Adds the core's classes and functions to `gpu_tok._core`.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    errors::quiet_panics();
     m.add_class::<tokenizer::CoreTokenizer>()?;
     m.add_class::<batch::CoreBatch>()?;
     m.add_class::<tensor::Tensor>()?;

@@ -6,10 +6,11 @@
 
 use crate::cuda::stream::{DevBuf, Location};
 use crate::dlpack::{self, DLDevice, Export};
+use crate::kernels::{as_bytes, as_bytes_mut};
 use pyo3::exceptions::{PyBufferError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyTuple};
+use pyo3::types::{PyBytes, PyList, PyTuple};
 use std::borrow::Cow;
 use std::cell::UnsafeCell;
 use std::ffi::c_int;
@@ -99,6 +100,9 @@ impl Storage {
         self.location().0.device_type == dlpack::DEVICE_CPU
     }
 }
+
+/// What `__reduce__` gives pickle: the rebuilding function and its (shape, bytes).
+type Reduced<'py> = (Bound<'py, PyAny>, (Vec<usize>, Bound<'py, PyBytes>));
 
 /// An int64 tensor over a shared storage.
 #[pyclass(frozen, module = "gpu_tok._core")]
@@ -206,6 +210,31 @@ impl Tensor {
             strides_bytes: this.strides_bytes.clone(),
         };
         Bound::new(slf.py(), copy)
+    }
+
+    /// Pickling (DataLoader workers, multiprocessing): the shape and the values
+    /// as bytes. A CUDA tensor is copied to the host and arrives as a host tensor.
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Reduced<'py>> {
+        let py = slf.py();
+        let this = slf.get();
+        let values = py.detach(|| this.values().map(|v| v.into_owned()))?;
+        let shape = this.shape.iter().map(|&d| d as usize).collect();
+        let rebuild = py.get_type::<Tensor>().getattr("_from_bytes")?;
+        Ok((rebuild, (shape, PyBytes::new(py, as_bytes(&values)))))
+    }
+
+    /// A host tensor of `shape` from int64 values in native byte order (what
+    /// `__reduce__` gives).
+    #[staticmethod]
+    fn _from_bytes(shape: Vec<usize>, data: &[u8]) -> PyResult<Self> {
+        let n = shape
+            .iter()
+            .try_fold(1usize, |n, &d| n.checked_mul(d))
+            .filter(|&n| n.checked_mul(8) == Some(data.len()))
+            .ok_or_else(|| PyValueError::new_err("the data does not hold the shape's values"))?;
+        let mut values = vec![0i64; n];
+        as_bytes_mut(&mut values).copy_from_slice(data);
+        Ok(Tensor::new(Storage::host(values), shape))
     }
 
     /// The values as (nested) Python lists.

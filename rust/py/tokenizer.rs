@@ -12,9 +12,9 @@ use crate::engine::{Engine, Settings};
 use crate::error::Error;
 use crate::layout::Outputs;
 use crate::plan;
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyList};
 use std::sync::Arc;
 
 /// The backend a call runs on.
@@ -146,6 +146,12 @@ impl CoreTokenizer {
         self.engine.file_padding().map(Padding::from)
     }
 
+    /// tokenizer.json text of this tokenizer (for pickling; GIL released).
+    fn to_json(&self, py: Python<'_>) -> PyResult<String> {
+        let engine = &self.engine;
+        detach_work(py, || engine.to_json())
+    }
+
     /// Special tokens the post-processor adds to one sequence or a pair.
     fn num_special_tokens_to_add(&self, is_pair: bool) -> usize {
         self.engine.added_special_tokens(is_pair)
@@ -156,8 +162,15 @@ impl CoreTokenizer {
         plan::post_processor_uses_type_ids(self.engine.hf())
     }
 
+    /// Text of `ids` (a list or tuple of ints, checked here).
     #[pyo3(signature = (ids, skip_special_tokens=true))]
-    fn decode(&self, py: Python<'_>, ids: Vec<u32>, skip_special_tokens: bool) -> PyResult<String> {
+    fn decode(
+        &self,
+        py: Python<'_>,
+        ids: &Bound<'_, PyAny>,
+        skip_special_tokens: bool,
+    ) -> PyResult<String> {
+        let ids = inputs::token_ids(ids, "ids")?;
         let engine = &self.engine;
         detach_work(py, || {
             engine
@@ -167,13 +180,21 @@ impl CoreTokenizer {
         })
     }
 
+    /// Text of each row (a list of lists or tuples of ints, checked here).
     #[pyo3(signature = (rows, skip_special_tokens=true))]
     fn decode_batch(
         &self,
         py: Python<'_>,
-        rows: Vec<Vec<u32>>,
+        rows: &Bound<'_, PyAny>,
         skip_special_tokens: bool,
     ) -> PyResult<Vec<String>> {
+        let rows = rows
+            .cast::<PyList>()
+            .map_err(|_| PyTypeError::new_err("rows must be a list of id lists"))?
+            .iter()
+            .enumerate()
+            .map(|(i, row)| inputs::token_ids(&row, &format!("sequences[{i}]")))
+            .collect::<PyResult<Vec<_>>>()?;
         let engine = &self.engine;
         detach_work(py, || engine.decode_batch(&rows, skip_special_tokens))
     }
