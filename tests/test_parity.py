@@ -234,3 +234,28 @@ def test_vocabulary_matches(name: str) -> None:
         assert tok.id_to_token(i) == hf.id_to_token(i)
     assert tok.num_special_tokens_to_add(False) == hf.num_special_tokens_to_add(False)
     assert tok.num_special_tokens_to_add(True) == hf.num_special_tokens_to_add(True)
+
+
+@pytest.mark.parametrize("name", TOKENIZER_NAMES)
+def test_text_with_added_tokens(name: str) -> None:
+    """Chat-style text: the tokenizer's own added tokens (special or not) inside
+    documents, glued to words or spaced, at the ends, repeated, half-typed. The
+    fast path splits them out exactly as the crate does."""
+    import random
+
+    rng = random.Random(7)
+    added = [content for _, content, _ in ours(name)._core.added_tokens()]
+    words = " ".join(corpus_sample()[:20]).split(" ")
+    texts = []
+    for _ in range(300):
+        parts = []
+        for _ in range(rng.randint(1, 12)):
+            token = rng.choice(added)
+            piece = rng.choice([token, token[:-1], f" {token} ", f"\n{token}\n", token * 2, f"{token} x"])
+            parts.append(piece)
+            parts.append(" ".join(rng.sample(words, rng.randint(0, 8))))
+        texts.append(rng.choice(["", " ", "\n"]).join(parts))
+    for special in (True, False):
+        expected = configure(name, None, None, 0).encode_batch(texts, add_special_tokens=special)
+        got = encode_all(name, texts, add_special_tokens=special, padding=False, truncation=False)
+        assert_same(got, expected, texts, f"{name} added tokens")

@@ -1,19 +1,57 @@
-//! One sequence of a byte-level BPE tokenizer on the CPU: normalize, split
-//! into words with the plan's scanners, then BPE each word through the
-//! per-thread cache and the shared kernel. Returns None when the document
-//! must take the exact path (it contains an added token's text).
+//! One sequence of a byte-level BPE tokenizer on the CPU: split out added
+//! tokens, normalize, split into words with the plan's scanners, then BPE
+//! each word through the per-thread cache and the shared kernel.
+//!
+//! Added tokens (chat templates: `<|im_start|>`, `<think>`...) are found by
+//! the crate's own `AddedVocabulary` (its Aho-Corasick, longest match,
+//! `single_word`, `lstrip`, `rstrip`, `normalized`), so the segments are
+//! exactly the crate's; the text between them goes through the fast engine.
 
 use super::word_cache;
 use crate::kernels;
 use crate::plan::bytelevel::{ByteLevelPlan, SplitStep};
+use std::borrow::Cow;
+use tokenizers::{AddedVocabulary, NormalizerWrapper, OffsetReferential, OffsetType};
 
-/// Token ids of `text`, or None if only the exact path can encode it.
-pub fn encode_ids(plan: &ByteLevelPlan, plan_id: u64, text: &str) -> Option<Vec<u32>> {
-    let normalized = plan.prepare(text)?;
-    let text = normalized.as_ref();
+/// Token ids of `text`, or None if only the exact path can encode it (text
+/// around an added token that the normalizer would change: the crate matches
+/// normalized added tokens after normalizing, which the fast path does not redo).
+pub fn encode_ids(
+    plan: &ByteLevelPlan,
+    plan_id: u64,
+    added: &AddedVocabulary,
+    text: &str,
+) -> Option<Vec<u32>> {
+    if !plan.has_added_token(text) {
+        let normalized = plan.prepare(text)?;
+        let mut ids = Vec::with_capacity(normalized.len() / 3 + 1);
+        encode_text(plan, plan_id, &normalized, &mut ids);
+        return Some(ids);
+    }
+    // Without a normalizer the crate's split is the one it makes with it, as
+    // long as the text, and every piece between added tokens, is already
+    // normalized (checked: the crate normalizes the pieces it matches in).
+    if matches!(plan.normalize(text), Cow::Owned(_)) {
+        return None;
+    }
+    let pieces = added.extract_and_normalize(None::<&NormalizerWrapper>, text);
     let mut ids = Vec::with_capacity(text.len() / 3 + 1);
+    for (piece, _, tokens) in pieces.get_splits(OffsetReferential::Original, OffsetType::None) {
+        match tokens {
+            Some(tokens) => ids.extend(tokens.iter().map(|t| t.id)),
+            None if matches!(plan.normalize(piece), Cow::Borrowed(_)) => {
+                encode_text(plan, plan_id, piece, &mut ids)
+            }
+            None => return None,
+        }
+    }
+    Some(ids)
+}
+
+/// Appends the ids of normalized `text`, free of added tokens, to `ids`.
+fn encode_text(plan: &ByteLevelPlan, plan_id: u64, text: &str, ids: &mut Vec<u32>) {
     word_cache::with_cache(plan_id, |cache| {
-        let mut encode = |word: &str| cache.encode_word(plan.model(), word.as_bytes(), &mut ids);
+        let mut encode = |word: &str| cache.encode_word(plan.model(), word.as_bytes(), ids);
         match &plan.scanner_chain {
             // Every step a scanner: the shared kernel logic splits (as on the GPU).
             Some(chain) => {
@@ -22,7 +60,6 @@ pub fn encode_ids(plan: &ByteLevelPlan, plan_id: u64, text: &str) -> Option<Vec<
             None => for_each_word(&plan.splits, text, &mut encode),
         }
     });
-    Some(ids)
 }
 
 /// Calls `emit` with each non-empty word (for chains with a regex step; all-

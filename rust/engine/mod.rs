@@ -101,7 +101,8 @@ impl Engine {
     fn encode_sequence(&self, text: &str, type_id: u32, settings: &Settings) -> Result<Encoding> {
         if !settings.outputs.offsets {
             if let Ok(plan) = &self.fast {
-                if let Some(ids) = cpu::encode::encode_ids(plan, self.id, text) {
+                let added = self.hf.get_added_vocabulary();
+                if let Some(ids) = cpu::encode::encode_ids(plan, self.id, added, text) {
                     return Ok(encoding_from_ids(ids, type_id));
                 }
             }

@@ -14,9 +14,11 @@
 //!   and pattern the crate uses, so the words are the same.
 //! - model: BPE without dropout, prefixes/suffixes or byte fallback, whose
 //!   vocabulary has a token for each of the 256 bytes.
-//! - added tokens: a document containing any added token's text, before or
-//!   after normalization, goes to the exact path (which splits it out exactly
-//!   as the crate does).
+//! - added tokens: on the CPU, a document containing an added token's text is
+//!   split by the crate's own `AddedVocabulary` and the pieces between added
+//!   tokens take the fast path when they are already normalized (else the
+//!   whole document takes the exact path); the device path still encodes such
+//!   documents on the CPU (`cpu::encode`).
 //!
 //! Why not: each refusal is a reason string shown by `tok.plan`.
 
@@ -339,13 +341,13 @@ impl ByteLevelPlan {
         Cow::Owned(out)
     }
 
-    /// True when `text` contains an added token's text (it must take the exact path).
+    /// True when `text` contains an added token's text (before or after normalizing).
     pub fn has_added_token(&self, text: &str) -> bool {
         self.added.as_ref().is_some_and(|ac| ac.is_match(text))
     }
 
     /// `text` normalized for the fast engine (CPU or device), or None if only
-    /// the exact path can encode it (it contains an added token's text, before
+    /// the crate's added-token split can encode it (it contains an added token's text, before
     /// or after normalizing).
     pub fn prepare<'t>(&self, text: &'t str) -> Option<Cow<'t, str>> {
         if self.has_added_token(text) {
