@@ -19,6 +19,9 @@ PIECES = [
     "'ſ", "'LL", "'Re", "\x0b", "\x0c", "\u0085", "/", "//\n", "ǅ", "ʰ", "ABC", "aBc", "ÉCOLE", "一二", "ゟ", "ア",
     "！", "(é", "[x", "\u200b", "\U0001d400", "٣", "Ⅻ", "₂", "\u0e31", "\u0903",
     "ﬁ", "ＡＢＣ", "①", "Å", "ｶﾞ", "㍿", "ǆ", "\u2126", "\u1e9b\u0323",  # NFC/NFKC change these
+    # added tokens of the shared tokenizers' chat templates, whole and cut
+    "<|im_start|>", "<|im_end|>", "<think>", "</think>", "<|im_", "<｜begin▁of▁sentence｜>", "<｜User｜>",
+    "<|start|>", "<|message|>", "<|end|>", "<|channel|>", "</s>", "[SEP]", "[MASK]",
 ]
 
 texts = st.lists(

@@ -259,3 +259,46 @@ def test_text_with_added_tokens(name: str) -> None:
         expected = configure(name, None, None, 0).encode_batch(texts, add_special_tokens=special)
         got = encode_all(name, texts, add_special_tokens=special, padding=False, truncation=False)
         assert_same(got, expected, texts, f"{name} added tokens")
+
+
+@pytest.mark.parametrize("name", [n for n in BYTE_LEVEL if n != "claude"])  # claude: ByteLevel alone, no Split
+def test_inverted_removed_split_is_recognised_as_isolated(name: str) -> None:
+    """A converter's spelling of the same pre-tokenizer, Split(Removed, invert=true)
+    over a pattern that matches every character, runs on the fast engine and
+    gives the oracle's ids (DeepSeek's last step does not match digits, so there
+    the spelling means something else and the plan must refuse it)."""
+    import json
+
+    spec = json.loads(tokenizer_json(name))
+    pre = spec["pre_tokenizer"]
+    steps = pre["pretokenizers"] if pre.get("type") == "Sequence" else []
+    splits = [s for s in steps if s.get("type") == "Split"]
+    assert splits
+    for step in splits:
+        step["behavior"], step["invert"] = "Removed", True
+    text = json.dumps(spec)
+    tok, hf = gpu_tok.Tokenizer.from_str(text), tokenizers.Tokenizer.from_str(text)
+    fast = {row["stage"]: row["path"] for row in tok.plan}["pre_tokenize"] == "fast"
+    assert fast == (name != "deepseek_v3"), tok.plan
+    texts = edge_cases() + corpus_sample()[:100]
+    expected = [e.ids for e in hf.encode_batch(texts)]
+    assert tok.encode_batch(texts).to_lists()["input_ids"] == expected
+
+
+def test_byte_level_with_a_prefix_space_on_the_fast_path() -> None:
+    """ByteLevel(add_prefix_space=true) (RoBERTa/GPT-2 converters): a space goes
+    before every piece of text that lacks one, also between added tokens."""
+    import json
+
+    spec = json.loads(tokenizer_json("qwen3"))
+    spec["pre_tokenizer"] = {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}
+    text = json.dumps(spec)
+    tok, hf = gpu_tok.Tokenizer.from_str(text), tokenizers.Tokenizer.from_str(text)
+    assert {row["stage"]: row["path"] for row in tok.plan}["pre_tokenize"] == "fast"
+    texts = edge_cases() + corpus_sample()[:60] + [
+        "", "x", " x", "<|im_start|>user\nhi<|im_end|>", "a<|endoftext|>b", "<|endoftext|> b", "  two"]
+    for special in (True, False):
+        expected = [e.ids for e in hf.encode_batch(texts, add_special_tokens=special)]
+        assert tok.encode_batch(texts, add_special_tokens=special).to_lists()["input_ids"] == expected
+        device = tok._core.encode_batch(texts, add_special_tokens=special, device="emulator").to_lists()
+        assert device["input_ids"] == expected

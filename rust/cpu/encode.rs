@@ -40,7 +40,8 @@ pub fn encode_ids(
         match tokens {
             Some(tokens) => ids.extend(tokens.iter().map(|t| t.id)),
             None if matches!(plan.normalize(piece), Cow::Borrowed(_)) => {
-                encode_text(plan, plan_id, piece, &mut ids)
+                let piece = plan.with_prefix_space(Cow::Borrowed(piece));
+                encode_text(plan, plan_id, &piece, &mut ids)
             }
             None => return None,
         }

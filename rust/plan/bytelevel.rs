@@ -8,8 +8,10 @@
 //!   check first: text already in normal form is used as it is). Ids depend
 //!   only on the normalized text; offsets, which need the alignments, come
 //!   from the exact path.
-//! - pre-tokenizer: `ByteLevel` (GPT-2 regex, no prefix space) or a `Sequence`
-//!   of `Split(Regex, Isolated)` steps ending in `ByteLevel(use_regex=false)`.
+//! - pre-tokenizer: `ByteLevel` (GPT-2 regex, with or without the prefix
+//!   space) or a `Sequence`
+//!   of `Split(Regex, Isolated)` steps (or `Split(Removed, invert=true)` over a
+//!   pattern that matches every character) ending in `ByteLevel(use_regex=false)`.
 //!   The regexes run on the crate's own `SysRegex` (Oniguruma), the same engine
 //!   and pattern the crate uses, so the words are the same.
 //! - model: BPE without dropout, prefixes/suffixes or byte fallback, whose
@@ -116,6 +118,10 @@ pub struct ByteLevelPlan {
     pub normal_forms: Vec<NormalForm>,
     /// Split steps, applied in order to every piece (Isolated behaviour).
     pub splits: Vec<SplitStep>,
+    /// `ByteLevel(add_prefix_space=true)` on its own: a space is put before
+    /// each piece of text that does not start with one (the crate does it to
+    /// each piece between added tokens, before splitting it into words).
+    pub prefix_space: bool,
     /// Texts of the added tokens (and their normalized forms); None when there are none.
     pub added: Option<AhoCorasick>,
     /// The split steps as one scanner chain, when every step is a scanner
@@ -156,6 +162,10 @@ impl ByteLevelPlan {
     pub fn build(spec: &Value) -> Result<Self, String> {
         let normal_forms = normal_forms(&spec["normalizer"])?;
         let splits = splits(&spec["pre_tokenizer"])?;
+        let prefix_space = spec["pre_tokenizer"]["type"].as_str() == Some("ByteLevel")
+            && spec["pre_tokenizer"]["add_prefix_space"]
+                .as_bool()
+                .unwrap_or(true);
         let model = &spec["model"];
         check_model(model)?;
         let added = added_tokens(&spec["added_tokens"], &normal_forms)?;
@@ -246,6 +256,7 @@ impl ByteLevelPlan {
         Ok(ByteLevelPlan {
             normal_forms,
             scanner_chain: scanners.and_then(|p| GtSplits::new(&p)),
+            prefix_space,
             splits,
             added,
             model: view,
@@ -357,7 +368,19 @@ impl ByteLevelPlan {
         if matches!(normalized, Cow::Owned(_)) && self.has_added_token(&normalized) {
             return None;
         }
-        Some(normalized)
+        Some(self.with_prefix_space(normalized))
+    }
+
+    /// `piece` as the pre-tokenizer sees it: with a space in front when the
+    /// plan's `ByteLevel` adds one and the (non-empty) piece does not start
+    /// with a space.
+    pub fn with_prefix_space<'t>(&self, piece: Cow<'t, str>) -> Cow<'t, str> {
+        // The crate never hands an empty piece to the pre-tokenizer.
+        if self.prefix_space && !piece.is_empty() && !piece.starts_with(' ') {
+            Cow::Owned(format!(" {piece}"))
+        } else {
+            piece
+        }
     }
 }
 
@@ -387,14 +410,31 @@ fn normal_forms(normalizer: &Value) -> Result<Vec<NormalForm>, String> {
     }
 }
 
+/// Scanners whose pattern matches every character of any text (an
+/// alternative for letters, numbers, whitespace and everything else): for
+/// them `Split(Removed, invert=true)`, which keeps the matches and drops what
+/// lies between, drops nothing, so it splits exactly like `Split(Isolated)`.
+/// Checked against the crate on the corpus
+/// (`inverted_removal_equals_isolation_exactly_for_covering_scanners`).
+const COVERS_EVERY_CHAR: [u32; 4] = [1, 2, 3, 4];
+
 fn split_step(step: &Value) -> Result<SplitStep, String> {
     let pattern = step["pattern"]["Regex"]
         .as_str()
         .ok_or("Split with a string pattern is not covered yet")?;
-    if step["behavior"].as_str() != Some("Isolated") || step["invert"].as_bool().unwrap_or(false) {
-        return Err("only Split(behavior=Isolated, invert=false) is covered".into());
+    let invert = step["invert"].as_bool().unwrap_or(false);
+    let split = SplitStep::new(pattern)?;
+    match (step["behavior"].as_str(), invert, &split) {
+        (Some("Isolated"), false, _) => Ok(split),
+        (Some("Removed"), true, SplitStep::Scanner(id)) if COVERS_EVERY_CHAR.contains(id) => {
+            Ok(split)
+        }
+        _ => Err(
+            "only Split(Isolated), or Split(Removed, invert=true) over a pattern that \
+                  matches every character, is covered"
+                .into(),
+        ),
     }
-    SplitStep::new(pattern)
 }
 
 fn is_plain_byte_level(step: &Value, use_regex: bool) -> bool {
@@ -404,7 +444,9 @@ fn is_plain_byte_level(step: &Value, use_regex: bool) -> bool {
 }
 
 fn splits(pre_tokenizer: &Value) -> Result<Vec<SplitStep>, String> {
-    if is_plain_byte_level(pre_tokenizer, true) {
+    let standalone = pre_tokenizer["type"].as_str() == Some("ByteLevel")
+        && pre_tokenizer["use_regex"].as_bool().unwrap_or(true);
+    if standalone {
         return SplitStep::new(SCANNERS[0].0).map(|step| vec![step]);
     }
     let steps = match pre_tokenizer["type"].as_str() {
@@ -580,6 +622,45 @@ mod tests {
         let p = plan(&[], &[], false);
         let expected: Vec<u32> = "é東".bytes().map(u32::from).collect();
         assert_eq!(encode(&p, "é東"), expected);
+    }
+
+    /// For the scanners that match every character, Split(Removed, invert)
+    /// gives the words of Split(Isolated); for the others it does not (it drops
+    /// what they do not match), which is why only the first are accepted.
+    #[test]
+    fn inverted_removal_equals_isolation_exactly_for_covering_scanners() {
+        use tokenizers::pre_tokenizers::split::{Split, SplitPattern};
+        use tokenizers::{
+            OffsetReferential, OffsetType, PreTokenizedString, PreTokenizer, SplitDelimiterBehavior,
+        };
+        let words = |step: &Split, text: &str| {
+            let mut pieces = PreTokenizedString::from(text);
+            step.pre_tokenize(&mut pieces).unwrap();
+            pieces
+                .get_splits(OffsetReferential::Original, OffsetType::Byte)
+                .iter()
+                .map(|(_, offsets, _)| *offsets)
+                .collect::<Vec<_>>()
+        };
+        let mut texts = crate::test_texts::sample_texts(6);
+        texts.push("5 \u{301}x 東".into());
+        for (pattern, id) in SCANNERS {
+            let split = |behavior, invert| {
+                let p = SplitPattern::Regex(pattern.into());
+                Split::new(p, behavior, invert).unwrap()
+            };
+            let isolated = split(SplitDelimiterBehavior::Isolated, false);
+            let removed = split(SplitDelimiterBehavior::Removed, true);
+            let same = texts
+                .iter()
+                .all(|text| words(&isolated, text) == words(&removed, text));
+            assert_eq!(same, COVERS_EVERY_CHAR.contains(&id), "scanner {id}");
+        }
+        let spec = |behavior: &str, invert: bool, pattern: &str| serde_json::json!({"type": "Split", "pattern": {"Regex": pattern}, "behavior": behavior, "invert": invert});
+        assert!(split_step(&spec("Removed", true, SCANNERS[1].0)).is_ok());
+        assert!(split_step(&spec("Removed", true, SCANNERS[4].0)).is_err());
+        assert!(split_step(&spec("Removed", false, SCANNERS[1].0)).is_err());
+        assert!(split_step(&spec("Isolated", true, SCANNERS[1].0)).is_err());
     }
 
     /// The pattern text of scanner `id`.
