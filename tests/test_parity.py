@@ -302,3 +302,19 @@ def test_byte_level_with_a_prefix_space_on_the_fast_path() -> None:
         assert tok.encode_batch(texts, add_special_tokens=special).to_lists()["input_ids"] == expected
         device = tok._core.encode_batch(texts, add_special_tokens=special, device="emulator").to_lists()
         assert device["input_ids"] == expected
+
+
+def test_offsets_trimmed_by_a_byte_level_post_processor() -> None:
+    """ByteLevel(trim_offsets=true) as post-processor (GPT-2/RoBERTa style) trims
+    spaces from offsets by reading token strings: the fast path gives them."""
+    import json
+
+    spec = json.loads(tokenizer_json("qwen3"))
+    spec["post_processor"] = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}
+    text = json.dumps(spec)
+    tok, hf = gpu_tok.Tokenizer.from_str(text), tokenizers.Tokenizer.from_str(text)
+    texts = edge_cases() + corpus_sample()[:60] + ["  a  b  ", "x <|endoftext|>  y"]
+    expected = hf.encode_batch(texts)
+    got = tok.encode_batch(texts, return_offsets=True).to_lists()
+    assert got["offset_mapping"] == [[tuple(o) for o in e.offsets] for e in expected]
+    assert got["input_ids"] == [e.ids for e in expected]

@@ -13,52 +13,121 @@ use crate::plan::bytelevel::{ByteLevelPlan, SplitStep};
 use std::borrow::Cow;
 use tokenizers::{AddedVocabulary, NormalizerWrapper, OffsetReferential, OffsetType};
 
-/// Token ids of `text`, or None if only the exact path can encode it (text
-/// around an added token that the normalizer would change: the crate matches
-/// normalized added tokens after normalizing, which the fast path does not redo).
-pub fn encode_ids(
+/// One sequence on the fast path: its ids and, when asked for, each token's
+/// offsets in characters of `text` (as the crate reports them before its
+/// post-processor: a token that ends or starts inside a multi-byte character
+/// covers the whole character).
+pub struct Encoded {
+    pub ids: Vec<u32>,
+    pub offsets: Option<Vec<(usize, usize)>>,
+}
+
+/// `text` on the fast path, or None if only the exact path can encode it:
+/// text the normalizer would change around an added token (the crate matches
+/// normalized added tokens after normalizing, which the fast path does not
+/// redo), or offsets of text the normalizer or a prefix space changes.
+pub fn encode(
     plan: &ByteLevelPlan,
     plan_id: u64,
     added: &AddedVocabulary,
     text: &str,
-) -> Option<Vec<u32>> {
-    if !plan.has_added_token(text) {
-        let normalized = plan.prepare(text)?;
-        let mut ids = Vec::with_capacity(normalized.len() / 3 + 1);
-        encode_text(plan, plan_id, &normalized, &mut ids);
-        return Some(ids);
-    }
-    // Without a normalizer the crate's split is the one it makes with it, as
-    // long as the text, and every piece between added tokens, is already
-    // normalized (checked: the crate normalizes the pieces it matches in).
-    if matches!(plan.normalize(text), Cow::Owned(_)) {
+    offsets: bool,
+) -> Option<Encoded> {
+    let mut ids = Vec::with_capacity(text.len() / 3 + 1);
+    // Byte spans in `text` of each token, when offsets are wanted.
+    let mut spans = offsets.then(Vec::new);
+    if offsets && plan.prefix_space {
         return None;
     }
-    let pieces = added.extract_and_normalize(None::<&NormalizerWrapper>, text);
-    let mut ids = Vec::with_capacity(text.len() / 3 + 1);
-    for (piece, _, tokens) in pieces.get_splits(OffsetReferential::Original, OffsetType::None) {
-        match tokens {
-            Some(tokens) => ids.extend(tokens.iter().map(|t| t.id)),
-            None if matches!(plan.normalize(piece), Cow::Borrowed(_)) => {
-                let piece = plan.with_prefix_space(Cow::Borrowed(piece));
-                encode_text(plan, plan_id, &piece, &mut ids)
+    if !plan.has_added_token(text) {
+        let normalized = plan.prepare(text)?;
+        if offsets && matches!(normalized, Cow::Owned(_)) {
+            return None;
+        }
+        encode_text(plan, plan_id, &normalized, 0, &mut ids, spans.as_mut());
+    } else {
+        // Without a normalizer the crate's split is the one it makes with it,
+        // as long as the text, and every piece between added tokens, is
+        // already normalized (checked: the crate normalizes the pieces it
+        // matches in).
+        if matches!(plan.normalize(text), Cow::Owned(_)) {
+            return None;
+        }
+        let pieces = added.extract_and_normalize(None::<&NormalizerWrapper>, text);
+        let splits = pieces.get_splits(OffsetReferential::Original, OffsetType::Byte);
+        for (piece, (start, end), tokens) in splits {
+            match tokens {
+                Some(tokens) => {
+                    ids.extend(tokens.iter().map(|t| t.id));
+                    if let Some(spans) = spans.as_mut() {
+                        spans.extend(tokens.iter().map(|_| (start, end)));
+                    }
+                }
+                None if matches!(plan.normalize(piece), Cow::Borrowed(_)) => {
+                    let piece = plan.with_prefix_space(Cow::Borrowed(piece));
+                    encode_text(plan, plan_id, &piece, start, &mut ids, spans.as_mut())
+                }
+                None => return None,
             }
-            None => return None,
         }
     }
-    Some(ids)
+    let offsets = spans.map(|spans| char_offsets(text, &spans));
+    Some(Encoded { ids, offsets })
 }
 
-/// Appends the ids of normalized `text`, free of added tokens, to `ids`.
-fn encode_text(plan: &ByteLevelPlan, plan_id: u64, text: &str, ids: &mut Vec<u32>) {
+/// Byte spans -> character offsets; a span edge inside a character widens to
+/// the whole character.
+fn char_offsets(text: &str, spans: &[(usize, usize)]) -> Vec<(usize, usize)> {
+    let mut char_of_byte = vec![0usize; text.len()];
+    for (index, (at, c)) in text.char_indices().enumerate() {
+        char_of_byte[at..at + c.len_utf8()].fill(index);
+    }
+    let char_at = |byte: usize| {
+        char_of_byte
+            .get(byte)
+            .copied()
+            .unwrap_or_else(|| text.chars().count())
+    };
+    spans
+        .iter()
+        .map(|&(start, end)| match end > start {
+            true => (char_of_byte[start], char_of_byte[end - 1] + 1),
+            false => (char_at(start), char_at(start)),
+        })
+        .collect()
+}
+
+/// Appends the ids of normalized `text`, free of added tokens, to `ids`; with
+/// `spans`, each token's byte span, `text` starting at byte `base`.
+fn encode_text(
+    plan: &ByteLevelPlan,
+    plan_id: u64,
+    text: &str,
+    base: usize,
+    ids: &mut Vec<u32>,
+    mut spans: Option<&mut Vec<(usize, usize)>>,
+) {
     word_cache::with_cache(plan_id, |cache| {
-        let mut encode = |word: &str| cache.encode_word(plan.model(), word.as_bytes(), ids);
+        let mut encode = |start: usize, end: usize| {
+            let first = ids.len();
+            cache.encode_word(plan.model(), &text.as_bytes()[start..end], ids);
+            if let Some(spans) = spans.as_deref_mut() {
+                let mut at = base + start;
+                for &id in &ids[first..] {
+                    let len = plan.token_len(id);
+                    spans.push((at, at + len));
+                    at += len;
+                }
+            }
+        };
         match &plan.scanner_chain {
             // Every step a scanner: the shared kernel logic splits (as on the GPU).
-            Some(chain) => {
-                kernels::split_words(chain, text, &mut |start, end| encode(&text[start..end]))
-            }
-            None => for_each_word(&plan.splits, text, &mut encode),
+            Some(chain) => kernels::split_words(chain, text, &mut encode),
+            None => for_each_word(&plan.splits, text, &mut |word: &str| {
+                // `word` is a slice of `text`: its position is the pointer difference.
+                let start = word.as_ptr() as usize - text.as_ptr() as usize;
+                encode(start, start + word.len())
+            }),
         }
     });
 }

@@ -46,6 +46,9 @@ pub struct Engine {
     fast: std::result::Result<ByteLevelPlan, String>,
     /// Unique per engine: tags per-thread word caches.
     id: u64,
+    /// The post-processor reads token strings (to trim offsets): fast
+    /// encodings with offsets carry them.
+    tokens_for_offsets: bool,
     /// The fast plan's tables on each device they were uploaded to.
     device_tables: offload::TablesCache,
 }
@@ -76,6 +79,7 @@ impl Engine {
         let id = NEXT_ENGINE_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         release_freed_memory();
         Ok(Engine {
+            tokens_for_offsets: crate::plan::post_processor_reads_tokens(&hf),
             hf,
             file_truncation,
             file_padding,
@@ -96,15 +100,18 @@ impl Engine {
         )
     }
 
-    /// One sequence: the fast path when the plan and the document allow it
-    /// and no offsets are wanted, else the exact path.
+    /// One sequence: the fast path when the plan and the document allow it,
+    /// else the exact path.
     fn encode_sequence(&self, text: &str, type_id: u32, settings: &Settings) -> Result<Encoding> {
-        if !settings.outputs.offsets {
-            if let Ok(plan) = &self.fast {
-                let added = self.hf.get_added_vocabulary();
-                if let Some(ids) = cpu::encode::encode_ids(plan, self.id, added, text) {
-                    return Ok(encoding_from_ids(ids, type_id));
-                }
+        if let Ok(plan) = &self.fast {
+            let added = self.hf.get_added_vocabulary();
+            let offsets = settings.outputs.offsets;
+            if let Some(done) = cpu::encode::encode(plan, self.id, added, text, offsets) {
+                let tokens = (offsets && self.tokens_for_offsets).then(|| {
+                    let token = |&id| self.hf.id_to_token(id).unwrap_or_default();
+                    done.ids.iter().map(token).collect()
+                });
+                return Ok(fast_encoding(done.ids, done.offsets, tokens, type_id));
             }
         }
         exact::encode_sequence(&self.hf, text, type_id)
@@ -253,17 +260,28 @@ fn release_freed_memory() {
     }
 }
 
-/// An encoding of plain ids (no offsets or token strings: callers that want
-/// offsets take the exact path). The post-processor and packing only read ids,
-/// type ids and masks from it.
+/// An encoding of plain ids (no token strings, offsets or word ids: the
+/// post-processor and packing read only ids, type ids and masks from it,
+/// and offsets and token strings only when asked for).
 fn encoding_from_ids(ids: Vec<u32>, type_id: u32) -> Encoding {
+    fast_encoding(ids, None, None, type_id)
+}
+
+/// An encoding from the fast path: ids and, when computed, character offsets
+/// and token strings.
+fn fast_encoding(
+    ids: Vec<u32>,
+    offsets: Option<Vec<(usize, usize)>>,
+    tokens: Option<Vec<String>>,
+    type_id: u32,
+) -> Encoding {
     let n = ids.len();
     Encoding::new(
         ids,
         vec![type_id; n],
-        vec![String::new(); n],
+        tokens.unwrap_or_else(|| vec![String::new(); n]),
         vec![None; n],
-        vec![(0, 0); n],
+        offsets.unwrap_or_else(|| vec![(0, 0); n]),
         vec![0; n],
         vec![1; n],
         Vec::new(),

@@ -6,8 +6,9 @@
 //! - normalizer: none, NFC, NFKC or a `Sequence` of them, applied with the
 //!   same `unicode-normalization-alignments` tables the crate uses (a quick
 //!   check first: text already in normal form is used as it is). Ids depend
-//!   only on the normalized text; offsets, which need the alignments, come
-//!   from the exact path.
+//!   only on the normalized text; offsets of text the normalizer changes,
+//!   which need the alignments, come from the exact path (offsets of text it
+//!   leaves alone are computed on the fast path: `cpu::encode`).
 //! - pre-tokenizer: `ByteLevel` (GPT-2 regex, with or without the prefix
 //!   space) or a `Sequence`
 //!   of `Split(Regex, Isolated)` steps (or `Split(Removed, invert=true)` over a
@@ -135,6 +136,8 @@ pub struct ByteLevelPlan {
     words: BytesTable,
     /// Without ignore_merges: every vocabulary token as bytes, with its id.
     vocab_words: Vec<(Vec<u8>, u32)>,
+    /// Bytes of text each vocabulary token stands for, by id (for offsets).
+    token_bytes: Vec<u32>,
 }
 
 /// The arrays behind [`GtBpeModel`], for copying to a device.
@@ -156,6 +159,11 @@ impl ByteLevelPlan {
     /// The C view of the BPE tables.
     pub fn model(&self) -> &GtBpeModel {
         &self.model
+    }
+
+    /// Bytes of text the vocabulary token `id` stands for (0 if none).
+    pub fn token_len(&self, id: u32) -> usize {
+        self.token_bytes.get(id as usize).map_or(0, |&n| n as usize)
     }
 
     /// Builds the plan, or says why this tokenizer is not for it.
@@ -229,6 +237,17 @@ impl ByteLevelPlan {
             .iter()
             .filter_map(|(t, id)| Some((decode(t)?, id.as_u64()? as u32)))
             .collect();
+        let mut token_bytes = vec![
+            0u32;
+            vocab_words
+                .iter()
+                .map(|(_, id)| *id as usize + 1)
+                .max()
+                .unwrap_or(0)
+        ];
+        for (bytes, id) in &vocab_words {
+            token_bytes[*id as usize] = bytes.len() as u32;
+        }
         let whole_words: &[(Vec<u8>, u32)] = if ignore_merges { &vocab_words } else { &[] };
         let words = BytesTable::build(whole_words.iter().map(|(b, id)| (b.as_slice(), *id)));
         if ignore_merges {
@@ -265,6 +284,7 @@ impl ByteLevelPlan {
             pair_merged: merged,
             words,
             vocab_words,
+            token_bytes,
         })
     }
 

@@ -103,7 +103,7 @@ impl PlanReport {
                 let (path, reason) = match (*stage, &fast) {
                     ("normalize", Ok(_)) => (Path::Fast, "quick check, then the crate's own normalization tables only where the text changes".into()),
                     ("pre_tokenize", Ok(how)) => (Path::Fast, how.clone()),
-                    ("model", Ok(_)) => (Path::Fast, "byte-level BPE kernel (cuda/gt_bpe.cuh) with a per-thread word cache; requests for offsets take the exact path".into()),
+                    ("model", Ok(_)) => (Path::Fast, "byte-level BPE kernel (cuda/gt_bpe.cuh) with a per-thread word cache; offsets too, unless the normalizer changes the text".into()),
                     ("normalize" | "pre_tokenize" | "model", Err(why)) => (Path::Exact, why.to_string()),
                     ("post_process", _) => (Path::Exact, "the crate's post-processor runs on the ids (templates, truncation, padding)".into()),
                     _ => (Path::Exact, "decoding always runs in the crate".into()),
@@ -147,6 +147,24 @@ pub fn check_post_processor(hf: &Tokenizer) -> Result<(), String> {
         }
     }
     check(&serialized(hf.get_post_processor()))
+}
+
+/// True when the post-processor trims offsets by reading token strings (a
+/// `ByteLevel` with `trim_offsets`, alone or in a `Sequence`): the fast path
+/// then gives its encodings the token strings too.
+pub fn post_processor_reads_tokens(hf: &Tokenizer) -> bool {
+    fn trims(value: &Value) -> bool {
+        match value {
+            Value::Object(map) => {
+                (map.get("type").and_then(Value::as_str) == Some("ByteLevel")
+                    && map.get("trim_offsets").and_then(Value::as_bool) != Some(false))
+                    || map.values().any(trims)
+            }
+            Value::Array(items) => items.iter().any(trims),
+            _ => false,
+        }
+    }
+    trims(&serialized(hf.get_post_processor()))
 }
 
 /// True when the post-processor assigns a non-zero token type id (pairs in BERT-style models).
