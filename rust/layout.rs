@@ -79,6 +79,11 @@ pub fn row_layout(
     padding: Option<&PaddingParams>,
     bytes_per_token: usize,
 ) -> Result<(Vec<i64>, Option<usize>)> {
+    if lengths.is_empty() {
+        // Nothing to allocate: the crate pads an empty batch without complaint.
+        let target = padding.and_then(|p| pad_target(std::iter::empty(), p));
+        return Ok((vec![0], padding.map(|_| target.unwrap_or(0))));
+    }
     let target = match padding {
         Some(p) => pad_target(lengths.iter().copied(), p).ok_or_else(|| too_big(padding, None))?,
         None => 0,
@@ -106,7 +111,7 @@ pub fn check_padding(
     padding: Option<&PaddingParams>,
     bytes_per_token: usize,
 ) -> Result<()> {
-    let Some(params) = padding else {
+    let Some(params) = padding.filter(|_| rows > 0) else {
         return Ok(());
     };
     let target = pad_target(std::iter::empty(), params).ok_or_else(|| too_big(padding, None))?;
@@ -154,7 +159,8 @@ fn too_big(padding: Option<&PaddingParams>, bytes: Option<usize>) -> Error {
     ))
 }
 
-/// This machine's physical memory in bytes (u64::MAX when unknown).
+/// The memory this process may use, in bytes: the machine's physical memory,
+/// or a container's (cgroup v2) limit when lower; u64::MAX when unknown.
 fn physical_memory() -> u64 {
     // SAFETY: sysconf only reads system configuration.
     let (pages, page) = unsafe {
@@ -163,10 +169,14 @@ fn physical_memory() -> u64 {
             libc::sysconf(libc::_SC_PAGESIZE),
         )
     };
-    if pages <= 0 || page <= 0 {
-        return u64::MAX;
-    }
-    (pages as u64).saturating_mul(page as u64)
+    let machine = match pages > 0 && page > 0 {
+        true => (pages as u64).saturating_mul(page as u64),
+        false => u64::MAX,
+    };
+    let container = std::fs::read_to_string("/sys/fs/cgroup/memory.max")
+        .ok()
+        .and_then(|limit| limit.trim().parse::<u64>().ok());
+    container.map_or(machine, |limit| limit.min(machine))
 }
 
 #[cfg(test)]

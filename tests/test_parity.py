@@ -318,3 +318,64 @@ def test_offsets_trimmed_by_a_byte_level_post_processor() -> None:
     got = tok.encode_batch(texts, return_offsets=True).to_lists()
     assert got["offset_mapping"] == [[tuple(o) for o in e.offsets] for e in expected]
     assert got["input_ids"] == [e.ids for e in expected]
+
+
+def _variant(change) -> tuple[gpu_tok.Tokenizer, tokenizers.Tokenizer]:
+    """Qwen3 with `change(spec)` applied, loaded by gpu_tok and by the oracle."""
+    import json
+
+    spec = json.loads(tokenizer_json("qwen3"))
+    change(spec)
+    text = json.dumps(spec)
+    return gpu_tok.Tokenizer.from_str(text), tokenizers.Tokenizer.from_str(text)
+
+
+OFFSET_TEXTS = ["Hello world", "  a  b  ", "a <|endoftext|> b", "x<|endoftext|>y", "<|endoftext|>  <|im_end|>",
+                "日本 語 <|im_start|>  x"]
+
+
+def test_offsets_trimmed_by_roberta_processing_and_around_stripped_added_tokens() -> None:
+    """RobertaProcessing trims offsets from token strings too; an added token that
+    takes the spaces around it (lstrip/rstrip) has its split's text as token string."""
+    def change(spec: dict) -> None:
+        eot = next(t for t in spec["added_tokens"] if t["content"] == "<|endoftext|>")
+        eot["lstrip"] = eot["rstrip"] = True
+        spec["post_processor"] = {"type": "RobertaProcessing", "sep": ["<|endoftext|>", eot["id"]],
+                                  "cls": ["<|endoftext|>", eot["id"]], "trim_offsets": True, "add_prefix_space": False}
+
+    tok, hf = _variant(change)
+    texts = OFFSET_TEXTS + edge_cases() + corpus_sample()[:30]
+    for special in (True, False):
+        expected = hf.encode_batch(texts, add_special_tokens=special)
+        got = tok.encode_batch(texts, add_special_tokens=special, return_offsets=True).to_lists()
+        assert got["input_ids"] == [e.ids for e in expected]
+        assert got["offset_mapping"] == [[tuple(o) for o in e.offsets] for e in expected]
+
+
+def test_tokenizer_json_quirks_the_crate_accepts() -> None:
+    # pad_to_multiple_of 0 means "none" to the crate.
+    def zero_multiple(spec: dict) -> None:
+        spec["padding"] = {"strategy": "BatchLongest", "direction": "Right", "pad_to_multiple_of": 0, "pad_id": 0,
+                           "pad_type_id": 0, "pad_token": "<|endoftext|>"}
+
+    tok, hf = _variant(zero_multiple)
+    texts = ["a b c", "d"]
+    assert tok.encode_batch(texts).to_lists()["input_ids"] == [e.ids for e in hf.encode_batch(texts)]
+
+    # A pair template naming an undefined special token: singles work, pairs
+    # without special tokens work, pairs with them are refused (the crate panics).
+    def broken_pair(spec: dict) -> None:
+        spec["post_processor"] = {
+            "type": "TemplateProcessing",
+            "single": [{"Sequence": {"id": "A", "type_id": 0}}],
+            "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"SpecialToken": {"id": "[NOPE]", "type_id": 0}},
+                     {"Sequence": {"id": "B", "type_id": 1}}],
+            "special_tokens": {}}
+
+    tok, hf = _variant(broken_pair)
+    assert tok.encode("a b") == hf.encode("a b").ids
+    assert tok.encode("a", "b", add_special_tokens=False) == hf.encode("a", "b", add_special_tokens=False).ids
+    with pytest.raises(gpu_tok.UnsupportedTokenizerError, match="NOPE"):
+        tok.encode("a", "b")
+    with pytest.raises(gpu_tok.UnsupportedTokenizerError, match="NOPE"):
+        tok._core.encode_batch(["a"], ["b"], device="emulator")

@@ -220,3 +220,20 @@ def test_config_files_that_cannot_be_read_raise_typed_errors(tmp_path: Path) -> 
     with pytest.raises(gpu_tok.TokenizerNotFoundError, match="cannot be read") as err:
         gpu_tok.Tokenizer.from_file(loop / "tokenizer.json")
     assert isinstance(err.value.__cause__, OSError)
+
+
+def test_pickling_keeps_what_the_crate_accepted_and_the_row_layout() -> None:
+    import json
+
+    spec = json.loads(tokenizer_json("bert-minilm"))
+    spec["truncation"] = {"direction": "Right", "max_length": 6, "strategy": "LongestFirst", "stride": 10}
+    tok = gpu_tok.Tokenizer.from_str(json.dumps(spec))  # the crate loads it, then cannot truncate with it
+    again = pickle.loads(pickle.dumps(tok))
+    for loaded in (tok, again):
+        with pytest.raises(gpu_tok.InvalidInputError, match="stride=10 must be smaller than max_length=6"):
+            loaded.encode("one two three four five six seven")
+    assert again.encode("one two", add_special_tokens=False) == tok.encode("one two", add_special_tokens=False)
+    ragged = ours(BPE).encode_batch(["hello world", "hi"], padding=False)
+    copy = pickle.loads(pickle.dumps(ragged))
+    assert copy.is_ragged and copy.lengths.tolist() == ragged.lengths.tolist()
+    assert copy.row_offsets.tolist() == ragged.row_offsets.tolist()

@@ -48,15 +48,21 @@ class BatchEncoding(dict):
     """
 
     def __init__(self, data: dict[str, Any], core: _core.CoreBatch | None = None,
-                 total_ms: float | None = None) -> None:
+                 total_ms: float | None = None, layout: tuple[Any, Any, int | None] | None = None) -> None:
         super().__init__(data)
         self._core = core
         self._total_ms = total_ms
+        # (lengths, row_offsets, width) kept by an unpickled batch, which has no core.
+        self._layout = layout
 
     def __reduce__(self) -> tuple[Any, ...]:
-        """Pickling (DataLoader workers): the fields and their values; the link to
-        the core's buffers (`lengths`, `row_offsets`, `to_numpy()`...) is not kept."""
-        return (BatchEncoding, (dict(self), None, self._total_ms))
+        """Pickling (DataLoader workers): the fields, `lengths`, `row_offsets` and
+        the width (so ragged rows can still be told apart); conversions that need
+        the core's buffers (`to_numpy()`, `to_lists()`...) are not kept."""
+        layout = self._layout
+        if self._core is not None:
+            layout = (self._core.lengths(), self._core.row_offsets(), self._core.width)
+        return (BatchEncoding, (dict(self), None, self._total_ms, layout))
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -87,14 +93,20 @@ class BatchEncoding(dict):
     @property
     def is_ragged(self) -> bool:
         """True when rows have different lengths (values are flat, see `row_offsets`)."""
+        if self._core is None and self._layout is not None:
+            return self._layout[2] is None
         return self._require_core().width is None
 
     @property
     def lengths(self) -> _core.Tensor:
+        if self._core is None and self._layout is not None:
+            return self._layout[0]
         return self._require_core().lengths()
 
     @property
     def row_offsets(self) -> _core.Tensor:
+        if self._core is None and self._layout is not None:
+            return self._layout[1]
         return self._require_core().row_offsets()
 
     def to_lists(self) -> dict[str, list[Any]]:
@@ -120,7 +132,7 @@ class BatchEncoding(dict):
     def to(self, device: Any) -> BatchEncoding:
         """Moves torch values to `device` (like transformers' BatchEncoding.to)."""
         moved = {k: v.to(device) if hasattr(v, "to") else v for k, v in self.items()}
-        return BatchEncoding(moved, self._core, self._total_ms)
+        return BatchEncoding(moved, self._core, self._total_ms, self._layout)
 
     def __repr__(self) -> str:
         return f"BatchEncoding({dict.__repr__(self)})"

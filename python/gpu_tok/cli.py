@@ -136,6 +136,7 @@ def _bench(args: argparse.Namespace) -> int:
     from . import _data, bench, peers
 
     tok, json_text, path = _load(args.tokenizer)
+    source = path or "embedded Qwen3"
     max_bytes = int(args.max_mb * 1e6)
     if args.corpus:
         if not Path(args.corpus).is_file():
@@ -158,7 +159,7 @@ def _bench(args: argparse.Namespace) -> int:
             report = bench.run(tok, json_text, texts, tokenizer_path=path, devices=devices, compare=compare,
                                batch_sizes=args.batch_sizes, repeats=args.repeats, threads=args.threads,
                                progress=advance)
-    report["tokenizer"]["source"] = path if args.tokenizer not in (None, "default") else "embedded Qwen3"
+    report["tokenizer"]["source"] = source
     report["corpus"]["source"] = args.corpus or "embedded 1 MB multilingual sample"
     print(bench.table(report))
     if args.json_out:
@@ -235,7 +236,7 @@ def _decode(args: argparse.Namespace) -> int:
         if not 0 <= i < 2**32 or tok.id_to_token(i) is None:
             size = tok.get_vocab_size()
             raise InvalidInputError(f"id {i} is out of range: this tokenizer has no such token "
-                                    f"(its {size} ids go from 0 to {size - 1})")
+                                    f"(it has {size} tokens)")
     print(tok.decode(ids, skip_special_tokens=not args.keep_special_tokens))
     return 0
 

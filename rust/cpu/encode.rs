@@ -20,6 +20,9 @@ use tokenizers::{AddedVocabulary, NormalizerWrapper, OffsetReferential, OffsetTy
 pub struct Encoded {
     pub ids: Vec<u32>,
     pub offsets: Option<Vec<(usize, usize)>>,
+    /// With offsets: (position in `ids`, text) of each added token: its token
+    /// string is the text of its split (spaces taken by lstrip/rstrip included).
+    pub added: Vec<(usize, String)>,
 }
 
 /// `text` on the fast path, or None if only the exact path can encode it:
@@ -36,6 +39,7 @@ pub fn encode(
     let mut ids = Vec::with_capacity(text.len() / 3 + 1);
     // Byte spans in `text` of each token, when offsets are wanted.
     let mut spans = offsets.then(Vec::new);
+    let mut added_tokens = Vec::new();
     if offsets && plan.prefix_space {
         return None;
     }
@@ -58,10 +62,13 @@ pub fn encode(
         for (piece, (start, end), tokens) in splits {
             match tokens {
                 Some(tokens) => {
-                    ids.extend(tokens.iter().map(|t| t.id));
                     if let Some(spans) = spans.as_mut() {
                         spans.extend(tokens.iter().map(|_| (start, end)));
+                        let first = ids.len();
+                        let values = tokens.iter().map(|t| t.value.clone());
+                        added_tokens.extend(values.enumerate().map(|(k, v)| (first + k, v)));
                     }
+                    ids.extend(tokens.iter().map(|t| t.id));
                 }
                 None if matches!(plan.normalize(piece), Cow::Borrowed(_)) => {
                     let piece = plan.with_prefix_space(Cow::Borrowed(piece));
@@ -72,7 +79,11 @@ pub fn encode(
         }
     }
     let offsets = spans.map(|spans| char_offsets(text, &spans));
-    Some(Encoded { ids, offsets })
+    Some(Encoded {
+        ids,
+        offsets,
+        added: added_tokens,
+    })
 }
 
 /// Byte spans -> character offsets; a span edge inside a character widens to

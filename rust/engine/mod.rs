@@ -49,6 +49,9 @@ pub struct Engine {
     /// The post-processor reads token strings (to trim offsets): fast
     /// encodings with offsets carry them.
     tokens_for_offsets: bool,
+    /// Why the single / pair template cannot be applied (the crate would panic).
+    /// (why, even without special tokens), from `plan::template_problem`.
+    template_problems: [Option<(String, bool)>; 2],
     /// The fast plan's tables on each device they were uploaded to.
     device_tables: offload::TablesCache,
 }
@@ -71,7 +74,6 @@ impl Engine {
             (parsed, fast)
         });
         let mut hf = parsed.map_err(|err| classify_load_error(json, err))?;
-        crate::plan::check_post_processor(&hf).map_err(Error::Load)?;
         let file_truncation = hf.get_truncation().cloned();
         let file_padding = hf.get_padding().cloned();
         hf.with_truncation(None).map_err(Error::tokenizers)?;
@@ -80,6 +82,7 @@ impl Engine {
         release_freed_memory();
         Ok(Engine {
             tokens_for_offsets: crate::plan::post_processor_reads_tokens(&hf),
+            template_problems: [false, true].map(|pair| crate::plan::template_problem(&hf, pair)),
             hf,
             file_truncation,
             file_padding,
@@ -109,7 +112,11 @@ impl Engine {
             if let Some(done) = cpu::encode::encode(plan, self.id, added, text, offsets) {
                 let tokens = (offsets && self.tokens_for_offsets).then(|| {
                     let token = |&id| self.hf.id_to_token(id).unwrap_or_default();
-                    done.ids.iter().map(token).collect()
+                    let mut tokens: Vec<String> = done.ids.iter().map(token).collect();
+                    for (at, text) in done.added {
+                        tokens[at] = text;
+                    }
+                    tokens
                 });
                 return Ok(fast_encoding(done.ids, done.offsets, tokens, type_id));
             }
@@ -120,11 +127,13 @@ impl Engine {
     /// tokenizer.json text for this tokenizer, its own truncation and padding
     /// included (what pickling a Tokenizer sends to another process).
     pub fn to_json(&self) -> Result<String> {
-        let mut hf = self.hf.clone();
-        hf.with_truncation(self.file_truncation.clone())
-            .map_err(Error::tokenizers)?;
-        hf.with_padding(self.file_padding.clone());
-        hf.to_string(false).map_err(Error::tokenizers)
+        // Into the JSON value directly: `with_truncation` would re-validate a
+        // stride the crate accepted at load.
+        let mut value = serde_json::to_value(&self.hf).map_err(Error::tokenizers)?;
+        value["truncation"] =
+            serde_json::to_value(&self.file_truncation).map_err(Error::tokenizers)?;
+        value["padding"] = serde_json::to_value(&self.file_padding).map_err(Error::tokenizers)?;
+        serde_json::to_string(&value).map_err(Error::tokenizers)
     }
 
     /// The underlying `tokenizers` object (without truncation and padding).
@@ -161,6 +170,15 @@ impl Engine {
     /// max_length that cannot even hold the special tokens (the crate would
     /// underflow), or padding whose output would not fit in memory.
     fn check_settings(&self, inputs: &[Input<'_>], settings: &Settings) -> Result<()> {
+        for (is_pair, problem) in [false, true].iter().zip(&self.template_problems) {
+            let used = || inputs.iter().any(|(_, pair)| pair.is_some() == *is_pair);
+            if let Some((why, always)) = problem {
+                if (*always || settings.add_special_tokens) && used() {
+                    // The crate would panic applying this template.
+                    return Err(Error::Unsupported(why.clone()));
+                }
+            }
+        }
         crate::layout::check_padding(
             inputs.len(),
             settings.padding.as_ref(),
@@ -169,17 +187,17 @@ impl Engine {
         let Some(trunc) = &settings.truncation else {
             return Ok(());
         };
-        if !settings.add_special_tokens {
-            return Ok(());
-        }
         for is_pair in [false, true] {
-            let needed = self.added_special_tokens(is_pair);
+            let needed = match settings.add_special_tokens {
+                true => self.added_special_tokens(is_pair),
+                false => 0,
+            };
+            let what = if is_pair { "pair" } else { "sequence" };
             let used = inputs.iter().any(|(_, pair)| pair.is_some() == is_pair);
             if used && needed > trunc.max_length {
                 return Err(Error::InvalidArgument(format!(
-                    "max_length={} is smaller than the {needed} special tokens added to each {}",
+                    "max_length={} is smaller than the {needed} special tokens added to each {what}",
                     trunc.max_length,
-                    if is_pair { "pair" } else { "sequence" }
                 )));
             }
         }
@@ -204,6 +222,16 @@ impl Engine {
                     max_length: trunc.max_length - added,
                     ..trunc.clone()
                 };
+                // The crate asserts this when a single sequence is cut (as
+                // `with_truncation` checks it): a typed error instead.
+                let cut = second.is_none() && first.len() > params.max_length;
+                if cut && params.stride >= params.max_length {
+                    return Err(Error::InvalidArgument(format!(
+                        "truncation stride={} must be smaller than max_length={} minus the \
+                         {added} special tokens added to each sequence",
+                        params.stride, trunc.max_length
+                    )));
+                }
                 truncate_encodings(first, second, &params).map_err(Error::tokenizers)?
             }
             None => (first, second),

@@ -105,6 +105,12 @@ impl Engine {
     /// its output is not "prefix + sequence + suffix" with special tokens
     /// marked as such.
     pub fn single_template(&self, add_special_tokens: bool) -> Option<GtTemplate> {
+        // A template the crate cannot apply (it would panic) is not asked.
+        if let Some((_, always)) = &self.template_problems[0] {
+            if *always || add_special_tokens {
+                return None;
+            }
+        }
         const SEQ: [u32; 3] = [u32::MAX - 3, u32::MAX - 2, u32::MAX - 1];
         let run = |n: usize| {
             self.post_process(

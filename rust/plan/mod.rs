@@ -115,48 +115,57 @@ impl PlanReport {
     }
 }
 
-/// Checks what the crate's loader accepts but its encoder would panic on: a
-/// `TemplateProcessing` (alone or in a `Sequence`) whose templates name a
-/// special token that its `special_tokens` does not define.
-pub fn check_post_processor(hf: &Tokenizer) -> Result<(), String> {
-    fn check(value: &Value) -> Result<(), String> {
+/// What the crate's loader accepts but its encoder would panic on, for the
+/// `single` (`pair` = false) or `pair` template of a `TemplateProcessing`
+/// (alone or in a `Sequence`): a special token its `special_tokens` does not
+/// define (a problem only when special tokens are added: the bool is false),
+/// or a single template that uses the second sequence (always: true). None
+/// when the template is fine. Asked once at load; reported when it is used.
+pub fn template_problem(hf: &Tokenizer, pair: bool) -> Option<(String, bool)> {
+    fn check(value: &Value, template: &str) -> Option<(String, bool)> {
         match value {
             Value::Object(map)
                 if map.get("type").and_then(Value::as_str) == Some("TemplateProcessing") =>
             {
                 let defined = map.get("special_tokens").and_then(Value::as_object);
-                for template in ["single", "pair"] {
-                    let pieces = map.get(template).and_then(Value::as_array);
-                    for piece in pieces.into_iter().flatten() {
-                        let Some(id) = piece["SpecialToken"]["id"].as_str() else {
-                            continue;
-                        };
-                        if !defined.is_some_and(|d| d.contains_key(id)) {
-                            return Err(format!(
-                                "post_processor: the {template} template names the special token {id:?}, \
-                                 which its special_tokens do not define"
-                            ));
-                        }
+                let pieces = map.get(template).and_then(Value::as_array);
+                for piece in pieces.into_iter().flatten() {
+                    if template == "single" && piece["Sequence"]["id"].as_str() == Some("B") {
+                        let why =
+                            "post_processor: the single template uses the second sequence ($B)";
+                        return Some((why.into(), true));
+                    }
+                    let Some(id) = piece["SpecialToken"]["id"].as_str() else {
+                        continue;
+                    };
+                    if !defined.is_some_and(|d| d.contains_key(id)) {
+                        let why = format!(
+                            "post_processor: the {template} template names the special token \
+                             {id:?}, which its special_tokens do not define"
+                        );
+                        return Some((why, false));
                     }
                 }
-                Ok(())
+                None
             }
-            Value::Object(map) => map.values().try_for_each(check),
-            Value::Array(items) => items.iter().try_for_each(check),
-            _ => Ok(()),
+            Value::Object(map) => map.values().find_map(|v| check(v, template)),
+            Value::Array(items) => items.iter().find_map(|v| check(v, template)),
+            _ => None,
         }
     }
-    check(&serialized(hf.get_post_processor()))
+    let template = if pair { "pair" } else { "single" };
+    check(&serialized(hf.get_post_processor()), template)
 }
 
 /// True when the post-processor trims offsets by reading token strings (a
-/// `ByteLevel` with `trim_offsets`, alone or in a `Sequence`): the fast path
-/// then gives its encodings the token strings too.
+/// `ByteLevel` or `RobertaProcessing` with `trim_offsets`, alone or in a
+/// `Sequence`): the fast path then gives its encodings the token strings too.
 pub fn post_processor_reads_tokens(hf: &Tokenizer) -> bool {
     fn trims(value: &Value) -> bool {
         match value {
             Value::Object(map) => {
-                (map.get("type").and_then(Value::as_str) == Some("ByteLevel")
+                let kind = map.get("type").and_then(Value::as_str);
+                (matches!(kind, Some("ByteLevel" | "RobertaProcessing"))
                     && map.get("trim_offsets").and_then(Value::as_bool) != Some(false))
                     || map.values().any(trims)
             }

@@ -267,8 +267,13 @@ impl From<&TruncationParams> for Truncation {
 
 impl From<&PaddingParams> for Padding {
     fn from(params: &PaddingParams) -> Self {
+        // tokenizer.json may say 0, which the crate reads as "no multiple".
+        let pad_to_multiple_of = params.pad_to_multiple_of.filter(|&m| m > 0);
         Padding {
-            params: params.clone(),
+            params: PaddingParams {
+                pad_to_multiple_of,
+                ..params.clone()
+            },
         }
     }
 }
