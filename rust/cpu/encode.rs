@@ -57,18 +57,29 @@ pub fn encode(
         if matches!(plan.normalize(text), Cow::Owned(_)) {
             return None;
         }
-        let pieces = added.extract_and_normalize(None::<&NormalizerWrapper>, text);
-        let splits = pieces.get_splits(OffsetReferential::Original, OffsetType::Byte);
-        for (piece, (start, end), tokens) in splits {
-            match tokens {
-                Some(tokens) => {
+        let crate_split;
+        let splits: Vec<Piece<'_>> = match &plan.plain_added {
+            Some((automaton, token_ids)) => plain_splits(text, automaton, token_ids),
+            None => {
+                crate_split = added.extract_and_normalize(None::<&NormalizerWrapper>, text);
+                let splits = crate_split.get_splits(OffsetReferential::Original, OffsetType::Byte);
+                splits
+                    .into_iter()
+                    .map(|(piece, offsets, tokens)| {
+                        let token = tokens.as_ref().and_then(|t| t.first());
+                        (piece, offsets, token.map(|t| (t.id, t.value.as_str())))
+                    })
+                    .collect()
+            }
+        };
+        for (piece, (start, end), token) in splits {
+            match token {
+                Some((id, value)) => {
                     if let Some(spans) = spans.as_mut() {
-                        spans.extend(tokens.iter().map(|_| (start, end)));
-                        let first = ids.len();
-                        let values = tokens.iter().map(|t| t.value.clone());
-                        added_tokens.extend(values.enumerate().map(|(k, v)| (first + k, v)));
+                        spans.push((start, end));
+                        added_tokens.push((ids.len(), value.to_string()));
                     }
-                    ids.extend(tokens.iter().map(|t| t.id));
+                    ids.push(id);
                 }
                 None if matches!(plan.normalize(piece), Cow::Borrowed(_)) => {
                     let piece = plan.with_prefix_space(Cow::Borrowed(piece));
@@ -84,6 +95,35 @@ pub fn encode(
         offsets,
         added: added_tokens,
     })
+}
+
+/// A piece of a document split at added tokens: its text, its byte span, and
+/// for an added token its (id, text).
+type Piece<'t> = (&'t str, (usize, usize), Option<(u32, &'t str)>);
+
+/// The crate's split of `text` at plain added tokens (see
+/// `ByteLevelPlan::plain_added`): pieces between matches, and each match with
+/// its token, in order; empty pieces are dropped, as the crate drops them.
+fn plain_splits<'t>(
+    text: &'t str,
+    automaton: &aho_corasick::AhoCorasick,
+    token_ids: &[u32],
+) -> Vec<Piece<'t>> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    for found in automaton.find_iter(text) {
+        let (start, end) = (found.start(), found.end());
+        if start > at {
+            out.push((&text[at..start], (at, start), None));
+        }
+        let token = (token_ids[found.pattern().as_usize()], &text[start..end]);
+        out.push((&text[start..end], (start, end), Some(token)));
+        at = end;
+    }
+    if at < text.len() {
+        out.push((&text[at..], (at, text.len()), None));
+    }
+    out
 }
 
 /// Byte spans -> character offsets; a span edge inside a character widens to

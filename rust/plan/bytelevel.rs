@@ -125,6 +125,11 @@ pub struct ByteLevelPlan {
     pub prefix_space: bool,
     /// Texts of the added tokens (and their normalized forms); None when there are none.
     pub added: Option<AhoCorasick>,
+    /// When every added token is plain (not `normalized`, `single_word`,
+    /// `lstrip` or `rstrip`, contents distinct), the crate's split is just its
+    /// leftmost-longest Aho-Corasick match: the same automaton here, with the
+    /// ids, so the fast path splits without building the crate's alignments.
+    pub plain_added: Option<(AhoCorasick, Vec<u32>)>,
     /// The split steps as one scanner chain, when every step is a scanner
     /// (what the shared kernels, and so the GPU, can run).
     pub scanner_chain: Option<GtSplits>,
@@ -177,6 +182,7 @@ impl ByteLevelPlan {
         let model = &spec["model"];
         check_model(model)?;
         let added = added_tokens(&spec["added_tokens"], &normal_forms)?;
+        let plain_added = plain_added_tokens(&spec["added_tokens"]);
         let alphabet = alphabet();
         let byte_of: std::collections::HashMap<char, u8> = alphabet
             .iter()
@@ -278,6 +284,7 @@ impl ByteLevelPlan {
             prefix_space,
             splits,
             added,
+            plain_added,
             model: view,
             pair_keys: keys,
             pair_ranks: ranks,
@@ -532,6 +539,32 @@ fn merge_parts(merge: &Value) -> Result<(&str, &str), String> {
         },
         _ => Err("unreadable merge".into()),
     }
+}
+
+/// See [`ByteLevelPlan::plain_added`]; None when any token is not plain.
+fn plain_added_tokens(tokens: &Value) -> Option<(AhoCorasick, Vec<u32>)> {
+    let mut contents = Vec::new();
+    let mut ids = Vec::new();
+    for token in tokens.as_array()? {
+        let flag = |key: &str| token[key].as_bool().unwrap_or(false);
+        if ["normalized", "single_word", "lstrip", "rstrip"]
+            .iter()
+            .any(|k| flag(k))
+        {
+            return None;
+        }
+        contents.push(token["content"].as_str().filter(|c| !c.is_empty())?);
+        ids.push(u32::try_from(token["id"].as_u64()?).ok()?);
+    }
+    let distinct: std::collections::HashSet<&&str> = contents.iter().collect();
+    if contents.is_empty() || distinct.len() != contents.len() {
+        return None;
+    }
+    let automaton = aho_corasick::AhoCorasickBuilder::new()
+        .match_kind(aho_corasick::MatchKind::LeftmostLongest)
+        .build(&contents)
+        .ok()?;
+    Some((automaton, ids))
 }
 
 fn added_tokens(tokens: &Value, forms: &[NormalForm]) -> Result<Option<AhoCorasick>, String> {
