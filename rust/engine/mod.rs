@@ -74,6 +74,10 @@ impl Engine {
             (parsed, fast)
         });
         let mut hf = parsed.map_err(|err| classify_load_error(json, err))?;
+        let mut fast = fast;
+        if let Ok(plan) = fast.as_mut() {
+            plan.resolve_added_ids(|content| hf.token_to_id(content));
+        }
         let file_truncation = hf.get_truncation().cloned();
         let file_padding = hf.get_padding().cloned();
         hf.with_truncation(None).map_err(Error::tokenizers)?;

@@ -129,7 +129,10 @@ pub struct ByteLevelPlan {
     /// `lstrip` or `rstrip`, contents distinct), the crate's split is just its
     /// leftmost-longest Aho-Corasick match: the same automaton here, with the
     /// ids, so the fast path splits without building the crate's alignments.
+    /// The ids are the crate's (`resolve_added_ids`), which need not be the
+    /// ones tokenizer.json lists.
     pub plain_added: Option<(AhoCorasick, Vec<u32>)>,
+    plain_added_contents: Vec<String>,
     /// The split steps as one scanner chain, when every step is a scanner
     /// (what the shared kernels, and so the GPU, can run).
     pub scanner_chain: Option<GtSplits>,
@@ -182,7 +185,10 @@ impl ByteLevelPlan {
         let model = &spec["model"];
         check_model(model)?;
         let added = added_tokens(&spec["added_tokens"], &normal_forms)?;
-        let plain_added = plain_added_tokens(&spec["added_tokens"]);
+        let (plain_added, plain_added_contents) = match plain_added_tokens(&spec["added_tokens"]) {
+            Some((automaton, contents)) => (Some((automaton, Vec::new())), contents),
+            None => (None, Vec::new()),
+        };
         let alphabet = alphabet();
         let byte_of: std::collections::HashMap<char, u8> = alphabet
             .iter()
@@ -285,6 +291,7 @@ impl ByteLevelPlan {
             splits,
             added,
             plain_added,
+            plain_added_contents,
             model: view,
             pair_keys: keys,
             pair_ranks: ranks,
@@ -377,6 +384,16 @@ impl ByteLevelPlan {
             };
         }
         Cow::Owned(out)
+    }
+
+    /// Gives the plain added tokens the ids the crate gave them (`id_of`, e.g.
+    /// its `token_to_id`); without an id for each, the crate's split is used.
+    pub fn resolve_added_ids(&mut self, id_of: impl Fn(&str) -> Option<u32>) {
+        let ids: Option<Vec<u32>> = self.plain_added_contents.iter().map(|c| id_of(c)).collect();
+        match (ids, self.plain_added.as_mut()) {
+            (Some(ids), Some((_, slot))) => *slot = ids,
+            _ => self.plain_added = None,
+        }
     }
 
     /// True when `text` contains an added token's text (before or after normalizing).
@@ -541,10 +558,10 @@ fn merge_parts(merge: &Value) -> Result<(&str, &str), String> {
     }
 }
 
-/// See [`ByteLevelPlan::plain_added`]; None when any token is not plain.
-fn plain_added_tokens(tokens: &Value) -> Option<(AhoCorasick, Vec<u32>)> {
+/// See [`ByteLevelPlan::plain_added`]: the automaton and the contents (ids
+/// come later, from the crate); None when any token is not plain.
+fn plain_added_tokens(tokens: &Value) -> Option<(AhoCorasick, Vec<String>)> {
     let mut contents = Vec::new();
-    let mut ids = Vec::new();
     for token in tokens.as_array()? {
         let flag = |key: &str| token[key].as_bool().unwrap_or(false);
         if ["normalized", "single_word", "lstrip", "rstrip"]
@@ -553,10 +570,10 @@ fn plain_added_tokens(tokens: &Value) -> Option<(AhoCorasick, Vec<u32>)> {
         {
             return None;
         }
-        contents.push(token["content"].as_str().filter(|c| !c.is_empty())?);
-        ids.push(u32::try_from(token["id"].as_u64()?).ok()?);
+        let content = token["content"].as_str().filter(|c| !c.is_empty())?;
+        contents.push(content.to_string());
     }
-    let distinct: std::collections::HashSet<&&str> = contents.iter().collect();
+    let distinct: std::collections::HashSet<&String> = contents.iter().collect();
     if contents.is_empty() || distinct.len() != contents.len() {
         return None;
     }
@@ -564,7 +581,7 @@ fn plain_added_tokens(tokens: &Value) -> Option<(AhoCorasick, Vec<u32>)> {
         .match_kind(aho_corasick::MatchKind::LeftmostLongest)
         .build(&contents)
         .ok()?;
-    Some((automaton, ids))
+    Some((automaton, contents))
 }
 
 fn added_tokens(tokens: &Value, forms: &[NormalForm]) -> Result<Option<AhoCorasick>, String> {
