@@ -27,6 +27,8 @@ CHAT = {  # each tokenizer's own chat markers
     "qwen3": ("<|im_start|>user\n{q}<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n{a}<|im_end|>\n"),
     "gpt-oss": "<|start|>user<|message|>{q}<|end|><|start|>assistant<|channel|>final<|message|>{a}<|end|>",
     "deepseek_v3": "<｜begin▁of▁sentence｜><｜User｜>{q}<｜Assistant｜>{a}<｜end▁of▁sentence｜>",
+    "llama2": "<s>[INST] {q} [/INST] {a}</s>",
+    "bert-minilm": "[CLS] {q} [SEP] {a} [SEP]",
 }
 
 
@@ -80,7 +82,7 @@ def measure(name: str, docs: list[str], repeats: int) -> dict[str, Any]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--tokenizers", default="qwen3,gpt-oss,deepseek_v3")
+    parser.add_argument("--tokenizers", default="qwen3,gpt-oss,deepseek_v3,llama2,bert-minilm")
     parser.add_argument("--every", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", dest="json_out")

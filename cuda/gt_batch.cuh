@@ -21,6 +21,8 @@
 #pragma once
 #include "gt_bpe.cuh"
 #include "gt_pretok.cuh"
+#include "gt_spm.cuh"        // compile-checked with the batch kernels by NVRTC
+#include "gt_wordpiece.cuh"  // (the same)
 
 // ---- pre-tokenization ------------------------------------------------------
 struct GtPretokArgs {

@@ -75,11 +75,50 @@ GT_HD GtMergeEntry gt_heap_pop(GtMergeEntry* heap, gt_u32* size) {
 }
 
 // Pushes the merge of the symbols at `left` and `right`, if there is one.
-GT_HD void gt_push_pair(const GtBpeModel* m, GtBpeScratch s, gt_u32* heap_size, gt_u32 left, gt_u32 right) {
+GT_HD void gt_push_pair(const GtPairTable* merges, GtBpeScratch s, gt_u32* heap_size, gt_u32 left, gt_u32 right) {
     gt_u32 rank, merged;
-    if (gt_pair_find(&m->merges, s.ids[left], s.ids[right], &rank, &merged)) {
+    if (gt_pair_find(merges, s.ids[left], s.ids[right], &rank, &merged)) {
         GtMergeEntry e = {rank, left, merged};
         gt_heap_push(s.heap, heap_size, e);
+    }
+}
+
+// The merge loop over the n > 0 symbols s.ids[0..n) (lengths in s.len; the
+// caller links prev/next): writes the final ids to out, returns their count.
+// Shared by byte-level BPE (one symbol per byte) and SentencePiece-style BPE
+// (gt_spm.cuh: one per character, or per fallback byte).
+GT_HD gt_u32 gt_bpe_merge(const GtPairTable* merges, GtBpeScratch s, gt_u32 n, gt_u32* out) {
+    gt_u32 heap_size = 0;
+    for (gt_u32 i = 0; i + 1 < n; ++i) gt_push_pair(merges, s, &heap_size, i, i + 1);
+
+    while (heap_size > 0) {
+        GtMergeEntry top = gt_heap_pop(s.heap, &heap_size);
+        gt_u32 pos = top.pos;
+        if (s.len[pos] == 0 || s.next[pos] < 0) continue;  // merged away, or last symbol
+        gt_u32 right = (gt_u32)s.next[pos];
+        gt_u32 rank, merged;
+        if (!gt_pair_find(merges, s.ids[pos], s.ids[right], &rank, &merged) || merged != top.merged) {
+            continue;  // stale entry: this pair changed since it was queued
+        }
+        s.ids[pos] = top.merged;
+        s.len[pos] += s.len[right];
+        s.next[pos] = s.next[right];
+        s.len[right] = 0;
+        if (s.next[right] >= 0) s.prev[s.next[right]] = (gt_i32)pos;
+        if (s.prev[pos] >= 0) gt_push_pair(merges, s, &heap_size, (gt_u32)s.prev[pos], pos);
+        if (s.next[pos] >= 0) gt_push_pair(merges, s, &heap_size, pos, (gt_u32)s.next[pos]);
+    }
+
+    gt_u32 count = 0;
+    for (gt_i32 i = 0; i >= 0; i = s.next[i]) out[count++] = s.ids[i];
+    return count;
+}
+
+// Links symbols 0..n into a list.
+GT_HD void gt_bpe_link(GtBpeScratch s, gt_u32 n) {
+    for (gt_u32 i = 0; i < n; ++i) {
+        s.prev[i] = (gt_i32)i - 1;
+        s.next[i] = i + 1 < n ? (gt_i32)(i + 1) : -1;
     }
 }
 
@@ -95,32 +134,8 @@ GT_HD gt_u32 gt_bpe_word(const GtBpeModel* m, const gt_u8* bytes, gt_u32 n, GtBp
     }
     for (gt_u32 i = 0; i < n; ++i) {
         s.ids[i] = m->byte_ids[bytes[i]];
-        s.prev[i] = (gt_i32)i - 1;
-        s.next[i] = i + 1 < n ? (gt_i32)(i + 1) : -1;
         s.len[i] = 1;
     }
-    gt_u32 heap_size = 0;
-    for (gt_u32 i = 0; i + 1 < n; ++i) gt_push_pair(m, s, &heap_size, i, i + 1);
-
-    while (heap_size > 0) {
-        GtMergeEntry top = gt_heap_pop(s.heap, &heap_size);
-        gt_u32 pos = top.pos;
-        if (s.len[pos] == 0 || s.next[pos] < 0) continue;  // merged away, or last symbol
-        gt_u32 right = (gt_u32)s.next[pos];
-        gt_u32 rank, merged;
-        if (!gt_pair_find(&m->merges, s.ids[pos], s.ids[right], &rank, &merged) || merged != top.merged) {
-            continue;  // stale entry: this pair changed since it was queued
-        }
-        s.ids[pos] = top.merged;
-        s.len[pos] += s.len[right];
-        s.next[pos] = s.next[right];
-        s.len[right] = 0;
-        if (s.next[right] >= 0) s.prev[s.next[right]] = (gt_i32)pos;
-        if (s.prev[pos] >= 0) gt_push_pair(m, s, &heap_size, (gt_u32)s.prev[pos], pos);
-        if (s.next[pos] >= 0) gt_push_pair(m, s, &heap_size, pos, (gt_u32)s.next[pos]);
-    }
-
-    gt_u32 count = 0;
-    for (gt_i32 i = 0; i >= 0; i = s.next[i]) out[count++] = s.ids[i];
-    return count;
+    gt_bpe_link(s, n);
+    return gt_bpe_merge(&m->merges, s, n, out);
 }

@@ -59,15 +59,36 @@ GT_HD void gt_pair_insert(gt_u64* keys, gt_u32* ranks, gt_u32* merged, gt_u64 ma
     merged[slot] = merged_id;
 }
 
-// Byte-string table: token bytes -> id. Entries point into one byte blob.
-struct GtBytesTable {
-    const gt_u64* hashes; // capacity entries; 0 marks a free slot (real hashes are never 0)
-    const gt_u32* starts; // offset of the entry's bytes in blob
-    const gt_u32* lens;
-    const gt_u32* ids;
-    const gt_u8* blob;
-    gt_u64 mask;
+// Byte-string table: token bytes -> id. A slot holds the hash, the id and
+// where the entry sits in the blob (its length, 4 bytes little-endian, then
+// its bytes), so a probe reads one slot and, on a hash match, one place in
+// the blob. A Bloom filter (two bits per entry from the hash's high bits, 16
+// bits of filter per entry: ~1% false positives) answers most misses from a
+// small array that stays in cache: WordPiece's greedy match and SentencePiece
+// characters look up far more strings that are absent than present.
+struct GtBytesSlot {
+    gt_u64 hash;  // 0 marks a free slot (real hashes are never 0)
+    gt_u32 start; // offset of the entry's length in the blob
+    gt_u32 id;
 };
+
+struct GtBytesTable {
+    const GtBytesSlot* slots;
+    const gt_u8* blob;
+    const gt_u64* filter;  // (filter_mask + 1) bits
+    gt_u64 mask;           // capacity - 1
+    gt_u64 filter_mask;
+};
+
+// The filter's two bits for hash h.
+GT_HD gt_u64 gt_filter_bit(gt_u64 h, int which, gt_u64 filter_mask) {
+    return (which ? h >> 21 : h >> 42) & filter_mask;
+}
+
+GT_HD int gt_filter_has(const gt_u64* filter, gt_u64 filter_mask, gt_u64 h) {
+    gt_u64 a = gt_filter_bit(h, 0, filter_mask), b = gt_filter_bit(h, 1, filter_mask);
+    return (filter[a >> 6] >> (a & 63) & 1) && (filter[b >> 6] >> (b & 63) & 1);
+}
 
 // FNV-1a over the bytes, finished with gt_mix64; never 0.
 GT_HD gt_u64 gt_bytes_hash(const gt_u8* bytes, gt_u32 n) {
@@ -83,27 +104,33 @@ GT_HD gt_u64 gt_bytes_hash(const gt_u8* bytes, gt_u32 n) {
 // Id of the exact byte string, or GT_NONE.
 GT_HD gt_u32 gt_bytes_find(const GtBytesTable* t, const gt_u8* bytes, gt_u32 n) {
     gt_u64 h = gt_bytes_hash(bytes, n);
+    if (!gt_filter_has(t->filter, t->filter_mask, h)) return GT_NONE;
     for (gt_u64 slot = h & t->mask;; slot = (slot + 1) & t->mask) {
-        gt_u64 k = t->hashes[slot];
-        if (k == 0) return GT_NONE;
-        if (k == h && t->lens[slot] == n) {
-            const gt_u8* stored = t->blob + t->starts[slot];
+        GtBytesSlot e = t->slots[slot];
+        if (e.hash == 0) return GT_NONE;
+        if (e.hash == h) {
+            const gt_u8* stored = t->blob + e.start;
+            gt_u32 len = stored[0] | (gt_u32)stored[1] << 8 | (gt_u32)stored[2] << 16 | (gt_u32)stored[3] << 24;
             gt_u32 i = 0;
-            while (i < n && stored[i] == bytes[i]) ++i;
-            if (i == n) return t->ids[slot];
+            while (len == n && i < n && stored[4 + i] == bytes[i]) ++i;
+            if (len == n && i == n) return e.id;
         }
     }
 }
 
 // Host-side builder: adds bytes -> id at a free slot (the caller adds each
-// distinct byte string once). `start` is the bytes' offset in the blob.
-GT_HD void gt_bytes_insert(gt_u64* hashes, gt_u32* starts, gt_u32* lens, gt_u32* ids, gt_u64 mask,
-                           const gt_u8* bytes, gt_u32 n, gt_u32 start, gt_u32 id) {
+// distinct byte string once, after writing its length and bytes at `start`
+// in the blob).
+GT_HD void gt_bytes_insert(GtBytesSlot* slots, gt_u64 mask, gt_u64* filter, gt_u64 filter_mask, const gt_u8* bytes,
+                           gt_u32 n, gt_u32 start, gt_u32 id) {
     gt_u64 h = gt_bytes_hash(bytes, n);
+    for (int which = 0; which < 2; ++which) {
+        gt_u64 bit = gt_filter_bit(h, which, filter_mask);
+        filter[bit >> 6] |= 1ull << (bit & 63);
+    }
     gt_u64 slot = h & mask;
-    while (hashes[slot] != 0) slot = (slot + 1) & mask;
-    hashes[slot] = h;
-    starts[slot] = start;
-    lens[slot] = n;
-    ids[slot] = id;
+    while (slots[slot].hash != 0) slot = (slot + 1) & mask;
+    slots[slot].hash = h;
+    slots[slot].start = start;
+    slots[slot].id = id;
 }

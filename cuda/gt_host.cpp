@@ -3,6 +3,8 @@
 // the GT_HD functions, nothing more. Compiled by build.rs with the `cc` crate;
 // called through rust/kernels/host.rs.
 #include "gt_batch.cuh"
+#include "gt_spm.cuh"
+#include "gt_wordpiece.cuh"
 
 extern "C" {
 
@@ -10,14 +12,18 @@ gt_u32 gt_host_bpe_word(const GtBpeModel* model, const gt_u8* bytes, gt_u32 n, G
     return gt_bpe_word(model, bytes, n, scratch, out);
 }
 
+gt_u32 gt_host_spm_word(const GtSpmModel* model, const gt_u8* bytes, gt_u32 n, GtBpeScratch scratch, gt_u32* out) {
+    return gt_spm_word(model, bytes, n, scratch, out);
+}
+
 void gt_host_pair_insert(gt_u64* keys, gt_u32* ranks, gt_u32* merged, gt_u64 mask, gt_u32 left, gt_u32 right,
                          gt_u32 rank, gt_u32 merged_id) {
     gt_pair_insert(keys, ranks, merged, mask, left, right, rank, merged_id);
 }
 
-void gt_host_bytes_insert(gt_u64* hashes, gt_u32* starts, gt_u32* lens, gt_u32* ids, gt_u64 mask,
-                          const gt_u8* bytes, gt_u32 n, gt_u32 start, gt_u32 id) {
-    gt_bytes_insert(hashes, starts, lens, ids, mask, bytes, n, start, id);
+void gt_host_bytes_insert(GtBytesSlot* slots, gt_u64 mask, gt_u64* filter, gt_u64 filter_mask, const gt_u8* bytes,
+                          gt_u32 n, gt_u32 start, gt_u32 id) {
+    gt_bytes_insert(slots, mask, filter, filter_mask, bytes, n, start, id);
 }
 
 gt_u32 gt_host_find(gt_u32 pattern, const gt_u8* text, gt_u32 end, gt_u32 pos, gt_u32* start) {
@@ -38,6 +44,11 @@ struct GtHostEmit {
 void gt_host_split_words(const GtSplits* splits, const gt_u8* text, gt_u32 n, GtWordCallback word, void* ctx) {
     GtHostEmit emit = {word, ctx};
     gt_split_words<0>(splits, text, 0, n, emit);
+}
+
+gt_u32 gt_host_wordpiece_text(const GtWordPieceModel* model, const gt_u8* text, gt_u32 n, GtWpScratch scratch,
+                              gt_u32* ids, gt_u32* starts, gt_u32* ends) {
+    return gt_wordpiece_text(model, text, n, scratch, ids, starts, ends);
 }
 
 gt_u32 gt_host_next_cut(const gt_u8* text, gt_u32 end, gt_u32 from) { return gt_next_cut(text, end, from); }
@@ -67,7 +78,8 @@ gt_u32 gt_host_struct_sizes(gt_u64* out, gt_u32 n) {
     GT_BATCH_KERNELS(GT_ARG_SIZE)
 #undef GT_ARG_SIZE
     const gt_u64 others[] = {sizeof(GtRowSpan), sizeof(GtMergeEntry), sizeof(GtBpeModel), sizeof(GtSplits),
-                             sizeof(GtTemplate), sizeof(GtRowSource)};
+                             sizeof(GtTemplate), sizeof(GtRowSource), sizeof(GtCharTable),
+                             sizeof(GtWordPieceModel), sizeof(GtWpScratch), sizeof(GtSpmModel), sizeof(GtBytesSlot)};
     for (gt_u64 size : others)
         if (k < n) out[k++] = size;
     return k;

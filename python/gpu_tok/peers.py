@@ -12,6 +12,7 @@ import importlib
 import importlib.metadata
 import json
 import os
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -141,7 +142,46 @@ def _kitoken(path: str | None) -> Engine:
     return Engine("kitoken", _version("kitoken"), lambda texts: tok.encode_all(texts, False), lambda r: r)
 
 
-PEERS = ("tokenizers", "tokenizers-encode", "tiktoken", "tokie", "kitoken")
+def _flash_tokenizer(json_text: str) -> Engine:
+    """flash-tokenizer (BERT WordPiece only): built from the vocabulary written
+    out as vocab.txt. It always adds [CLS]/[SEP] and pads a batch with [PAD]
+    (id 0 in BERT vocabularies): both are stripped from its rows."""
+    flash = _require("flash_tokenizer")
+    spec = json.loads(json_text)
+    model, normalizer = spec.get("model") or {}, spec.get("normalizer") or {}
+    if model.get("type") != "WordPiece" or normalizer.get("type") != "BertNormalizer" \
+            or (spec.get("pre_tokenizer") or {}).get("type") != "BertPreTokenizer":
+        raise Skipped("flash-tokenizer covers BERT WordPiece only")
+    vocab = model["vocab"]
+    folder = tempfile.mkdtemp(prefix="gpu_tok_flash_")
+    path = os.path.join(folder, "vocab.txt")
+    with open(path, "w", encoding="utf-8") as f:
+        f.writelines(token + "\n" for token, _ in sorted(vocab.items(), key=lambda kv: kv[1]))
+    lower = bool(normalizer.get("lowercase", True))
+    tok = flash.BertTokenizerFlash(path, do_lower_case=lower, model_max_length=1 << 24,
+                                   tokenize_chinese_chars=bool(normalizer.get("handle_chinese_chars", True)))
+    pad = vocab.get("[PAD]", 0)
+
+    def encode(texts: list[str]) -> Any:
+        return tok.tokenizer.batch_encode(texts, "longest", 1 << 24, True)
+
+    def ids(rows: Any) -> list[list[int]]:
+        out = []
+        for row in rows:
+            while row and row[-1] == pad:
+                row = row[:-1]
+            out.append(list(row[1:-1]))
+        return out
+
+    return Engine("flash-tokenizer", _version("flash_tokenizer"), encode, ids)
+
+
+def _sentencepiece() -> Engine:
+    _require("sentencepiece")
+    raise Skipped("sentencepiece loads a .model file, which a tokenizer.json does not carry")
+
+
+PEERS = ("tokenizers", "tokenizers-encode", "tiktoken", "tokie", "kitoken", "flash-tokenizer", "sentencepiece")
 
 
 def load_peer(name: str, json_text: str, path: str | None, threads: int) -> Engine:
@@ -157,6 +197,10 @@ def load_peer(name: str, json_text: str, path: str | None, threads: int) -> Engi
             return _tokie(path)
         if name == "kitoken":
             return _kitoken(path)
+        if name == "flash-tokenizer":
+            return _flash_tokenizer(json_text)
+        if name == "sentencepiece":
+            return _sentencepiece()
     except Skipped:
         raise
     except Exception as err:  # a peer's own loader failing is a skip, not our error

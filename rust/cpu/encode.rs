@@ -10,6 +10,7 @@
 use super::word_cache;
 use crate::kernels;
 use crate::plan::bytelevel::{ByteLevelPlan, SplitStep};
+use crate::plan::Piece;
 use std::borrow::Cow;
 use tokenizers::{AddedVocabulary, NormalizerWrapper, OffsetReferential, OffsetType};
 
@@ -59,7 +60,7 @@ pub fn encode(
         }
         let crate_split;
         let splits: Vec<Piece<'_>> = match &plan.plain_added {
-            Some((automaton, token_ids)) => plain_splits(text, automaton, token_ids),
+            Some(plain) => plain.split(text),
             None => {
                 crate_split = added.extract_and_normalize(None::<&NormalizerWrapper>, text);
                 let splits = crate_split.get_splits(OffsetReferential::Original, OffsetType::Byte);
@@ -97,38 +98,9 @@ pub fn encode(
     })
 }
 
-/// A piece of a document split at added tokens: its text, its byte span, and
-/// for an added token its (id, text).
-type Piece<'t> = (&'t str, (usize, usize), Option<(u32, &'t str)>);
-
-/// The crate's split of `text` at plain added tokens (see
-/// `ByteLevelPlan::plain_added`): pieces between matches, and each match with
-/// its token, in order; empty pieces are dropped, as the crate drops them.
-fn plain_splits<'t>(
-    text: &'t str,
-    automaton: &aho_corasick::AhoCorasick,
-    token_ids: &[u32],
-) -> Vec<Piece<'t>> {
-    let mut out = Vec::new();
-    let mut at = 0;
-    for found in automaton.find_iter(text) {
-        let (start, end) = (found.start(), found.end());
-        if start > at {
-            out.push((&text[at..start], (at, start), None));
-        }
-        let token = (token_ids[found.pattern().as_usize()], &text[start..end]);
-        out.push((&text[start..end], (start, end), Some(token)));
-        at = end;
-    }
-    if at < text.len() {
-        out.push((&text[at..], (at, text.len()), None));
-    }
-    out
-}
-
 /// Byte spans -> character offsets; a span edge inside a character widens to
 /// the whole character.
-fn char_offsets(text: &str, spans: &[(usize, usize)]) -> Vec<(usize, usize)> {
+pub(super) fn char_offsets(text: &str, spans: &[(usize, usize)]) -> Vec<(usize, usize)> {
     let mut char_of_byte = vec![0usize; text.len()];
     for (index, (at, c)) in text.char_indices().enumerate() {
         char_of_byte[at..at + c.len_utf8()].fill(index);
@@ -161,7 +133,10 @@ fn encode_text(
     word_cache::with_cache(plan_id, |cache| {
         let mut encode = |start: usize, end: usize| {
             let first = ids.len();
-            cache.encode_word(plan.model(), &text.as_bytes()[start..end], ids);
+            let word = &text.as_bytes()[start..end];
+            cache.encode_word(word, ids, |w, s, o| {
+                kernels::bpe_word(plan.model(), w, s, o)
+            });
             if let Some(spans) = spans.as_deref_mut() {
                 let mut at = base + start;
                 for &id in &ids[first..] {

@@ -1,11 +1,11 @@
-//! Per-thread word cache around the shared per-word BPE kernel.
+//! Per-thread word cache around the shared per-word BPE kernels.
 //!
 //! Real text repeats its words: most pre-tokens were seen before, so a hit
 //! skips the merge loop entirely. The cache is per thread (no lock, no sharing;
 //! `tokenizers` PR #2028 measured +62% from that on 88 threads) and tagged with
 //! the plan it belongs to, so two tokenizers never mix entries.
 
-use crate::kernels::{self, GtBpeModel, Scratch};
+use crate::kernels::Scratch;
 use rustc_hash::FxHashMap;
 use std::cell::RefCell;
 
@@ -60,10 +60,17 @@ impl WordCache {
         self.ids.clear();
     }
 
-    /// Appends the BPE ids of `word` to `out`.
-    pub fn encode_word(&mut self, model: &GtBpeModel, word: &[u8], out: &mut Vec<u32>) {
+    /// Appends the ids of `word` to `out`: cached, else from `kernel` (a
+    /// per-word kernel such as `kernels::bpe_word`, the same for every call
+    /// with this cache's plan).
+    pub fn encode_word(
+        &mut self,
+        word: &[u8],
+        out: &mut Vec<u32>,
+        kernel: impl Fn(&[u8], &mut Scratch, &mut Vec<u32>),
+    ) {
         if word.len() > MAX_CACHED_WORD {
-            kernels::bpe_word(model, word, &mut self.scratch, out);
+            kernel(word, &mut self.scratch, out);
             return;
         }
         let key = packed(word);
@@ -79,7 +86,7 @@ impl WordCache {
             self.clear();
         }
         let at = out.len();
-        kernels::bpe_word(model, word, &mut self.scratch, out);
+        kernel(word, &mut self.scratch, out);
         let entry = (self.ids.len() as u32, (out.len() - at) as u32);
         self.ids.extend_from_slice(&out[at..]);
         match key {

@@ -12,9 +12,9 @@
 use super::stream::{DevBuf, DeviceStream, DeviceStreamExt, Mark};
 use crate::error::{Error, Result};
 use crate::kernels::{
-    next_cut, GtBpeArgs, GtBpeModel, GtBytesTable, GtCompactArgs, GtMergeEntry, GtPackArgs,
-    GtPairTable, GtPretokArgs, GtRowArgs, GtRowSource, GtRowSpan, GtScanArgs, GtSplits, GtTemplate,
-    Kernel, KernelArgs,
+    next_cut, GtBpeArgs, GtBpeModel, GtBytesSlot, GtBytesTable, GtCompactArgs, GtMergeEntry,
+    GtPackArgs, GtPairTable, GtPretokArgs, GtRowArgs, GtRowSource, GtRowSpan, GtScanArgs, GtSplits,
+    GtTemplate, Kernel, KernelArgs,
 };
 use crate::layout::{row_layout, Batch, Outputs};
 use crate::plan::bytelevel::ByteLevelPlan;
@@ -130,11 +130,9 @@ pub fn upload_tables(dev: &dyn DeviceStream, plan: &ByteLevelPlan) -> Result<Dev
         dev.upload_new(t.pair_keys)?,
         dev.upload_new(t.pair_ranks)?,
         dev.upload_new(t.pair_merged)?,
-        dev.upload_new(words.hashes)?,
-        dev.upload_new(words.starts)?,
-        dev.upload_new(words.lens)?,
-        dev.upload_new(words.ids)?,
+        dev.upload_new(words.slots)?,
         dev.upload_new(words.blob)?,
+        dev.upload_new(words.filter)?,
     ];
     let host = plan.model();
     let at = |i: usize| bufs[i].ptr();
@@ -146,12 +144,11 @@ pub fn upload_tables(dev: &dyn DeviceStream, plan: &ByteLevelPlan) -> Result<Dev
             mask: host.merges.mask,
         },
         vocab: GtBytesTable {
-            hashes: at(3) as *const u64,
-            starts: at(4) as *const u32,
-            lens: at(5) as *const u32,
-            ids: at(6) as *const u32,
-            blob: at(7) as *const u8,
+            slots: at(3) as *const GtBytesSlot,
+            blob: at(4) as *const u8,
+            filter: at(5) as *const u64,
             mask: shortcut.view().mask,
+            filter_mask: shortcut.view().filter_mask,
         },
         byte_ids: host.byte_ids,
         ignore_merges: 1,

@@ -14,15 +14,17 @@
 pub mod exact;
 pub mod offload;
 pub mod pack;
+pub mod template;
 
 use crate::cpu;
 use crate::error::{Error, Result};
 use crate::layout::{Batch, Outputs};
-use crate::plan::bytelevel::ByteLevelPlan;
-use crate::plan::PlanReport;
+use crate::plan::{FastPlan, PlanReport};
 use crate::pool;
 use tokenizers::utils::truncation::truncate_encodings;
-use tokenizers::{Encoding, PaddingParams, PostProcessor, Tokenizer, TruncationParams};
+use tokenizers::{
+    Encoding, PaddingParams, PostProcessor, Tokenizer, TruncationDirection, TruncationParams,
+};
 
 /// Per-call settings.
 #[derive(Clone, Debug, Default)]
@@ -42,8 +44,8 @@ pub struct Engine {
     hf: Tokenizer,
     file_truncation: Option<TruncationParams>,
     file_padding: Option<PaddingParams>,
-    /// The fast byte-level plan, or why this tokenizer has none.
-    fast: std::result::Result<ByteLevelPlan, String>,
+    /// The fast engine's plan, or why this tokenizer has none.
+    fast: std::result::Result<FastPlan, String>,
     /// Unique per engine: tags per-thread word caches.
     id: u64,
     /// The post-processor reads token strings (to trim offsets): fast
@@ -64,7 +66,7 @@ impl Engine {
         // The crate's loader and the fast plan each parse the JSON: side by side.
         let (parsed, fast) = std::thread::scope(|scope| {
             let plan = scope.spawn(|| match serde_json::from_str::<serde_json::Value>(json) {
-                Ok(spec) => ByteLevelPlan::build(&spec),
+                Ok(spec) => FastPlan::build(&spec),
                 Err(err) => Err(format!("unreadable JSON: {err}")),
             });
             let parsed = json.parse::<Tokenizer>();
@@ -74,10 +76,10 @@ impl Engine {
             (parsed, fast)
         });
         let mut hf = parsed.map_err(|err| classify_load_error(json, err))?;
-        let mut fast = fast;
-        if let Ok(plan) = fast.as_mut() {
-            plan.resolve_added_ids(|content| hf.token_to_id(content));
-        }
+        let fast = fast.and_then(|mut plan| {
+            plan.resolve_added_ids(|content| hf.token_to_id(content))?;
+            Ok(plan)
+        });
         let file_truncation = hf.get_truncation().cloned();
         let file_padding = hf.get_padding().cloned();
         hf.with_truncation(None).map_err(Error::tokenizers)?;
@@ -98,34 +100,76 @@ impl Engine {
 
     /// The plan: which engine runs each stage, and why.
     pub fn plan_report(&self) -> PlanReport {
-        PlanReport::of(
-            &self.hf,
-            self.fast
-                .as_ref()
-                .map(ByteLevelPlan::describe_splits)
-                .map_err(String::as_str),
-        )
+        PlanReport::of(&self.hf, self.fast.as_ref().map_err(String::as_str))
+    }
+
+    /// One sequence on the fast path, or None when the plan or the document
+    /// leaves it to the exact path.
+    fn encode_fast(&self, text: &str, offsets: bool) -> Option<cpu::encode::Encoded> {
+        match &self.fast {
+            Ok(FastPlan::ByteLevel(plan)) => {
+                let added = self.hf.get_added_vocabulary();
+                cpu::encode::encode(plan, self.id, added, text, offsets)
+            }
+            Ok(FastPlan::SentencePiece(plan)) => cpu::spm::encode(plan, self.id, text, offsets),
+            Ok(FastPlan::WordPiece(plan)) => cpu::wordpiece::encode(plan, text, offsets),
+            Err(_) => None,
+        }
     }
 
     /// One sequence: the fast path when the plan and the document allow it,
     /// else the exact path.
     fn encode_sequence(&self, text: &str, type_id: u32, settings: &Settings) -> Result<Encoding> {
-        if let Ok(plan) = &self.fast {
-            let added = self.hf.get_added_vocabulary();
-            let offsets = settings.outputs.offsets;
-            if let Some(done) = cpu::encode::encode(plan, self.id, added, text, offsets) {
-                let tokens = (offsets && self.tokens_for_offsets).then(|| {
-                    let token = |&id| self.hf.id_to_token(id).unwrap_or_default();
-                    let mut tokens: Vec<String> = done.ids.iter().map(token).collect();
-                    for (at, text) in done.added {
-                        tokens[at] = text;
-                    }
-                    tokens
-                });
-                return Ok(fast_encoding(done.ids, done.offsets, tokens, type_id));
-            }
+        let offsets = settings.outputs.offsets;
+        if let Some(done) = self.encode_fast(text, offsets) {
+            let tokens = (offsets && self.tokens_for_offsets).then(|| {
+                let token = |&id| self.hf.id_to_token(id).unwrap_or_default();
+                let mut tokens: Vec<String> = done.ids.iter().map(token).collect();
+                for (at, text) in done.added {
+                    tokens[at] = text;
+                }
+                tokens
+            });
+            return Ok(fast_encoding(done.ids, done.offsets, tokens, type_id));
         }
         exact::encode_sequence(&self.hf, text, type_id)
+    }
+
+    /// The ids of a single sequence, cut as the crate's truncation cuts one
+    /// sequence alone (for rows packed from ids, see `template`).
+    fn sequence_ids(&self, text: &str, settings: &Settings) -> Result<Vec<u32>> {
+        let mut ids = match self.encode_fast(text, false) {
+            Some(done) => done.ids,
+            None => exact::encode_sequence(&self.hf, text, 0)?
+                .get_ids()
+                .to_vec(),
+        };
+        if let Some(trunc) = &settings.truncation {
+            let max = self.sequence_room(trunc, false, settings.add_special_tokens);
+            if ids.len() > max {
+                check_stride(trunc, max)?;
+                match trunc.direction {
+                    TruncationDirection::Right => ids.truncate(max),
+                    TruncationDirection::Left => drop(ids.drain(..ids.len() - max)),
+                }
+            }
+        }
+        Ok(ids)
+    }
+
+    /// Tokens of text a row of `trunc.max_length` holds besides the special
+    /// tokens the post-processor adds (max_length was checked to hold them).
+    fn sequence_room(
+        &self,
+        trunc: &TruncationParams,
+        pair: bool,
+        add_special_tokens: bool,
+    ) -> usize {
+        let added = match add_special_tokens {
+            true => self.added_special_tokens(pair),
+            false => 0,
+        };
+        trunc.max_length - added
     }
 
     /// tokenizer.json text for this tokenizer, its own truncation and padding
@@ -165,6 +209,17 @@ impl Engine {
     /// Encodes a batch on the engine's thread pool and packs the result.
     pub fn encode_batch(&self, inputs: &[Input<'_>], settings: &Settings) -> Result<Batch> {
         self.check_settings(inputs, settings)?;
+        if let Some(template) = self.packable_template(inputs, settings) {
+            // No per-document Encoding: ids, then the template around them.
+            let rows =
+                pool::current().map(inputs.len(), |i| self.sequence_ids(inputs[i].0, settings))?;
+            return pack::pack_sequences(
+                &rows,
+                &template,
+                settings.padding.as_ref(),
+                settings.outputs,
+            );
+        }
         let encodings: Vec<Encoding> =
             pool::current().map(inputs.len(), |i| self.encode_one(inputs[i], settings))?;
         pack::pack(&encodings, settings.padding.as_ref(), settings.outputs)
@@ -217,24 +272,13 @@ impl Engine {
             .transpose()?;
         let (first, second) = match &settings.truncation {
             Some(trunc) => {
-                let added = if settings.add_special_tokens {
-                    self.added_special_tokens(second.is_some())
-                } else {
-                    0
-                };
+                let room = self.sequence_room(trunc, second.is_some(), settings.add_special_tokens);
                 let params = TruncationParams {
-                    max_length: trunc.max_length - added,
+                    max_length: room,
                     ..trunc.clone()
                 };
-                // The crate asserts this when a single sequence is cut (as
-                // `with_truncation` checks it): a typed error instead.
-                let cut = second.is_none() && first.len() > params.max_length;
-                if cut && params.stride >= params.max_length {
-                    return Err(Error::InvalidArgument(format!(
-                        "truncation stride={} must be smaller than max_length={} minus the \
-                         {added} special tokens added to each sequence",
-                        params.stride, trunc.max_length
-                    )));
+                if second.is_none() && first.len() > room {
+                    check_stride(trunc, room)?;
                 }
                 truncate_encodings(first, second, &params).map_err(Error::tokenizers)?
             }
@@ -278,6 +322,21 @@ impl Engine {
                 .map_err(Error::tokenizers)
         })
     }
+}
+
+/// The crate asserts that a single sequence cut to `room` tokens has a stride
+/// below `room` (as `with_truncation` checks it): a typed error instead.
+fn check_stride(trunc: &TruncationParams, room: usize) -> Result<()> {
+    if trunc.stride < room {
+        return Ok(());
+    }
+    Err(Error::InvalidArgument(format!(
+        "truncation stride={} must be smaller than max_length={} minus the {} special tokens added \
+         to each sequence",
+        trunc.stride,
+        trunc.max_length,
+        trunc.max_length - room
+    )))
 }
 
 /// Returns the memory freed after loading to the system. Parsing a large

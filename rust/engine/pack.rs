@@ -1,7 +1,9 @@
-//! Packing: post-processed encodings -> one contiguous buffer per output
-//! field, in the layout of `crate::layout`.
+//! Packing: post-processed encodings, or single sequences' ids and their
+//! template, -> one contiguous buffer per output field, in the layout of
+//! `crate::layout`.
 
 use crate::error::Result;
+use crate::kernels::GtTemplate;
 use crate::layout::{row_layout, Batch, Outputs};
 use tokenizers::{Encoding, PaddingDirection, PaddingParams};
 
@@ -51,6 +53,64 @@ pub fn pack(
         }
     }
 
+    batch.width = width;
+    batch.row_starts = row_starts;
+    batch.lengths = lengths.iter().map(|&len| len as i64).collect();
+    Ok(batch)
+}
+
+/// Packs single sequences given as ids (truncated, not post-processed) with
+/// `template`'s special tokens around each: what [`pack`] gives for the
+/// encodings the post-processor would make of them, without making them.
+pub fn pack_sequences(
+    rows: &[Vec<u32>],
+    template: &GtTemplate,
+    padding: Option<&PaddingParams>,
+    want: Outputs,
+) -> Result<Batch> {
+    let (n_prefix, n_suffix) = (template.n_prefix as usize, template.n_suffix as usize);
+    let lengths: Vec<usize> = rows.iter().map(|r| n_prefix + r.len() + n_suffix).collect();
+    let (row_starts, width) = row_layout(&lengths, padding, want.bytes_per_token())?;
+    let total = *row_starts.last().unwrap_or(&0) as usize;
+    let field = |on: bool| on.then(|| Vec::<i64>::with_capacity(total));
+    let mut batch = Batch {
+        ids: Vec::with_capacity(total),
+        attention_mask: field(want.attention_mask),
+        type_ids: field(want.type_ids),
+        special_tokens_mask: field(want.special_tokens_mask),
+        offsets: None,
+        ..Batch::default()
+    };
+    let left = padding.is_some_and(|p| matches!(p.direction, PaddingDirection::Left));
+    let special = |range: std::ops::Range<usize>| {
+        range.map(|k| (i64::from(template.ids[k]), i64::from(template.type_ids[k])))
+    };
+    for (i, row) in rows.iter().enumerate() {
+        let pad = (row_starts[i + 1] - row_starts[i]) as usize - lengths[i];
+        if left {
+            push_padding(&mut batch, pad, padding);
+        }
+        let seq_type = i64::from(template.seq_type_id);
+        let tokens = special(0..n_prefix)
+            .map(|(id, type_id)| (id, type_id, 1))
+            .chain(row.iter().map(|&id| (i64::from(id), seq_type, 0)))
+            .chain(special(n_prefix..n_prefix + n_suffix).map(|(id, type_id)| (id, type_id, 1)));
+        for (id, type_id, is_special) in tokens {
+            batch.ids.push(id);
+            if let Some(v) = batch.attention_mask.as_mut() {
+                v.push(1);
+            }
+            if let Some(v) = batch.type_ids.as_mut() {
+                v.push(type_id);
+            }
+            if let Some(v) = batch.special_tokens_mask.as_mut() {
+                v.push(is_special);
+            }
+        }
+        if !left {
+            push_padding(&mut batch, pad, padding);
+        }
+    }
     batch.width = width;
     batch.row_starts = row_starts;
     batch.lengths = lengths.iter().map(|&len| len as i64).collect();

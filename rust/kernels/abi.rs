@@ -23,6 +23,8 @@ pub unsafe trait Pod: Copy + 'static {}
 // SAFETY: integers have no padding and accept every bit pattern.
 unsafe impl Pod for u8 {}
 // SAFETY: as above.
+unsafe impl Pod for u16 {}
+// SAFETY: as above.
 unsafe impl Pod for u32 {}
 // SAFETY: as above.
 unsafe impl Pod for i32 {}
@@ -91,14 +93,23 @@ c_mirror! {
 }
 
 c_mirror! {
+    /// `GtBytesSlot` (cuda/gt_hash.cuh): one slot of a byte-string table.
+    #[derive(Default)]
+    pub struct GtBytesSlot {
+        pub hash: u64,
+        pub start: u32,
+        pub id: u32,
+    }
+}
+
+c_mirror! {
     /// `GtBytesTable` (cuda/gt_hash.cuh): byte string -> id.
     pub struct GtBytesTable {
-        pub hashes: *const u64,
-        pub starts: *const u32,
-        pub lens: *const u32,
-        pub ids: *const u32,
+        pub slots: *const GtBytesSlot,
         pub blob: *const u8,
+        pub filter: *const u64,
         pub mask: u64,
+        pub filter_mask: u64,
     }
 }
 
@@ -113,6 +124,50 @@ c_mirror! {
     }
 }
 
+c_mirror! {
+    /// `GtSpmModel` (cuda/gt_spm.cuh).
+    pub struct GtSpmModel {
+        pub merges: GtPairTable,
+        pub vocab: GtBytesTable,
+        pub byte_ids: [u32; 256],
+        pub unk_id: u32,
+        pub fuse_unk: u32,
+        pub ignore_merges: u32,
+        pub _pad: u32,
+    }
+}
+
+c_mirror! {
+    /// `GtCharTable` (cuda/gt_wordpiece.cuh): per-code-point normalizer and pre-tokenizer entries.
+    pub struct GtCharTable {
+        pub blocks: *const u16,
+        pub entries: *const u32,
+        pub blob: *const u8,
+    }
+}
+
+c_mirror! {
+    /// `GtWordPieceModel` (cuda/gt_wordpiece.cuh).
+    pub struct GtWordPieceModel {
+        pub chars: GtCharTable,
+        pub first: GtBytesTable,
+        pub rest: GtBytesTable,
+        pub first_max: u32,
+        pub rest_max: u32,
+        pub unk_id: u32,
+        pub max_chars: u32,
+    }
+}
+
+c_mirror! {
+    /// `GtWpScratch` (cuda/gt_wordpiece.cuh).
+    pub struct GtWpScratch {
+        pub norm: *mut u8,
+        pub from: *mut u32,
+        pub to: *mut u32,
+    }
+}
+
 impl GtBpeModel {
     /// A model with no tables, for launches that encode no words.
     pub fn null() -> Self {
@@ -124,12 +179,11 @@ impl GtBpeModel {
                 mask: 0,
             },
             vocab: GtBytesTable {
-                hashes: std::ptr::null(),
-                starts: std::ptr::null(),
-                lens: std::ptr::null(),
-                ids: std::ptr::null(),
+                slots: std::ptr::null(),
                 blob: std::ptr::null(),
+                filter: std::ptr::null(),
                 mask: 0,
+                filter_mask: 0,
             },
             byte_ids: [0; 256],
             ignore_merges: 0,
@@ -379,6 +433,11 @@ mod tests {
             size_of::<GtSplits>(),
             size_of::<GtTemplate>(),
             size_of::<GtRowSource>(),
+            size_of::<GtCharTable>(),
+            size_of::<GtWordPieceModel>(),
+            size_of::<GtWpScratch>(),
+            size_of::<GtSpmModel>(),
+            size_of::<GtBytesSlot>(),
         ];
         let c: Vec<usize> = super::super::host::c_struct_sizes()
             .into_iter()

@@ -3,12 +3,22 @@
 //! over them. The algorithms live in the headers only; this file just calls
 //! them.
 
-use super::abi::{GtBpeModel, GtBpeScratch, GtBytesTable, GtMergeEntry, GtSplits, Kernel, NONE};
+use super::abi::{
+    GtBpeModel, GtBpeScratch, GtBytesSlot, GtBytesTable, GtMergeEntry, GtSplits, GtSpmModel,
+    GtWordPieceModel, GtWpScratch, Kernel, NONE,
+};
 use std::ffi::c_void;
 
 extern "C" {
     fn gt_host_bpe_word(
         model: *const GtBpeModel,
+        bytes: *const u8,
+        n: u32,
+        scratch: GtBpeScratch,
+        out: *mut u32,
+    ) -> u32;
+    fn gt_host_spm_word(
+        model: *const GtSpmModel,
         bytes: *const u8,
         n: u32,
         scratch: GtBpeScratch,
@@ -25,11 +35,10 @@ extern "C" {
         merged_id: u32,
     );
     fn gt_host_bytes_insert(
-        hashes: *mut u64,
-        starts: *mut u32,
-        lens: *mut u32,
-        ids: *mut u32,
+        slots: *mut GtBytesSlot,
         mask: u64,
+        filter: *mut u64,
+        filter_mask: u64,
         bytes: *const u8,
         n: u32,
         start: u32,
@@ -44,6 +53,15 @@ extern "C" {
         word: unsafe extern "C" fn(*mut c_void, u32, u32),
         ctx: *mut c_void,
     );
+    fn gt_host_wordpiece_text(
+        model: *const GtWordPieceModel,
+        text: *const u8,
+        n: u32,
+        scratch: GtWpScratch,
+        ids: *mut u32,
+        starts: *mut u32,
+        ends: *mut u32,
+    ) -> u32;
     fn gt_host_next_cut(text: *const u8, end: u32, from: u32) -> u32;
     fn gt_host_chain_can_cut(splits: *const GtSplits) -> i32;
     fn gt_host_run(kernel: u32, args: *const u8, begin: u32, end: u32) -> i32;
@@ -149,6 +167,36 @@ impl Scratch {
 
 /// BPE of one word (`gt_bpe_word`): appends its ids to `out`.
 pub fn bpe_word(model: &GtBpeModel, word: &[u8], scratch: &mut Scratch, out: &mut Vec<u32>) {
+    // SAFETY: the model's tables outlive the call (owned by the plan);
+    // gt_bpe_word writes at most n ids and uses only the scratch it is given.
+    unsafe {
+        run_word(word, scratch, out, |bytes, n, s, ids| {
+            gt_host_bpe_word(model, bytes, n, s, ids)
+        })
+    }
+}
+
+/// SentencePiece-style BPE of one word (`gt_spm_word`): appends its ids to `out`.
+pub fn spm_word(model: &GtSpmModel, word: &[u8], scratch: &mut Scratch, out: &mut Vec<u32>) {
+    // SAFETY: as for `bpe_word` (gt_spm_word has the same contract).
+    unsafe {
+        run_word(word, scratch, out, |bytes, n, s, ids| {
+            gt_host_spm_word(model, bytes, n, s, ids)
+        })
+    }
+}
+
+/// Runs a per-word kernel given n bytes, scratch for n symbols (3n heap
+/// entries) and room for n ids; it returns how many ids it wrote.
+///
+/// # Safety
+/// `kernel` must write at most n ids and use only the scratch it is given.
+unsafe fn run_word(
+    word: &[u8],
+    scratch: &mut Scratch,
+    out: &mut Vec<u32>,
+    kernel: impl FnOnce(*const u8, u32, GtBpeScratch, *mut u32) -> u32,
+) {
     let n = word.len();
     if n == 0 {
         return;
@@ -167,12 +215,92 @@ pub fn bpe_word(model: &GtBpeModel, word: &[u8], scratch: &mut Scratch, out: &mu
         len: scratch.len.as_mut_ptr(),
         heap: scratch.heap.as_mut_ptr(),
     };
-    // SAFETY: the model's tables outlive the call (owned by the plan); scratch
-    // holds n entries (3n for the heap) and `out` has room for n ids, the most
-    // a word of n bytes can produce.
-    let count =
-        unsafe { gt_host_bpe_word(model, word.as_ptr(), n as u32, s, out.as_mut_ptr().add(at)) };
+    // SAFETY: `out` has room for the n ids past `at`.
+    let count = kernel(word.as_ptr(), n as u32, s, unsafe {
+        out.as_mut_ptr().add(at)
+    });
     out.truncate(at + count as usize);
+}
+
+/// Per-thread buffers for [`wordpiece_text`], grown to the longest text seen.
+#[derive(Default)]
+pub struct WordPieceScratch {
+    norm: Vec<u8>,
+    from: Vec<u32>,
+    to: Vec<u32>,
+    starts: Vec<u32>,
+    ends: Vec<u32>,
+}
+
+/// WordPiece of one text (`gt_wordpiece_text`) whose normalized form is at
+/// most `growth` times as long: appends its ids to `ids` and, with `spans`,
+/// each token's byte span in `text` plus `base`. Returns false, appending
+/// nothing, when only the exact path can encode the text.
+pub fn wordpiece_text(
+    model: &GtWordPieceModel,
+    growth: usize,
+    text: &[u8],
+    scratch: &mut WordPieceScratch,
+    ids: &mut Vec<u32>,
+    spans: Option<&mut Vec<(usize, usize)>>,
+    base: usize,
+) -> bool {
+    let room = text.len() * growth;
+    assert!(
+        room < u32::MAX as usize,
+        "text too long for the WordPiece kernel"
+    );
+    if scratch.norm.len() < room {
+        scratch.norm.resize(room, 0);
+    }
+    if spans.is_some() && scratch.from.len() < room {
+        for v in [
+            &mut scratch.from,
+            &mut scratch.to,
+            &mut scratch.starts,
+            &mut scratch.ends,
+        ] {
+            v.resize(room, 0);
+        }
+    }
+    let at = ids.len();
+    ids.resize(at + room, 0);
+    let with_spans = spans.is_some();
+    let buffers = GtWpScratch {
+        norm: scratch.norm.as_mut_ptr(),
+        from: scratch.from.as_mut_ptr(),
+        to: scratch.to.as_mut_ptr(),
+    };
+    let (starts, ends) = match with_spans {
+        true => (scratch.starts.as_mut_ptr(), scratch.ends.as_mut_ptr()),
+        false => (std::ptr::null_mut(), std::ptr::null_mut()),
+    };
+    // SAFETY: the model's tables outlive the call (owned by the plan); norm,
+    // ids (and with spans from/to/starts/ends) hold `room` entries, the most the
+    // normalized text and its tokens can take; without spans the kernel never
+    // touches from/to/starts/ends.
+    let count = unsafe {
+        gt_host_wordpiece_text(
+            model,
+            text.as_ptr(),
+            text.len() as u32,
+            buffers,
+            ids.as_mut_ptr().add(at),
+            starts,
+            ends,
+        )
+    };
+    if count == NONE {
+        ids.truncate(at);
+        return false;
+    }
+    let count = count as usize;
+    ids.truncate(at + count);
+    if let Some(spans) = spans {
+        let pairs = scratch.starts[..count].iter().zip(&scratch.ends[..count]);
+        spans.extend(pairs.map(|(&s, &e)| (base + s as usize, base + e as usize)));
+    }
+    true
 }
 
 /// Inserts a merge into pair-table arrays (`gt_pair_insert`); the last insert of a pair wins.
@@ -206,46 +334,44 @@ pub fn pair_insert(
 
 /// Borrowed arrays of a [`BytesTable`].
 pub struct BytesTableArrays<'a> {
-    pub hashes: &'a [u64],
-    pub starts: &'a [u32],
-    pub lens: &'a [u32],
-    pub ids: &'a [u32],
+    pub slots: &'a [GtBytesSlot],
     pub blob: &'a [u8],
+    pub filter: &'a [u64],
 }
 
 /// Owned arrays of a byte-string table (see `GtBytesTable`).
 pub struct BytesTable {
-    hashes: Vec<u64>,
-    starts: Vec<u32>,
-    lens: Vec<u32>,
-    ids: Vec<u32>,
+    slots: Vec<GtBytesSlot>,
     blob: Vec<u8>,
+    filter: Vec<u64>,
 }
 
 impl BytesTable {
     /// A table for (bytes, id) entries, each byte string given once.
     pub fn build<'a>(entries: impl ExactSizeIterator<Item = (&'a [u8], u32)>) -> Self {
         let capacity = (2 * entries.len()).next_power_of_two().max(2);
+        // 16 filter bits per entry (at least one u64 word).
+        let filter_bits = (16 * entries.len()).next_power_of_two().max(64);
         let mut t = BytesTable {
-            hashes: vec![0; capacity],
-            starts: vec![0; capacity],
-            lens: vec![0; capacity],
-            ids: vec![0; capacity],
+            slots: vec![GtBytesSlot::default(); capacity],
             blob: Vec::new(),
+            filter: vec![0; filter_bits / 64],
         };
         for (bytes, id) in entries {
-            let start = t.blob.len() as u32;
+            let start = u32::try_from(t.blob.len()).expect("byte-string table over 4 GiB");
+            let len = u32::try_from(bytes.len()).expect("a byte string over 4 GiB");
+            t.blob.extend_from_slice(&len.to_le_bytes());
             t.blob.extend_from_slice(bytes);
-            // SAFETY: equal power-of-two lengths with at least half the slots free.
+            // SAFETY: a power-of-two slot array with at least half the slots free, and a
+            // power-of-two filter of filter_bits bits.
             unsafe {
                 gt_host_bytes_insert(
-                    t.hashes.as_mut_ptr(),
-                    t.starts.as_mut_ptr(),
-                    t.lens.as_mut_ptr(),
-                    t.ids.as_mut_ptr(),
+                    t.slots.as_mut_ptr(),
                     capacity as u64 - 1,
+                    t.filter.as_mut_ptr(),
+                    filter_bits as u64 - 1,
                     bytes.as_ptr(),
-                    bytes.len() as u32,
+                    len,
                     start,
                     id,
                 )
@@ -257,23 +383,20 @@ impl BytesTable {
     /// The C view; valid while `self` lives and is not mutated.
     pub fn view(&self) -> GtBytesTable {
         GtBytesTable {
-            hashes: self.hashes.as_ptr(),
-            starts: self.starts.as_ptr(),
-            lens: self.lens.as_ptr(),
-            ids: self.ids.as_ptr(),
+            slots: self.slots.as_ptr(),
             blob: self.blob.as_ptr(),
-            mask: self.hashes.len() as u64 - 1,
+            filter: self.filter.as_ptr(),
+            mask: self.slots.len() as u64 - 1,
+            filter_mask: 64 * self.filter.len() as u64 - 1,
         }
     }
 
     /// The arrays, for copying to a device.
     pub fn arrays(&self) -> BytesTableArrays<'_> {
         BytesTableArrays {
-            hashes: &self.hashes,
-            starts: &self.starts,
-            lens: &self.lens,
-            ids: &self.ids,
+            slots: &self.slots,
             blob: &self.blob,
+            filter: &self.filter,
         }
     }
 

@@ -25,6 +25,7 @@
 //!
 //! Why not: each refusal is a reason string shown by `tok.plan`.
 
+use super::PlainAdded;
 use crate::kernels::{self, BytesTable, GtBpeModel, GtPairTable, GtSplits};
 use aho_corasick::AhoCorasick;
 use serde_json::Value;
@@ -125,14 +126,8 @@ pub struct ByteLevelPlan {
     pub prefix_space: bool,
     /// Texts of the added tokens (and their normalized forms); None when there are none.
     pub added: Option<AhoCorasick>,
-    /// When every added token is plain (not `normalized`, `single_word`,
-    /// `lstrip` or `rstrip`, contents distinct), the crate's split is just its
-    /// leftmost-longest Aho-Corasick match: the same automaton here, with the
-    /// ids, so the fast path splits without building the crate's alignments.
-    /// The ids are the crate's (`resolve_added_ids`), which need not be the
-    /// ones tokenizer.json lists.
-    pub plain_added: Option<(AhoCorasick, Vec<u32>)>,
-    plain_added_contents: Vec<String>,
+    /// When every added token is plain: the crate's split, without its alignments.
+    pub plain_added: Option<PlainAdded>,
     /// The split steps as one scanner chain, when every step is a scanner
     /// (what the shared kernels, and so the GPU, can run).
     pub scanner_chain: Option<GtSplits>,
@@ -185,10 +180,7 @@ impl ByteLevelPlan {
         let model = &spec["model"];
         check_model(model)?;
         let added = added_tokens(&spec["added_tokens"], &normal_forms)?;
-        let (plain_added, plain_added_contents) = match plain_added_tokens(&spec["added_tokens"]) {
-            Some((automaton, contents)) => (Some((automaton, Vec::new())), contents),
-            None => (None, Vec::new()),
-        };
+        let plain_added = PlainAdded::from_spec(&spec["added_tokens"]);
         let alphabet = alphabet();
         let byte_of: std::collections::HashMap<char, u8> = alphabet
             .iter()
@@ -214,36 +206,12 @@ impl ByteLevelPlan {
                 id_of(&c.to_string()).ok_or(format!("no vocabulary token for byte {b:#04x}"))?;
         }
 
-        let merges = model["merges"]
-            .as_array()
-            .ok_or("model.merges is not a list")?;
-        let capacity = (2 * merges.len()).next_power_of_two().max(2);
-        let (mut keys, mut ranks, mut merged) = (
-            vec![kernels::PAIR_EMPTY; capacity],
-            vec![0; capacity],
-            vec![0; capacity],
-        );
-        let mut joined = String::new();
-        for (rank, merge) in merges.iter().enumerate() {
-            let (a, b) = merge_parts(merge)?;
-            joined.clear();
-            joined.push_str(a);
-            joined.push_str(b);
-            let (Some(ia), Some(ib), Some(im)) = (id_of(a), id_of(b), id_of(&joined)) else {
-                return Err(format!(
-                    "merge {a:?} {b:?} uses tokens outside the vocabulary"
-                ));
-            };
-            kernels::pair_insert(
-                &mut keys,
-                &mut ranks,
-                &mut merged,
-                (ia, ib),
-                rank as u32,
-                im,
-            );
-        }
-
+        let MergeTable {
+            keys,
+            ranks,
+            merged,
+        } = merge_table(&model["merges"], id_of)?;
+        let capacity = keys.len();
         let ignore_merges = model["ignore_merges"].as_bool().unwrap_or(false);
         let mut vocab_words: Vec<(Vec<u8>, u32)> = vocab
             .iter()
@@ -291,7 +259,6 @@ impl ByteLevelPlan {
             splits,
             added,
             plain_added,
-            plain_added_contents,
             model: view,
             pair_keys: keys,
             pair_ranks: ranks,
@@ -389,11 +356,7 @@ impl ByteLevelPlan {
     /// Gives the plain added tokens the ids the crate gave them (`id_of`, e.g.
     /// its `token_to_id`); without an id for each, the crate's split is used.
     pub fn resolve_added_ids(&mut self, id_of: impl Fn(&str) -> Option<u32>) {
-        let ids: Option<Vec<u32>> = self.plain_added_contents.iter().map(|c| id_of(c)).collect();
-        match (ids, self.plain_added.as_mut()) {
-            (Some(ids), Some((_, slot))) => *slot = ids,
-            _ => self.plain_added = None,
-        }
+        PlainAdded::resolve(&mut self.plain_added, id_of);
     }
 
     /// True when `text` contains an added token's text (before or after normalizing).
@@ -541,6 +504,64 @@ fn check_model(model: &Value) -> Result<(), String> {
     Ok(())
 }
 
+/// The arrays of a `GtPairTable`: (left id, right id) -> (rank, id of the joined token).
+pub(super) struct MergeTable {
+    pub keys: Vec<u64>,
+    pub ranks: Vec<u32>,
+    pub merged: Vec<u32>,
+}
+
+impl MergeTable {
+    /// The C view; valid while `self` lives and is not mutated.
+    pub fn view(&self) -> GtPairTable {
+        GtPairTable {
+            keys: self.keys.as_ptr(),
+            ranks: self.ranks.as_ptr(),
+            merged: self.merged.as_ptr(),
+            mask: self.keys.len() as u64 - 1,
+        }
+    }
+}
+
+/// The merges of a BPE model (`model.merges`) as a [`MergeTable`].
+pub(super) fn merge_table(
+    merges: &Value,
+    id_of: impl Fn(&str) -> Option<u32>,
+) -> Result<MergeTable, String> {
+    let merges = merges.as_array().ok_or("model.merges is not a list")?;
+    let capacity = (2 * merges.len()).next_power_of_two().max(2);
+    let (mut keys, mut ranks, mut merged) = (
+        vec![kernels::PAIR_EMPTY; capacity],
+        vec![0; capacity],
+        vec![0; capacity],
+    );
+    let mut joined = String::new();
+    for (rank, merge) in merges.iter().enumerate() {
+        let (a, b) = merge_parts(merge)?;
+        joined.clear();
+        joined.push_str(a);
+        joined.push_str(b);
+        let (Some(ia), Some(ib), Some(im)) = (id_of(a), id_of(b), id_of(&joined)) else {
+            return Err(format!(
+                "merge {a:?} {b:?} uses tokens outside the vocabulary"
+            ));
+        };
+        kernels::pair_insert(
+            &mut keys,
+            &mut ranks,
+            &mut merged,
+            (ia, ib),
+            rank as u32,
+            im,
+        );
+    }
+    Ok(MergeTable {
+        keys,
+        ranks,
+        merged,
+    })
+}
+
 fn merge_parts(merge: &Value) -> Result<(&str, &str), String> {
     match merge {
         Value::String(s) => {
@@ -556,32 +577,6 @@ fn merge_parts(merge: &Value) -> Result<(&str, &str), String> {
         },
         _ => Err("unreadable merge".into()),
     }
-}
-
-/// See [`ByteLevelPlan::plain_added`]: the automaton and the contents (ids
-/// come later, from the crate); None when any token is not plain.
-fn plain_added_tokens(tokens: &Value) -> Option<(AhoCorasick, Vec<String>)> {
-    let mut contents = Vec::new();
-    for token in tokens.as_array()? {
-        let flag = |key: &str| token[key].as_bool().unwrap_or(false);
-        if ["normalized", "single_word", "lstrip", "rstrip"]
-            .iter()
-            .any(|k| flag(k))
-        {
-            return None;
-        }
-        let content = token["content"].as_str().filter(|c| !c.is_empty())?;
-        contents.push(content.to_string());
-    }
-    let distinct: std::collections::HashSet<&String> = contents.iter().collect();
-    if contents.is_empty() || distinct.len() != contents.len() {
-        return None;
-    }
-    let automaton = aho_corasick::AhoCorasickBuilder::new()
-        .match_kind(aho_corasick::MatchKind::LeftmostLongest)
-        .build(&contents)
-        .ok()?;
-    Some((automaton, contents))
 }
 
 fn added_tokens(tokens: &Value, forms: &[NormalForm]) -> Result<Option<AhoCorasick>, String> {

@@ -9,10 +9,87 @@
 //! keeps the scanners' Unicode table in step with Oniguruma.
 
 pub mod bytelevel;
+pub mod char_table;
+pub mod spm;
 pub mod unicode;
+pub mod wordpiece;
 
+use aho_corasick::AhoCorasick;
 use serde_json::Value;
 use tokenizers::{ModelWrapper, Tokenizer};
+
+/// The fast engine's plan for a tokenizer of a family it covers.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one per loaded tokenizer, never copied"
+)]
+pub enum FastPlan {
+    ByteLevel(bytelevel::ByteLevelPlan),
+    SentencePiece(spm::SpmPlan),
+    WordPiece(wordpiece::WordPiecePlan),
+}
+
+impl FastPlan {
+    /// The plan for tokenizer.json `spec`, or why there is none.
+    pub fn build(spec: &Value) -> Result<FastPlan, String> {
+        match spec["model"]["type"].as_str() {
+            Some("WordPiece") => wordpiece::WordPiecePlan::build(spec).map(FastPlan::WordPiece),
+            // BPE without a pre-tokenizer is SentencePiece-style (the crate's
+            // BPE over characters); with one, byte-level.
+            _ if spec["pre_tokenizer"].is_null() => {
+                spm::SpmPlan::build(spec).map(FastPlan::SentencePiece)
+            }
+            _ => bytelevel::ByteLevelPlan::build(spec).map(FastPlan::ByteLevel),
+        }
+    }
+
+    /// The byte-level plan, the one the CUDA backend runs.
+    pub fn byte_level(&self) -> Option<&bytelevel::ByteLevelPlan> {
+        match self {
+            FastPlan::ByteLevel(plan) => Some(plan),
+            FastPlan::SentencePiece(_) | FastPlan::WordPiece(_) => None,
+        }
+    }
+
+    /// Gives the plan's plain added tokens the crate's ids (`id_of`).
+    pub fn resolve_added_ids(&mut self, id_of: impl Fn(&str) -> Option<u32>) -> Result<(), String> {
+        match self {
+            FastPlan::ByteLevel(plan) => {
+                plan.resolve_added_ids(id_of);
+                Ok(())
+            }
+            FastPlan::SentencePiece(plan) => plan.resolve_added_ids(id_of),
+            FastPlan::WordPiece(plan) => plan.resolve_added_ids(id_of),
+        }
+    }
+
+    /// How it normalizes, pre-tokenizes and runs the model, for the plan report.
+    fn describe(&self) -> [String; 3] {
+        match self {
+            FastPlan::ByteLevel(plan) => [
+                "quick check, then the crate's own normalization tables only where the text changes".into(),
+                plan.describe_splits(),
+                "byte-level BPE kernel (cuda/gt_bpe.cuh) with a per-thread word cache; offsets too, unless \
+                 the normalizer changes the text"
+                    .into(),
+            ],
+            FastPlan::SentencePiece(plan) => [
+                "Prepend / Replace steps per piece between added tokens; offsets on the exact path".into(),
+                plan.describe(),
+                "BPE kernel over characters with byte fallback (cuda/gt_spm.cuh) and a per-thread word cache"
+                    .into(),
+            ],
+            FastPlan::WordPiece(plan) => [
+                "per-code-point table built from the crate's Unicode data (cuda/gt_wordpiece.cuh); \
+                 offsets too"
+                    .into(),
+                plan.describe(),
+                "WordPiece kernel (cuda/gt_wordpiece.cuh): greedy longest match over hashes of the vocabulary"
+                    .into(),
+            ],
+        }
+    }
+}
 
 /// Which engine runs a stage.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,9 +164,9 @@ fn model_type(model: &ModelWrapper) -> Value {
 }
 
 impl PlanReport {
-    /// The report for `hf`; `fast` is the byte-level plan's outcome: how it
-    /// pre-tokenizes, or why there is no fast plan.
-    pub fn of(hf: &Tokenizer, fast: Result<String, &str>) -> PlanReport {
+    /// The report for `hf` and its fast plan (or why there is none).
+    pub fn of(hf: &Tokenizer, fast: Result<&FastPlan, &str>) -> PlanReport {
+        let fast = fast.map(FastPlan::describe);
         let components = [
             ("normalize", serialized(hf.get_normalizer())),
             ("pre_tokenize", serialized(hf.get_pre_tokenizer())),
@@ -101,9 +178,9 @@ impl PlanReport {
             .iter()
             .map(|(stage, value)| {
                 let (path, reason) = match (*stage, &fast) {
-                    ("normalize", Ok(_)) => (Path::Fast, "quick check, then the crate's own normalization tables only where the text changes".into()),
-                    ("pre_tokenize", Ok(how)) => (Path::Fast, how.clone()),
-                    ("model", Ok(_)) => (Path::Fast, "byte-level BPE kernel (cuda/gt_bpe.cuh) with a per-thread word cache; offsets too, unless the normalizer changes the text".into()),
+                    ("normalize", Ok([how, _, _])) => (Path::Fast, how.clone()),
+                    ("pre_tokenize", Ok([_, how, _])) => (Path::Fast, how.clone()),
+                    ("model", Ok([_, _, how])) => (Path::Fast, how.clone()),
                     ("normalize" | "pre_tokenize" | "model", Err(why)) => (Path::Exact, why.to_string()),
                     ("post_process", _) => (Path::Exact, "the crate's post-processor runs on the ids (templates, truncation, padding)".into()),
                     _ => (Path::Exact, "decoding always runs in the crate".into()),
@@ -193,4 +270,93 @@ pub fn post_processor_uses_type_ids(hf: &Tokenizer) -> bool {
         }
     }
     any_type_id(&serialized(hf.get_post_processor()))
+}
+
+/// Added tokens that are all plain (not `normalized`, `single_word`, `lstrip`
+/// or `rstrip`, contents distinct): the crate's split of a text at them is
+/// just its leftmost-longest Aho-Corasick match over the original text. The
+/// same automaton here, with the ids, lets the fast path split without
+/// building the crate's alignments.
+pub struct PlainAdded {
+    automaton: AhoCorasick,
+    /// The crate's ids (`resolve`), which need not be the ones tokenizer.json lists.
+    ids: Vec<u32>,
+    contents: Vec<String>,
+}
+
+/// A piece of a text split at added tokens: its text, its byte span, and for
+/// an added token its (id, text).
+pub type Piece<'t> = (&'t str, (usize, usize), Option<(u32, &'t str)>);
+
+impl PlainAdded {
+    /// The automaton for tokenizer.json's `added_tokens`; None when any is
+    /// not plain (or there are none). Ids come from [`PlainAdded::resolve`].
+    pub fn from_spec(tokens: &Value) -> Option<PlainAdded> {
+        let mut contents = Vec::new();
+        for token in tokens.as_array()? {
+            let flag = |key: &str| token[key].as_bool().unwrap_or(false);
+            if ["normalized", "single_word", "lstrip", "rstrip"]
+                .iter()
+                .any(|k| flag(k))
+            {
+                return None;
+            }
+            let content = token["content"].as_str().filter(|c| !c.is_empty())?;
+            contents.push(content.to_string());
+        }
+        let distinct: std::collections::HashSet<&String> = contents.iter().collect();
+        if contents.is_empty() || distinct.len() != contents.len() {
+            return None;
+        }
+        let automaton = aho_corasick::AhoCorasickBuilder::new()
+            .match_kind(aho_corasick::MatchKind::LeftmostLongest)
+            .build(&contents)
+            .ok()?;
+        Some(PlainAdded {
+            automaton,
+            ids: Vec::new(),
+            contents,
+        })
+    }
+
+    /// Gives `plain` the ids the crate gave its tokens (`id_of`, e.g. its
+    /// `token_to_id`); without an id for each, it is dropped (the crate's
+    /// split is used).
+    pub fn resolve(plain: &mut Option<PlainAdded>, id_of: impl Fn(&str) -> Option<u32>) {
+        let ids = plain.as_ref().and_then(|p| {
+            p.contents
+                .iter()
+                .map(|c| id_of(c))
+                .collect::<Option<Vec<u32>>>()
+        });
+        match (ids, plain.as_mut()) {
+            (Some(ids), Some(p)) => p.ids = ids,
+            _ => *plain = None,
+        }
+    }
+
+    /// True when `text` contains an added token.
+    pub fn occurs_in(&self, text: &str) -> bool {
+        self.automaton.is_match(text)
+    }
+
+    /// The crate's split of `text`: pieces between matches, and each match
+    /// with its token, in order; empty pieces are dropped, as the crate drops them.
+    pub fn split<'t>(&self, text: &'t str) -> Vec<Piece<'t>> {
+        let mut out = Vec::new();
+        let mut at = 0;
+        for found in self.automaton.find_iter(text) {
+            let (start, end) = (found.start(), found.end());
+            if start > at {
+                out.push((&text[at..start], (at, start), None));
+            }
+            let token = (self.ids[found.pattern().as_usize()], &text[start..end]);
+            out.push((&text[start..end], (start, end), Some(token)));
+            at = end;
+        }
+        if at < text.len() {
+            out.push((&text[at..], (at, text.len()), None));
+        }
+        out
+    }
 }

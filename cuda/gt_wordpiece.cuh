@@ -1,0 +1,190 @@
+// gt_wordpiece.cuh: BERT-style tokenization of one text, exactly as the
+// Hugging Face `tokenizers` crate computes it (normalizers/bert.rs,
+// pre_tokenizers/bert.rs and whitespace.rs, models/wordpiece/mod.rs).
+//
+// 1. Normalize: BertNormalizer (clean text, spaces around CJK ideographs,
+//    strip accents, lowercase) changes each code point on its own, so it is
+//    one lookup per code point in a table the plan builds on the host from
+//    the crate's own Unicode data (rust/plan/char_table.rs, checked there on
+//    every code point). The one context-dependent step, NFD's reordering of
+//    combining marks, can only matter for a kept mark with a non-zero
+//    combining class: such code points are flagged and the document goes to
+//    the exact path.
+// 2. Pre-tokenize: the same table gives each normalized code point its class:
+//    whitespace splits words and is dropped; punctuation is a word of its own
+//    (BertPreTokenizer; WhitespaceSplit has no punctuation class).
+// 3. WordPiece: greedy longest match from the left of each word, the first
+//    piece in the whole vocabulary, the others in the continuing pieces
+//    (prefix `##` stripped); a word with more than max_chars characters, or
+//    with a position no piece matches, is one unknown token.
+//
+// Worked example (vocab: un, ##aff, ##able, [UNK]; lowercase):
+//   "Unaffable!" -> "unaffable!" -> words "unaffable", "!"
+//   -> [un, ##aff, ##able], [UNK]
+#pragma once
+#include "gt_hash.cuh"
+#include "gt_pretok.cuh"
+
+// A GtCharTable entry: bits 0-1 the code point's pre-tokenizer class (as a
+// normalized character), bits 2-3 what the normalizer does with it, bit 4 the
+// exact-path flag, bits 8-31 for GT_CHAR_MAP the offset in the blob of its
+// replacement: one length byte, then that many UTF-8 bytes.
+#define GT_CHAR_WORD 0u
+#define GT_CHAR_SPACE 1u
+#define GT_CHAR_PUNCT 2u
+#define GT_CHAR_CLASS 3u
+#define GT_CHAR_KEEP (0u << 2)
+#define GT_CHAR_DROP (1u << 2)
+#define GT_CHAR_MAP (2u << 2)
+#define GT_CHAR_ACTION (3u << 2)
+#define GT_CHAR_EXACT (1u << 4)
+#define GT_CHAR_BLOCKS 0x1100u  // blocks of 256 code points up to U+10FFFF
+
+// Two-level table: blocks[cp >> 8] is the block holding cp's 256 entries.
+struct GtCharTable {
+    const gt_u16* blocks;
+    const gt_u32* entries;
+    const gt_u8* blob;
+};
+
+GT_HD gt_u32 gt_char_entry(const GtCharTable* t, gt_u32 cp) {
+    return t->entries[((gt_u32)t->blocks[cp >> 8] << 8) | (cp & 0xFF)];
+}
+
+struct GtWordPieceModel {
+    GtCharTable chars;
+    GtBytesTable first;  // every vocabulary token: the first piece of a word
+    GtBytesTable rest;   // tokens that start with the continuing prefix, without it
+    gt_u32 first_max;    // longest key of `first`, in bytes
+    gt_u32 rest_max;     // longest key of `rest`, in bytes
+    gt_u32 unk_id;
+    gt_u32 max_chars;    // max_input_chars_per_word
+};
+
+// text[0, n) through the normalizer into out (room for n times the table's
+// growth), and for each output byte the span [from, to) in text of the
+// character it came from (when from is not null). Returns the output length,
+// or GT_NONE when the document must take the exact path.
+GT_HD gt_u32 gt_wp_normalize(const GtCharTable* t, const gt_u8* text, gt_u32 n, gt_u8* out, gt_u32* from,
+                             gt_u32* to) {
+    gt_u32 k = 0;
+    for (gt_u32 pos = 0; pos < n;) {
+        gt_u32 cp, len = gt_decode(text, pos, &cp);
+        gt_u32 e = gt_char_entry(t, cp);
+        if (e & GT_CHAR_EXACT) return GT_NONE;
+        const gt_u8* src = text + pos;
+        gt_u32 m = len;
+        if ((e & GT_CHAR_ACTION) == GT_CHAR_DROP) m = 0;
+        if ((e & GT_CHAR_ACTION) == GT_CHAR_MAP) {
+            src = t->blob + (e >> 8) + 1;
+            m = t->blob[e >> 8];
+        }
+        for (gt_u32 i = 0; i < m; ++i, ++k) {
+            out[k] = src[i];
+            if (from) {
+                from[k] = pos;
+                to[k] = pos + len;
+            }
+        }
+        pos += len;
+    }
+    return k;
+}
+
+GT_HD int gt_is_continuation(gt_u8 b) { return (b & 0xC0) == 0x80; }
+
+// WordPiece of the word s[begin, end): its ids into ids and, when starts is
+// not null, each token's [start, end) in s. Returns the token count (at most
+// the word's character count).
+GT_HD gt_u32 gt_wordpiece_word(const GtWordPieceModel* m, const gt_u8* s, gt_u32 begin, gt_u32 end, gt_u32* ids,
+                               gt_u32* starts, gt_u32* ends) {
+    gt_u32 chars = 0;
+    for (gt_u32 i = begin; i < end; ++i) chars += !gt_is_continuation(s[i]);
+    gt_u32 count = 0;
+    int matched = chars <= m->max_chars;
+    for (gt_u32 start = begin; matched && start < end;) {
+        const GtBytesTable* table = start == begin ? &m->first : &m->rest;
+        gt_u32 longest = start == begin ? m->first_max : m->rest_max;
+        // No key is longer than `longest`: start there (on a character boundary)
+        // instead of at the word's end; the longest match is the same.
+        gt_u32 stop = end - start > longest ? start + longest : end;
+        while (stop > start && stop < end && gt_is_continuation(s[stop])) --stop;
+        gt_u32 id = GT_NONE;
+        while (stop > start) {
+            id = gt_bytes_find(table, s + start, stop - start);
+            if (id != GT_NONE) break;
+            do --stop;
+            while (stop > start && gt_is_continuation(s[stop]));
+        }
+        matched = id != GT_NONE;
+        if (matched) {
+            ids[count] = id;
+            if (starts) {
+                starts[count] = start;
+                ends[count] = stop;
+            }
+            ++count;
+            start = stop;
+        }
+    }
+    if (matched) return count;
+    ids[0] = m->unk_id;
+    if (starts) {
+        starts[0] = begin;
+        ends[0] = end;
+    }
+    return 1;
+}
+
+// Pre-tokenizes the normalized text s[0, n) and WordPieces each word: ids into
+// ids (room for n), spans in s into starts/ends when starts is not null.
+// Returns the token count.
+GT_HD gt_u32 gt_wp_encode_normalized(const GtWordPieceModel* m, const gt_u8* s, gt_u32 n, gt_u32* ids,
+                                     gt_u32* starts, gt_u32* ends) {
+    gt_u32 count = 0, word = 0;
+    for (gt_u32 pos = 0; pos < n;) {
+        gt_u32 cp, len = gt_decode(s, pos, &cp);
+        gt_u32 cls = gt_char_entry(&m->chars, cp) & GT_CHAR_CLASS;
+        if (cls != GT_CHAR_WORD) {
+            gt_u32 at = count;
+            if (word < pos)
+                count += gt_wordpiece_word(m, s, word, pos, ids + at, starts ? starts + at : 0, starts ? ends + at : 0);
+            at = count;
+            if (cls == GT_CHAR_PUNCT)
+                count += gt_wordpiece_word(m, s, pos, pos + len, ids + at, starts ? starts + at : 0,
+                                           starts ? ends + at : 0);
+            word = pos + len;
+        }
+        pos += len;
+    }
+    if (word < n) count += gt_wordpiece_word(m, s, word, n, ids + count, starts ? starts + count : 0,
+                                             starts ? ends + count : 0);
+    return count;
+}
+
+// Scratch for gt_wordpiece_text over a text of n bytes normalizing to at most
+// g * n bytes (g: the table's growth): norm holds g * n bytes, from/to g * n
+// entries each (only with spans).
+struct GtWpScratch {
+    gt_u8* norm;
+    gt_u32* from;
+    gt_u32* to;
+};
+
+// One text: ids into ids (room for g * n) and, when starts is not null, each
+// token's byte span in text. Returns the count, or GT_NONE for the exact path.
+GT_HD gt_u32 gt_wordpiece_text(const GtWordPieceModel* m, const gt_u8* text, gt_u32 n, GtWpScratch s, gt_u32* ids,
+                               gt_u32* starts, gt_u32* ends) {
+    gt_u32 k = gt_wp_normalize(&m->chars, text, n, s.norm, starts ? s.from : 0, starts ? s.to : 0);
+    if (k == GT_NONE) return GT_NONE;
+    gt_u32 count = gt_wp_encode_normalized(m, s.norm, k, ids, starts, ends);
+    if (starts) {
+        // Spans in the normalized text -> spans in text (of whole characters).
+        for (gt_u32 i = 0; i < count; ++i) {
+            gt_u32 first = starts[i], last = ends[i] - 1;
+            starts[i] = s.from[first];
+            ends[i] = s.to[last];
+        }
+    }
+    return count;
+}

@@ -1,0 +1,79 @@
+//! One sequence of a SentencePiece-style BPE tokenizer on the CPU: split out
+//! plain added tokens (the crate's split), normalize each piece, cut it into
+//! words where the plan proved it safe, and BPE each word through the
+//! per-thread cache and the shared kernel (`gt_spm_word`).
+
+use super::encode::Encoded;
+use super::word_cache;
+use crate::kernels;
+use crate::plan::spm::SpmPlan;
+use crate::plan::Piece;
+
+/// `text` on the fast path, or None when offsets are asked for (the plan
+/// leaves them to the exact path: the normalizer changes the text).
+pub fn encode(plan: &SpmPlan, plan_id: u64, text: &str, offsets: bool) -> Option<Encoded> {
+    if offsets {
+        return None;
+    }
+    let pieces: Vec<Piece<'_>> = match &plan.plain_added {
+        Some(plain) if plain.occurs_in(text) => plain.split(text),
+        _ => vec![(text, (0, text.len()), None)],
+    };
+    let mut ids = Vec::with_capacity(text.len() / 3 + 1);
+    word_cache::with_cache(plan_id, |cache| {
+        for (piece, _, token) in pieces {
+            if let Some((id, _)) = token {
+                ids.push(id);
+                continue;
+            }
+            let normalized = plan.normalize(piece);
+            for word in words(&normalized, plan.cut_before) {
+                let kernel = |w: &[u8], s: &mut kernels::Scratch, o: &mut Vec<u32>| {
+                    kernels::spm_word(plan.model(), w, s, o)
+                };
+                cache.encode_word(word.as_bytes(), &mut ids, kernel);
+            }
+        }
+    });
+    Some(Encoded {
+        ids,
+        offsets: None,
+        added: Vec::new(),
+    })
+}
+
+/// The words of a normalized piece: cut before each `cut` that follows
+/// another character (the whole piece when there is no cut character).
+fn words(text: &str, cut: Option<char>) -> impl Iterator<Item = &str> {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let end = match cut {
+            Some(c) => {
+                let body = rest.trim_start_matches(c);
+                let start = rest.len() - body.len();
+                body.find(c).map_or(rest.len(), |at| start + at)
+            }
+            None => rest.len(),
+        };
+        let (word, tail) = rest.split_at(end);
+        rest = tail;
+        Some(word)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::words;
+
+    #[test]
+    fn words_are_cut_before_a_space_mark_after_other_characters() {
+        let cut: Vec<&str> = words("▁Hello▁▁world▁", Some('▁')).collect();
+        assert_eq!(cut, ["▁Hello", "▁▁world", "▁"]);
+        assert_eq!(words("ab▁c", None).collect::<Vec<_>>(), ["ab▁c"]);
+        assert_eq!(words("▁▁", Some('▁')).collect::<Vec<_>>(), ["▁▁"]);
+        assert_eq!(words("", Some('▁')).count(), 0);
+    }
+}

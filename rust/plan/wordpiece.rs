@@ -1,0 +1,151 @@
+//! The fast plan for BERT-style WordPiece tokenizers: `BertNormalizer` (or
+//! none), `BertPreTokenizer` or `WhitespaceSplit`, a `WordPiece` model, and
+//! plain added tokens. The tables behind `GtWordPieceModel`
+//! (cuda/gt_wordpiece.cuh): the per-code-point table ([`CharTable`]) and two
+//! hashes of the vocabulary (whole tokens; continuing pieces without their
+//! prefix).
+
+use super::char_table::{BertOptions, CharTable, Splitter};
+use super::PlainAdded;
+use crate::kernels::{BytesTable, GtWordPieceModel};
+use serde_json::Value;
+use std::sync::Arc;
+
+pub struct WordPiecePlan {
+    chars: Arc<CharTable>,
+    /// The hashes of whole tokens and of continuing pieces, owned here: `model` points into them.
+    _vocab_tables: [BytesTable; 2],
+    /// Points into `chars` and the vocabulary tables.
+    model: GtWordPieceModel,
+    /// When every added token is plain: the crate's split, without its alignments.
+    pub plain_added: Option<PlainAdded>,
+    description: String,
+}
+
+// SAFETY: `model` holds pointers into the tables owned alongside it, never
+// mutated after construction; reading them from many threads is safe.
+unsafe impl Send for WordPiecePlan {}
+// SAFETY: as above.
+unsafe impl Sync for WordPiecePlan {}
+
+impl WordPiecePlan {
+    /// The plan, or why this tokenizer is not for it.
+    pub fn build(spec: &Value) -> Result<Self, String> {
+        let model = &spec["model"];
+        if model["type"] != "WordPiece" {
+            return Err("the model is not WordPiece".into());
+        }
+        let normalizer = bert_options(&spec["normalizer"])?;
+        let splitter = match spec["pre_tokenizer"]["type"].as_str() {
+            Some("BertPreTokenizer") => Splitter::Bert,
+            Some("WhitespaceSplit") => Splitter::Whitespace,
+            _ => {
+                return Err(format!(
+                "pre_tokenizer {}: the WordPiece plan covers BertPreTokenizer and WhitespaceSplit",
+                super::describe(&spec["pre_tokenizer"])
+            ))
+            }
+        };
+        let added = &spec["added_tokens"];
+        let plain_added = PlainAdded::from_spec(added);
+        if plain_added.is_none() && added.as_array().is_some_and(|a| !a.is_empty()) {
+            return Err(
+                "added tokens that are normalized, strip spaces or match single words".into(),
+            );
+        }
+        let vocab = model["vocab"]
+            .as_object()
+            .ok_or("the WordPiece vocabulary is not a map")?;
+        let unk = model["unk_token"].as_str().unwrap_or("[UNK]");
+        let unk_id = vocab
+            .get(unk)
+            .and_then(Value::as_u64)
+            .ok_or("the unknown token is not in the vocabulary (the crate reports it)")?;
+        let prefix = model["continuing_subword_prefix"].as_str().unwrap_or("##");
+        let max_chars = model["max_input_chars_per_word"].as_u64().unwrap_or(100);
+        let mut tokens = Vec::with_capacity(vocab.len());
+        for (token, id) in vocab {
+            let id = id.as_u64().and_then(|id| u32::try_from(id).ok());
+            tokens.push((token.as_bytes(), id.ok_or("a vocabulary id is not a u32")?));
+        }
+        let rest: Vec<(&[u8], u32)> = tokens
+            .iter()
+            .filter_map(|&(t, id)| Some((t.strip_prefix(prefix.as_bytes())?, id)))
+            .collect();
+        let longest =
+            |entries: &[(&[u8], u32)]| entries.iter().map(|e| e.0.len()).max().unwrap_or(0);
+        let (first_max, rest_max) = (longest(&tokens), longest(&rest));
+        let chars = CharTable::shared(normalizer, splitter);
+        let first = BytesTable::build(tokens.into_iter());
+        let rest = BytesTable::build(rest.into_iter());
+        let model = GtWordPieceModel {
+            chars: chars.view(),
+            first: first.view(),
+            rest: rest.view(),
+            first_max: first_max as u32,
+            rest_max: rest_max as u32,
+            unk_id: unk_id as u32,
+            max_chars: u32::try_from(max_chars).unwrap_or(u32::MAX),
+        };
+        let description = format!(
+            "{} as classes in the per-code-point table (cuda/gt_wordpiece.cuh)",
+            super::describe(&spec["pre_tokenizer"]),
+        );
+        Ok(WordPiecePlan {
+            chars,
+            _vocab_tables: [first, rest],
+            model,
+            plain_added,
+            description,
+        })
+    }
+
+    /// The C view of the tables.
+    pub fn model(&self) -> &GtWordPieceModel {
+        &self.model
+    }
+
+    /// The most bytes of normalized text one byte of input can become.
+    pub fn growth(&self) -> usize {
+        self.chars.growth
+    }
+
+    /// How the plan normalizes and pre-tokenizes, for `tok.plan`.
+    pub fn describe(&self) -> String {
+        self.description.clone()
+    }
+
+    /// Gives the plain added tokens the crate's ids (see
+    /// [`PlainAdded::resolve`]); an error when one has none (the plan then
+    /// cannot split text at them).
+    pub fn resolve_added_ids(&mut self, id_of: impl Fn(&str) -> Option<u32>) -> Result<(), String> {
+        let had = self.plain_added.is_some();
+        PlainAdded::resolve(&mut self.plain_added, id_of);
+        match had && self.plain_added.is_none() {
+            true => Err("an added token has no id in the loaded tokenizer".into()),
+            false => Ok(()),
+        }
+    }
+}
+
+/// `BertNormalizer`'s options (None for no normalizer), with the crate's
+/// defaults for fields left out.
+fn bert_options(normalizer: &Value) -> Result<Option<BertOptions>, String> {
+    if normalizer.is_null() {
+        return Ok(None);
+    }
+    if normalizer["type"] != "BertNormalizer" {
+        return Err(format!(
+            "normalizer {}: the WordPiece plan covers BertNormalizer",
+            super::describe(normalizer)
+        ));
+    }
+    let flag = |key: &str, default: bool| normalizer[key].as_bool().unwrap_or(default);
+    let lowercase = flag("lowercase", true);
+    Ok(Some(BertOptions {
+        clean_text: flag("clean_text", true),
+        handle_chinese_chars: flag("handle_chinese_chars", true),
+        strip_accents: normalizer["strip_accents"].as_bool().unwrap_or(lowercase),
+        lowercase,
+    }))
+}

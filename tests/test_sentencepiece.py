@@ -1,0 +1,140 @@
+"""SentencePiece-style BPE (Llama-2 / Mistral / Gemma form: no pre-tokenizer,
+`Prepend("▁")` + `Replace(" ", "▁")`, BPE over characters with byte
+fallback) on the fast engine (cuda/gt_spm.cuh), against the oracle: the real
+Mistral-7B tokenizer (`llama2`) and vocabularies trained here with every
+model option (byte_fallback, fuse_unk, ignore_merges, no unknown token) and
+normalizer form."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+
+import gpu_tok
+import pytest
+import tokenizers
+from conftest import HAVE_SHARED, corpus_sample, edge_cases, tokenizer_json, whole_corpus
+from tokenizers import models, pre_tokenizers, trainers
+
+LLAMA = "llama2"
+TRICKY = [
+    "<s>Hello</s> world <unk>x</s>",
+    "  two  spaces  and\ttabs\n\nnewlines ",
+    "▁▁literal▁marks▁",
+    "naïve café 東京 Привет 🤷🏽‍♀️ \u0000 \U0010ffff \ufffd",
+    "x" * 3000,
+    "",
+    " ",
+]
+
+
+def oracle(json_text: str) -> tokenizers.Tokenizer:
+    hf = tokenizers.Tokenizer.from_str(json_text)
+    hf.no_truncation()
+    hf.no_padding()
+    return hf
+
+
+def assert_matches(json_text: str, texts: list[str], label: str) -> None:
+    """ids (fast path) and offsets (exact path) equal the oracle's."""
+    hf = oracle(json_text)
+    tok = gpu_tok.Tokenizer.from_str(json_text)
+    expected = hf.encode_batch(texts)
+    got = tok.encode_batch(texts, padding=False, truncation=False).to_lists()["input_ids"]
+    for i, (ids, enc) in enumerate(zip(got, expected, strict=True)):
+        assert ids == enc.ids, f"{label}: ids differ on {texts[i]!r:.200}"
+    with_offsets = tok.encode_batch(texts, padding=False, truncation=False, return_offsets=True).to_lists()
+    assert with_offsets["offset_mapping"] == [[tuple(o) for o in e.offsets] for e in expected], label
+
+
+def stages(tok: gpu_tok.Tokenizer) -> dict[str, dict[str, str]]:
+    return {row["stage"]: row for row in tok.plan}
+
+
+def test_mistral_runs_on_the_fast_path_with_identical_ids() -> None:
+    json_text = tokenizer_json(LLAMA)
+    plan = stages(gpu_tok.Tokenizer.from_str(json_text))
+    assert [plan[s]["path"] for s in ("normalize", "pre_tokenize", "model")] == ["fast"] * 3
+    assert "cut before" in plan["pre_tokenize"]["reason"]
+    assert_matches(json_text, TRICKY + edge_cases() + corpus_sample(), LLAMA)
+
+
+@pytest.mark.skipif(not HAVE_SHARED, reason="the whole mixed.jsonl lives in ../shared")
+def test_whole_corpus_ids() -> None:
+    texts = whole_corpus()
+    expected = oracle(tokenizer_json(LLAMA)).encode_batch_fast(texts)
+    tok = gpu_tok.Tokenizer.from_str(tokenizer_json(LLAMA))
+    got = tok.encode_batch(texts, padding=False, truncation=False).to_lists()["input_ids"]
+    bad = [i for i, (row, enc) in enumerate(zip(got, expected, strict=True)) if row != enc.ids]
+    assert not bad, f"{len(bad)} documents differ, first {texts[bad[0]]!r:.200}"
+
+
+def lines() -> list[str]:
+    """Short lines of the sample corpus: BPE trains on whole pieces here."""
+    return [line[:200] for text in corpus_sample()[:80] for line in text.split("\n") if line.strip()][:600]
+
+
+@cache
+def trained(byte_fallback: bool, fuse_unk: bool) -> str:
+    hf = tokenizers.Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=byte_fallback, fuse_unk=fuse_unk))
+    # Trained on words, as SentencePiece trains (no piece has "▁" inside), then
+    # saved in the converted form: Prepend + Replace, no pre-tokenizer.
+    hf.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="always")
+    trainer = trainers.BpeTrainer(vocab_size=700, special_tokens=["<unk>", "<s>", "</s>"], show_progress=False,
+                                  limit_alphabet=150)
+    hf.train_from_iterator(lines(), trainer=trainer)
+    spec = json.loads(hf.to_str())
+    spec["pre_tokenizer"] = None
+    spec["normalizer"] = {"type": "Sequence", "normalizers": [
+        {"type": "Prepend", "prepend": "▁"}, {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}]}
+    if byte_fallback:  # as SentencePiece converters add them: vocabulary entries, not added tokens
+        vocab = spec["model"]["vocab"]
+        for b in range(256):
+            vocab.setdefault(f"<0x{b:02X}>", len(vocab))
+    return json.dumps(spec)
+
+
+def variant(byte_fallback: bool, fuse_unk: bool, **changes: object) -> str:
+    spec = json.loads(trained(byte_fallback, fuse_unk))
+    for key, value in changes.items():
+        if key in ("normalizer",):
+            spec[key] = value
+        elif key == "extra_token":
+            spec["model"]["vocab"][value] = len(spec["model"]["vocab"])
+        else:
+            spec["model"][key] = value
+    return json.dumps(spec)
+
+
+VARIANTS = {
+    "byte-fallback": dict(byte_fallback=True, fuse_unk=True),
+    "unk-fused": dict(byte_fallback=False, fuse_unk=True),
+    "unk-separate": dict(byte_fallback=False, fuse_unk=False),
+    "ignore-merges": dict(byte_fallback=True, fuse_unk=True, ignore_merges=True),
+    "no-unknown-token": dict(byte_fallback=False, fuse_unk=False, unk_token=None),
+    # Gemma's form: spaces replaced, nothing prepended
+    "replace-only": dict(byte_fallback=True, fuse_unk=True,
+                         normalizer={"type": "Replace", "pattern": {"String": " "}, "content": "▁"}),
+    "no-normalizer": dict(byte_fallback=True, fuse_unk=True, normalizer=None),
+    # a token with "▁" after another character: words cannot be cut, pieces stay whole
+    "uncuttable": dict(byte_fallback=True, fuse_unk=True, extra_token="a▁b"),
+}
+
+
+@pytest.mark.parametrize("name", list(VARIANTS))
+def test_trained_variants(name: str) -> None:
+    json_text = variant(**VARIANTS[name])  # type: ignore[arg-type]
+    plan = stages(gpu_tok.Tokenizer.from_str(json_text))
+    assert plan["model"]["path"] == "fast", plan
+    assert ("cut before" in plan["pre_tokenize"]["reason"]) == (name not in ("uncuttable", "no-normalizer"))
+    texts = TRICKY + edge_cases() + [t[:2000] for t in corpus_sample()[80:140]]
+    assert_matches(json_text, texts, name)
+
+
+def test_a_pre_tokenizer_or_other_normalizer_is_left_to_the_crate() -> None:
+    spec = json.loads(trained(True, True))
+    spec["normalizer"] = {"type": "NFKC"}
+    tok = gpu_tok.Tokenizer.from_str(json.dumps(spec))
+    row = stages(tok)["normalize"]
+    assert row["path"] == "exact" and "Prepend" in row["reason"]
+    assert_matches(json.dumps(spec), TRICKY + edge_cases()[:30], "NFKC")

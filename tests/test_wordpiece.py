@@ -1,0 +1,155 @@
+"""WordPiece (BERT-style) on the fast engine: `BertNormalizer` and the
+pre-tokenizer as per-code-point tables, WordPiece's greedy longest match
+(cuda/gt_wordpiece.cuh). Ids, offsets and type ids against the oracle on the
+real BERT tokenizer, every normalizer option, both pre-tokenizers and a
+vocabulary trained here (many unknown words and continuing pieces)."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+
+import gpu_tok
+import pytest
+import tokenizers
+from conftest import HAVE_SHARED, corpus_sample, edge_cases, tokenizer_json, whole_corpus
+from tokenizers import models, normalizers, pre_tokenizers, trainers
+
+BERT = "bert-minilm"
+# Text the fast path must get right: accents (composed and not), CJK, case
+# that lowercases to two characters, controls, punctuation runs, added tokens.
+TRICKY = [
+    "Héllo, WORLD!! naïve café — e\u0301t\u0301e\u0301 İstanbul ǅ ß ΐ",
+    "東京は晴れ。中文字符测试ok 한국어 テスト",
+    "tab\tnew\nline\r\n\x00nul\ufffdrepl \u200bzero\u00a0nbsp \u3000ideo",
+    "[CLS] a [SEP]b[MASK]c [mask] [UNK]x",
+    "supercalifragilisticexpialidocious" * 4 + " antidisestablishmentarianism",
+    "a\U0001d165b \u0f73 \u0345 x\u0323\u0301y",  # a mark NFD reorders: the exact path, same result
+    "",
+    "   ",
+    "!!!???...",
+]
+
+
+def oracle(json_text: str) -> tokenizers.Tokenizer:
+    hf = tokenizers.Tokenizer.from_str(json_text)
+    hf.no_truncation()
+    hf.no_padding()
+    return hf
+
+
+def assert_matches(json_text: str, texts: list[str], label: str) -> None:
+    """ids, offsets and type ids (with pairs too) equal the oracle's."""
+    hf = oracle(json_text)
+    tok = gpu_tok.Tokenizer.from_str(json_text)
+    expected = hf.encode_batch(texts)
+    got = tok.encode_batch(texts, padding=False, truncation=False, return_offsets=True).to_lists()
+    for i, (enc, ids, offsets) in enumerate(zip(expected, got["input_ids"], got["offset_mapping"], strict=True)):
+        assert ids == enc.ids, f"{label}: ids differ on {texts[i]!r:.200}"
+        assert offsets == [tuple(o) for o in enc.offsets], f"{label}: offsets differ on {texts[i]!r:.200}"
+    plain = tok.encode_batch(texts, padding=False, truncation=False).to_lists()["input_ids"]
+    assert plain == [e.ids for e in expected], f"{label}: ids without offsets"
+    pairs = texts[1:] + texts[:1]
+    expected_pairs = hf.encode_batch(list(zip(texts, pairs, strict=True)))
+    got_pairs = tok.encode_batch(texts, pairs, padding=False, truncation=False, return_token_type_ids=True).to_lists()
+    assert got_pairs["input_ids"] == [e.ids for e in expected_pairs], f"{label}: pairs"
+    assert got_pairs["token_type_ids"] == [e.type_ids for e in expected_pairs], f"{label}: type ids"
+
+
+def stages(tok: gpu_tok.Tokenizer) -> dict[str, str]:
+    return {row["stage"]: row["path"] for row in tok.plan}
+
+
+def test_bert_runs_on_the_fast_path_with_identical_results() -> None:
+    json_text = tokenizer_json(BERT)
+    tok = gpu_tok.Tokenizer.from_str(json_text)
+    assert [stages(tok)[s] for s in ("normalize", "pre_tokenize", "model")] == ["fast"] * 3
+    assert_matches(json_text, TRICKY + edge_cases() + corpus_sample(), BERT)
+
+
+@pytest.mark.skipif(not HAVE_SHARED, reason="the whole mixed.jsonl lives in ../shared")
+def test_whole_corpus_ids_and_offsets() -> None:
+    """All of mixed.jsonl (34 MB, many scripts and code): ids and offsets."""
+    texts = whole_corpus()
+    hf = oracle(tokenizer_json(BERT))
+    expected = hf.encode_batch_fast(texts)
+    tok = gpu_tok.Tokenizer.from_str(tokenizer_json(BERT))
+    got = tok.encode_batch(texts, padding=False, truncation=False).to_lists()["input_ids"]
+    bad = [i for i, (row, enc) in enumerate(zip(got, expected, strict=True)) if row != enc.ids]
+    assert not bad, f"{len(bad)} documents differ, first {texts[bad[0]]!r:.200}"
+    expected = hf.encode_batch(texts[::10])
+    got = tok.encode_batch(texts[::10], padding=False, truncation=False, return_offsets=True).to_lists()
+    pairs = zip(got["offset_mapping"], expected, strict=True)
+    bad = [i for i, (row, enc) in enumerate(pairs) if row != [tuple(o) for o in enc.offsets]]
+    assert not bad, f"{len(bad)} documents' offsets differ"
+
+
+def with_components(normalizer: object, pre_tokenizer: object) -> str:
+    spec = json.loads(tokenizer_json(BERT))
+    spec["normalizer"] = normalizer
+    spec["pre_tokenizer"] = pre_tokenizer
+    return json.dumps(spec)
+
+
+BERT_PRE = {"type": "BertPreTokenizer"}
+VARIANTS = {
+    "cased": ({"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True,
+               "strip_accents": None, "lowercase": False}, BERT_PRE),
+    "lowercase-keep-accents": ({"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True,
+                                "strip_accents": False, "lowercase": True}, BERT_PRE),
+    "strip-accents-only": ({"type": "BertNormalizer", "clean_text": False, "handle_chinese_chars": False,
+                            "strip_accents": True, "lowercase": False}, BERT_PRE),
+    "no-normalizer": (None, BERT_PRE),
+    "whitespace-split": ({"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True,
+                          "strip_accents": None, "lowercase": True}, {"type": "WhitespaceSplit"}),
+}
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_normalizer_options_and_pre_tokenizers(variant: str) -> None:
+    json_text = with_components(*VARIANTS[variant])
+    assert [stages(gpu_tok.Tokenizer.from_str(json_text))[s] for s in ("normalize", "model")] == ["fast"] * 2
+    assert_matches(json_text, TRICKY + edge_cases() + corpus_sample()[:60], variant)
+
+
+def test_components_the_plan_does_not_cover_run_exactly() -> None:
+    """A normalizer outside the plan: the whole tokenizer runs in the crate,
+    and the plan says why."""
+    json_text = with_components({"type": "Sequence", "normalizers": [{"type": "NFKC"}, {"type": "Lowercase"}]},
+                                BERT_PRE)
+    tok = gpu_tok.Tokenizer.from_str(json_text)
+    row = next(r for r in tok.plan if r["stage"] == "normalize")
+    assert row["path"] == "exact" and "BertNormalizer" in row["reason"]
+    assert_matches(json_text, TRICKY + edge_cases()[:40], "exact path")
+
+
+@cache
+def trained(max_chars: int) -> str:
+    """A small WordPiece trained here: many words fall apart into `##` pieces or [UNK]."""
+    hf = tokenizers.Tokenizer(models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=max_chars))
+    hf.normalizer = normalizers.BertNormalizer()
+    hf.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    trainer = trainers.WordPieceTrainer(vocab_size=600, special_tokens=["[UNK]", "[CLS]", "[SEP]", "[MASK]"],
+                                        show_progress=False)
+    hf.train_from_iterator(corpus_sample()[:100], trainer=trainer)
+    return hf.to_str()
+
+
+@pytest.mark.parametrize("max_chars", [100, 6])
+def test_trained_vocabulary(max_chars: int) -> None:
+    json_text = trained(max_chars)
+    assert stages(gpu_tok.Tokenizer.from_str(json_text))["model"] == "fast"
+    assert_matches(json_text, TRICKY + edge_cases() + corpus_sample()[100:160], f"trained, max {max_chars}")
+
+
+def test_missing_unknown_token_fails_as_the_crate_does() -> None:
+    """A word no piece covers needs [UNK]; without it in the vocabulary the crate
+    refuses the text, and so does gpu_tok (the plan leaves it to the crate)."""
+    spec = json.loads(trained(100))
+    spec["model"]["unk_token"] = "[NOPE]"
+    json_text = json.dumps(spec)
+    assert stages(gpu_tok.Tokenizer.from_str(json_text))["model"] == "exact"
+    with pytest.raises(Exception, match="(?i)unk"):
+        oracle(json_text).encode("\u2603\u2603")
+    with pytest.raises(gpu_tok.GpuTokError, match="(?i)unk"):
+        gpu_tok.Tokenizer.from_str(json_text).encode("\u2603\u2603")
