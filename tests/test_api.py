@@ -51,9 +51,10 @@ def test_loading_errors(tmp_path) -> None:
         gpu_tok.Tokenizer.from_str(b"{}")
 
 
-def test_encode_uses_file_settings_and_call_does_not() -> None:
+def test_encode_batch_uses_file_settings_and_call_and_encode_do_not() -> None:
     tok = ours(NAME)
-    assert len(tok.encode("Hello world")) == 128  # tokenizer.json pads to 128
+    assert tok.encode_batch(["Hello world"]).input_ids.shape == (1, 128)  # tokenizer.json pads to 128
+    assert tok.encode("Hello world") == [101, 7592, 2088, 102]  # as transformers' encode
     call = tok("Hello world")
     assert call["input_ids"] == [101, 7592, 2088, 102]
     assert call["attention_mask"] == [1, 1, 1, 1]
@@ -79,8 +80,10 @@ def test_call_shapes_and_keys() -> None:
     assert multiple["input_ids"].shape[1] % 8 == 0
     single = tok("Hello world", return_tensors="np")
     assert single["input_ids"].shape == (1, 2)
-    with pytest.raises(gpu_tok.InvalidInputError, match="padding=True"):
-        tok(texts, return_tensors="np")
+    ragged = tok(texts, return_tensors="np")  # as transformers: a numpy object array of rows
+    assert ragged["input_ids"].dtype == object and [r.tolist() for r in ragged["input_ids"]] == lists["input_ids"]
+    with pytest.raises(ValueError, match="padding=True"):
+        tok(texts, return_tensors="pt")
 
 
 def test_truncation_and_max_length() -> None:
@@ -90,8 +93,14 @@ def test_truncation_and_max_length() -> None:
     assert len(tok(long, max_length=7)["input_ids"]) == 7  # as transformers: max_length alone truncates
     assert tok(long, truncation=True)["input_ids"] == tok.encode(long)  # under model_max_length 131072
     bert = ours(NAME)
-    with pytest.raises(gpu_tok.InvalidInputError, match="special tokens"):
-        bert("hello", truncation=True, max_length=1)
+    # a max_length below the special tokens turns truncation off (the crate's rule, so transformers' too)
+    assert bert("hello there", truncation=True, max_length=1)["input_ids"] == [101, 7592, 2045, 102]
+    assert bert("hello there", truncation=True, max_length=2)["input_ids"] == [101, 102]
+    assert len(bert("word " * 600, truncation=True)["input_ids"]) == 512  # model_max_length, not tokenizer.json's 128
+    assert len(bert(["a", "b c"], padding="max_length")["input_ids"][0]) == 512
+    assert bert(["a", "b c d"], padding=True, max_length=2)["input_ids"][0] == [101, 1037, 102, 0, 0]  # no truncation
+    no_limit = ours("llama2")
+    assert no_limit("word " * 300, truncation=True)["input_ids"] == no_limit.encode("word " * 300)  # no limit set
     with pytest.raises(ValueError, match="truncation"):
         tok("x", truncation="sideways")
 
@@ -197,21 +206,26 @@ def test_device_accepts_torch_device() -> None:
 def test_decode_options() -> None:
     tok = ours(NAME)
     ids = tok("hello , world !")["input_ids"]
-    assert tok.decode(ids) == "hello, world!"
-    assert tok.decode(ids, skip_special_tokens=False).startswith("[CLS]")
-    assert tok.decode(ids, clean_up_tokenization_spaces=True) == "hello, world!"
+    assert tok.decode(ids) == "[CLS] hello, world! [SEP]"  # transformers' default: special tokens kept
+    assert tok.decode(ids, skip_special_tokens=True) == "hello, world!"
+    assert tok.decode(ids[1]) == "hello" and tok.decode([ids, ids[:2]]) == [tok.decode(ids), "[CLS] hello"]
+    assert tok.decode(ids, True, clean_up_tokenization_spaces=True) == "hello, world!"
     assert tok.decode(np.array(ids)) == tok.decode(ids)
-    assert tok.decode_batch([ids, ids[:2]]) == [tok.decode(ids), tok.decode(ids[:2])]
+    assert tok.batch_decode([ids, ids[:2]]) == [tok.decode(ids), tok.decode(ids[:2])]
+    # decode_batch is tokenizers' (special tokens skipped by default)
+    assert tok.decode_batch([ids, ids[:2]]) == [tok.decode(ids, True), tok.decode(ids[:2], True)]
 
 
 def test_with_truncation_and_padding_share_tables() -> None:
     tok = ours(BPE)
     short = tok.with_truncation(3)
-    assert short.encode("one two three four five") == tok.encode("one two three four five")[:3]
+    text = "one two three four five"
+    assert short.encode_batch([text]).to_lists()["input_ids"][0] == tok.encode(text)[:3]
     padded = tok.with_padding(length=10)
-    assert len(padded.encode("hi")) == 10
+    assert padded.encode_batch(["hi"]).input_ids.shape == (1, 10)
     assert padded._core is tok._core
-    assert len(tok.encode("hi")) == 1  # the original is unchanged
+    assert tok.encode_batch(["hi"]).to_lists()["input_ids"] == [tok.encode("hi")]  # the original is unchanged
+    assert len(padded.encode("hi")) == 1  # transformers' encode: tokenizers-style defaults do not apply
 
 
 def test_info_and_plan() -> None:
@@ -227,7 +241,8 @@ def test_info_and_plan() -> None:
     assert [stages[s]["path"] for s in ("normalize", "pre_tokenize", "model")] == ["fast"] * 3
     assert stages["decode"]["path"] == "exact"
     wordpiece = {row["stage"]: row for row in ours(NAME).plan}
-    assert wordpiece["model"]["path"] == "exact" and "not covered" in wordpiece["model"]["reason"]
+    assert wordpiece["model"]["path"] == "fast" and "WordPiece" in wordpiece["model"]["reason"]
+    assert wordpiece["post_process"]["path"] == "exact"
 
 
 def test_special_token_lists() -> None:
@@ -242,3 +257,36 @@ def test_from_pretrained_on_shared_dirs() -> None:
     tok = gpu_tok.Tokenizer.from_pretrained(SHARED_TOKENIZERS / "deepseek_v3")
     assert tok.bos_token == "<｜begin▁of▁sentence｜>"
     assert tok.pad_token_id == tok.token_to_id("<｜end▁of▁sentence｜>")
+
+
+def test_settings_are_per_instance_and_survive_pickle_and_copy() -> None:
+    import copy
+    import pickle
+
+    tok = copy.copy(ours(BPE))
+    tok.padding_side = "left"
+    tok.pad_token = "<|im_end|>"
+    assert ours(BPE).padding_side == "right" and ours(BPE).pad_token == "<|endoftext|>"  # the shared one is unchanged
+    again = pickle.loads(pickle.dumps(tok))
+    assert (again.padding_side, again.pad_token_id) == ("left", tok.token_to_id("<|im_end|>"))
+    assert again(["a", "b c d"], padding=True)["input_ids"][0][0] == tok.pad_token_id
+    with pytest.raises(ValueError):
+        tok.truncation_side = "up"
+
+
+def test_batch_encoding_conversions() -> None:
+    torch = pytest.importorskip("torch")
+    tok = ours(NAME)
+    enc = tok(["hello world", "hi"], padding=True)
+    assert enc.n_sequences == 1 and enc.is_fast
+    assert enc.convert_to_tensors("np") is enc and enc["input_ids"].dtype == np.int64
+    moved = tok(["hello world", "hi"], padding=True, return_tensors="pt").to("cpu")
+    assert isinstance(moved["input_ids"], torch.Tensor) and moved["input_ids"].shape == (2, 4)
+    assert enc[0].ids == enc["input_ids"][0].tolist()  # an int gives that row's tokenizers.Encoding
+    assert list(enc[:1]) == ["input_ids", "token_type_ids", "attention_mask"]
+    assert tok("hello", return_length=True)["length"] == [3]  # as transformers: un-batched, still a list
+    padded = tok.pad([{"input_ids": [101, 102]}, {"input_ids": [101, 7592, 102]}], return_tensors="np")
+    assert padded["input_ids"].tolist() == [[101, 102, 0], [101, 7592, 102]]
+    assert padded["attention_mask"].tolist() == [[1, 1, 0], [1, 1, 1]]
+    with pytest.raises(ValueError, match="per-token maps"):
+        padded.word_ids()

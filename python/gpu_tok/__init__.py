@@ -2,7 +2,7 @@
 
     import gpu_tok
     tok = gpu_tok.Tokenizer.from_pretrained("path/to/model")
-    tok.encode("Hello")                                   # list[int], as tokenizers
+    tok.encode("Hello")                                   # list[int], as transformers (ids as tokenizers)
     batch = tok(["a", "b c"], padding=True, return_tensors="pt")
 """
 

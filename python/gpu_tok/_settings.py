@@ -1,11 +1,13 @@
 """Turning user arguments into the core's explicit truncation and padding.
 
 Two conventions meet here:
-- `tokenizers` (`Tokenizer.encode`, `encode_batch` with its defaults): the
-  truncation and padding stored in tokenizer.json apply unless overridden;
-- transformers (`tok(...)`): the arguments alone decide; `False`/`None` is off.
-`from_file=True` selects the first. The results are the core's frozen
-`Truncation` and `Padding` classes, which check their values when made.
+- `tokenizers` (`encode_batch` with its defaults): the truncation and padding
+  stored in tokenizer.json apply unless overridden (`truncation`/`padding`
+  with `from_file=True`);
+- transformers (`tok(...)`, `tok.encode`): the arguments alone decide, read
+  exactly as transformers 5 reads them (`call_settings`).
+The results are the core's frozen `Truncation` and `Padding` classes, which
+check their values when made.
 """
 
 from __future__ import annotations
@@ -25,11 +27,11 @@ class Defaults:
 
     file_truncation: Truncation | None
     file_padding: Padding | None
-    model_max_length: int | None
+    model_max_length: int | None  # None: no limit (transformers' int(1e30))
     pad_token_id: int | None
     pad_token: str | None
-    padding_side: str | None
-    truncation_side: str | None
+    padding_side: str
+    truncation_side: str
 
 
 # Lengths are Rust usize and ids u32 in the core: larger values are refused here.
@@ -137,3 +139,82 @@ def padding(
     file_side = file.side if file else None
     type_id = file.pad_type_id if file else 0
     return Padding(length, side or d.padding_side or file_side or "right", multiple, pad_id, type_id, token)
+
+
+_PADDINGS = ("longest", "max_length", "do_not_pad")
+_TRUNCATIONS = ("longest_first", "only_first", "only_second", "do_not_truncate")
+
+
+def _call_padding(padding: Any) -> str:
+    if padding is False or padding is None:
+        return "do_not_pad"
+    if padding is True:
+        return "longest"
+    if padding in _PADDINGS:
+        return str(padding)
+    raise ValueError(f"{padding!r} is not a valid padding: use a bool or one of {_PADDINGS}")
+
+
+def _call_truncation(truncation: Any) -> str:
+    if truncation is False or truncation is None:
+        return "do_not_truncate"
+    if truncation is True:
+        return "longest_first"
+    if truncation in _TRUNCATIONS:
+        return str(truncation)
+    raise ValueError(f"{truncation!r} is not a valid truncation: use a bool or one of {_TRUNCATIONS}")
+
+
+def call_settings(
+    d: Defaults,
+    padding: Any,
+    truncation: Any,
+    max_length: int | None,
+    *,
+    pad_to_multiple_of: int | None = None,
+    stride: int = 0,
+    padding_side: str | None = None,
+    truncation_side: str | None = None,
+    pad_token_id: int | None = None,
+    special_tokens: int = 0,
+) -> tuple[Truncation | None, Padding | None]:
+    """transformers' `_get_padding_truncation_strategies` and
+    `set_truncation_and_padding`: `special_tokens` is how many the call adds
+    (a `max_length` below it turns truncation off, as the crate does)."""
+    max_length = _positive("max_length", max_length)
+    multiple = _positive("pad_to_multiple_of", pad_to_multiple_of)
+    padding_side, truncation_side = _side("padding_side", padding_side), _side("truncation_side", truncation_side)
+    if isinstance(stride, bool) or not isinstance(stride, int) or stride < 0:
+        raise ValueError(f"stride must be a non-negative int, not {stride!r}")
+    if max_length is not None and padding is False and truncation is None:
+        truncation = "longest_first"  # transformers: a max_length alone truncates
+    pad, trunc = _call_padding(padding), _call_truncation(truncation)
+    if max_length is None:
+        if pad == "max_length" and d.model_max_length is None:
+            pad = "do_not_pad"  # no usable model_max_length: transformers does not pad
+        if trunc != "do_not_truncate" and d.model_max_length is None:
+            trunc = "do_not_truncate"
+        if d.model_max_length is not None and (pad == "max_length" or trunc != "do_not_truncate"):
+            max_length = d.model_max_length
+    pad_id = d.pad_token_id if pad_token_id is None else pad_token_id
+    if pad != "do_not_pad" and pad_id is None:
+        raise InvalidInputError(
+            "Asking to pad but the tokenizer does not have a padding token: set one (tok.pad_token = tok.eos_token) "
+            "or pass pad_token_id=..."
+        )
+    if pad != "do_not_pad" and (isinstance(pad_id, bool) or not isinstance(pad_id, int) or pad_id < 0):
+        raise ValueError(f"pad_token_id must be a non-negative int, not {pad_id!r}")
+    if pad != "do_not_pad" and pad_id is not None and pad_id > _MAX_ID:
+        raise InvalidInputError(f"pad_token_id={pad_id} is not a token id (ids are below 2**32)")
+    if trunc != "do_not_truncate" and pad != "do_not_pad" and multiple and max_length and max_length % multiple:
+        raise ValueError(f"Truncation and padding are both activated but truncation length ({max_length}) "
+                         f"is not a multiple of pad_to_multiple_of ({multiple}).")
+    truncation_out = None
+    if trunc != "do_not_truncate" and max_length is not None and max_length >= special_tokens:
+        truncation_out = Truncation(max_length, trunc, truncation_side or d.truncation_side, stride)
+    if pad == "do_not_pad":
+        return truncation_out, None
+    assert pad_id is not None
+    length = max_length if pad == "max_length" else None
+    token = d.pad_token if pad_token_id is None else ""
+    return truncation_out, Padding(length, padding_side or d.padding_side, multiple, pad_id, 0, token or "")

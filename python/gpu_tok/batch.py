@@ -1,19 +1,35 @@
 """`BatchEncoding`: the result of `encode_batch` and of the transformers-style call.
 
-A dict (same keys as transformers' BatchEncoding: `input_ids`,
-`attention_mask`, `token_type_ids`, `offset_mapping`, `special_tokens_mask`)
-whose values are gpu_tok `Tensor`s, numpy/torch/CuPy arrays or lists, with
-attribute access (`enc.input_ids`). Padded batches are `[B, L]`; ragged ones
-are flat values plus `row_offsets` (CSR, B + 1 entries).
+A dict (transformers' keys, in its order: `input_ids`, `token_type_ids`,
+`attention_mask`, `special_tokens_mask`, `offset_mapping`, `length`,
+`overflow_to_sample_mapping`) whose values are gpu_tok `Tensor`s,
+numpy/torch/CuPy arrays or lists, with attribute access (`enc.input_ids`).
+Padded batches are `[B, L]`; ragged ones are flat values plus `row_offsets`
+(CSR, B + 1 entries). Per-token maps (`word_ids()`, `tokens()`...) are
+computed on first use by `tokenizers` (see `_reference`).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from . import _core
 
 _TENSOR_KINDS = ("np", "pt", "cupy")
+# transformers' key order (the core lists attention_mask before token_type_ids).
+KEY_ORDER = ("input_ids", "token_type_ids", "attention_mask", "special_tokens_mask", "offset_mapping", "length",
+             "overflow_to_sample_mapping")
+
+
+class TokenSpan(NamedTuple):
+    start: int
+    end: int
+
+
+class CharSpan(NamedTuple):
+    start: int
+    end: int
 
 
 def _import(module: str, kind: str) -> Any:
@@ -21,6 +37,11 @@ def _import(module: str, kind: str) -> Any:
         return __import__(module)
     except ImportError as err:
         raise ImportError(f"return_tensors={kind!r} needs {module}, which is not installed") from err
+
+
+def check_kind(kind: Any) -> None:
+    if kind is not None and kind not in _TENSOR_KINDS:
+        raise ValueError(f"return_tensors must be None, 'np', 'pt' or 'cupy', not {kind!r}")
 
 
 def convert(tensor: _core.Tensor | None, kind: str | None) -> Any:
@@ -37,43 +58,197 @@ def convert(tensor: _core.Tensor | None, kind: str | None) -> Any:
         return _import("torch", kind).from_dlpack(tensor)
     if kind == "cupy":
         return _import("cupy", kind).from_dlpack(tensor)
-    raise ValueError(f"return_tensors must be None, 'np', 'pt' or 'cupy', not {kind!r}")
+    check_kind(kind)
+    raise AssertionError("unreachable")
+
+
+def as_tensor(value: Any, kind: str) -> Any:
+    """Python values (lists of rows, or one row) as a `kind` tensor, as
+    transformers' `convert_to_tensors` makes them: rows of different lengths
+    become a numpy object array of rows, and a ValueError for torch/CuPy."""
+    np = _import("numpy", "np")
+    if _is_tensor(value, kind):
+        return value
+    rows = isinstance(value, (list, tuple)) and value and isinstance(value[0], (list, tuple, np.ndarray))
+    if rows and len({len(row) for row in value}) > 1:
+        if kind != "np":
+            raise ValueError(
+                "Unable to create tensor: rows have different lengths; pass padding=True (and truncation=True for "
+                "rows longer than max_length), or return_tensors=None / 'np'"
+            )
+        ragged = np.empty(len(value), dtype=object)
+        ragged[:] = [np.asarray(row) for row in value]
+        return ragged
+    empty = isinstance(value, (list, tuple)) and (not value or all(isinstance(r, (list, tuple)) and not r
+                                                                   for r in value))
+    array = np.asarray(value, dtype=np.int64 if empty else None)
+    if kind == "np":
+        return array
+    if kind == "pt":
+        return _import("torch", kind).from_numpy(array)
+    return _import("cupy", kind).asarray(array)
+
+
+def _is_tensor(value: Any, kind: str) -> bool:
+    module = type(value).__module__.split(".")[0]
+    return {"np": "numpy", "pt": "torch", "cupy": "cupy"}[kind] == module
 
 
 class BatchEncoding(dict):
     """Encoded batch: a dict of fields with attribute access.
 
     `lengths` (tokens per row before padding) and `row_offsets` (CSR starts,
-    B + 1 entries) are always available as gpu_tok Tensors.
+    B + 1 entries) are available as gpu_tok Tensors when the batch came from
+    the core.
     """
 
-    def __init__(self, data: dict[str, Any], core: _core.CoreBatch | None = None,
-                 total_ms: float | None = None, layout: tuple[Any, Any, int | None] | None = None) -> None:
-        super().__init__(data)
+    def __init__(self, data: dict[str, Any] | None = None, core: _core.CoreBatch | None = None,
+                 total_ms: float | None = None, layout: tuple[Any, Any, int | None] | None = None, *,
+                 encodings: Callable[[], list[Any]] | list[Any] | None = None,
+                 n_sequences: int | None = None, tensor_type: str | None = None) -> None:
+        super().__init__(data or {})
         self._core = core
         self._total_ms = total_ms
         # (lengths, row_offsets, width) kept by an unpickled batch, which has no core.
         self._layout = layout
+        # `tokenizers.Encoding`s of the rows, or a function that makes them on first use.
+        self._encodings = encodings
+        self._n_sequences = n_sequences
+        if tensor_type is not None:
+            self.convert_to_tensors(tensor_type)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        """Pickling (DataLoader workers): the fields, `lengths`, `row_offsets` and
-        the width (so ragged rows can still be told apart); conversions that need
-        the core's buffers (`to_numpy()`, `to_lists()`...) are not kept."""
+        """Pickling (DataLoader workers): the fields, `lengths`, `row_offsets`, the
+        width (so ragged rows can still be told apart) and `n_sequences`; what
+        needs the core's buffers (`to_numpy()`, `to_lists()`...) or the
+        per-token maps (`word_ids()`...) is not kept."""
         layout = self._layout
         if self._core is not None:
             layout = (self._core.lengths(), self._core.row_offsets(), self._core.width)
-        return (BatchEncoding, (dict(self), None, self._total_ms, layout))
+        return (_rebuild, (dict(self), self._total_ms, layout, self._n_sequences))
+
+    def __getitem__(self, item: Any) -> Any:
+        """A field by name; with an int, that row's `tokenizers.Encoding`; with a
+        slice, every field sliced (as transformers)."""
+        if isinstance(item, str):
+            return dict.__getitem__(self, item)
+        if isinstance(item, int) and not isinstance(item, bool):
+            return self._require_encodings("indexing by row")[item]
+        if isinstance(item, slice):
+            return {key: value[item] for key, value in self.items()}
+        raise KeyError("a BatchEncoding is indexed by a field name (str), a row (int) or a slice")
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
         try:
-            return self[name]
+            return dict.__getitem__(self, name)
         except KeyError:
             raise AttributeError(f"BatchEncoding has no field {name!r}") from None
 
     @classmethod
-    def from_core(cls, core: _core.CoreBatch, total_ms: float | None = None) -> BatchEncoding:
-        """Every field of `core` as a gpu_tok Tensor (no copy)."""
-        return cls({name: core.tensor(name) for name in core.keys()}, core, total_ms)
+    def from_core(cls, core: _core.CoreBatch, total_ms: float | None = None,
+                  encodings: Callable[[], list[Any]] | None = None) -> BatchEncoding:
+        """Every field of `core` as a gpu_tok Tensor (no copy), in transformers' key order."""
+        names = sorted(core.keys(), key=KEY_ORDER.index)
+        return cls({name: core.tensor(name) for name in names}, core, total_ms, encodings=encodings)
+
+    # -- transformers' BatchEncoding ------------------------------------------------
+
+    @property
+    def n_sequences(self) -> int | None:
+        """1 for single texts, 2 for pairs, None when unknown."""
+        return self._n_sequences
+
+    @property
+    def is_fast(self) -> bool:
+        """True when the per-token maps (`word_ids()`, `tokens()`...) are available."""
+        return self._encodings is not None
+
+    @property
+    def encodings(self) -> list[Any] | None:
+        """The rows as `tokenizers.Encoding`s (computed on first use), or None for
+        a batch that was padded by `Tokenizer.pad` or unpickled."""
+        if callable(self._encodings):
+            self._encodings = self._encodings()
+        return self._encodings
+
+    def _require_encodings(self, what: str) -> list[Any]:
+        encodings = self.encodings
+        if encodings is None:
+            raise ValueError(f"{what} needs the per-token maps, which a batch made by Tokenizer.pad or "
+                             "unpickled does not have")
+        return encodings
+
+    def _row(self, batch_or_index: int, index: int | None) -> tuple[Any, int]:
+        """(encoding, index) for the two calling forms `f(index)` and `f(batch, index)`."""
+        batch, index = (0, batch_or_index) if index is None else (batch_or_index, index)
+        return self._require_encodings("this method")[batch], index
+
+    def tokens(self, batch_index: int = 0) -> list[str]:
+        return self._require_encodings("tokens()")[batch_index].tokens
+
+    def sequence_ids(self, batch_index: int = 0) -> list[int | None]:
+        return self._require_encodings("sequence_ids()")[batch_index].sequence_ids
+
+    def word_ids(self, batch_index: int = 0) -> list[int | None]:
+        return self._require_encodings("word_ids()")[batch_index].word_ids
+
+    def token_to_sequence(self, batch_or_token_index: int, token_index: int | None = None) -> int:
+        encoding, index = self._row(batch_or_token_index, token_index)
+        return encoding.token_to_sequence(index)
+
+    def token_to_word(self, batch_or_token_index: int, token_index: int | None = None) -> int:
+        encoding, index = self._row(batch_or_token_index, token_index)
+        return encoding.token_to_word(index)
+
+    def word_to_tokens(self, batch_or_word_index: int, word_index: int | None = None,
+                       sequence_index: int = 0) -> TokenSpan | None:
+        encoding, index = self._row(batch_or_word_index, word_index)
+        span = encoding.word_to_tokens(index, sequence_index)
+        return TokenSpan(*span) if span is not None else None
+
+    def token_to_chars(self, batch_or_token_index: int, token_index: int | None = None) -> CharSpan | None:
+        encoding, index = self._row(batch_or_token_index, token_index)
+        span = encoding.token_to_chars(index)
+        return CharSpan(*span) if span is not None else None
+
+    def char_to_token(self, batch_or_char_index: int, char_index: int | None = None,
+                      sequence_index: int = 0) -> int | None:
+        encoding, index = self._row(batch_or_char_index, char_index)
+        return encoding.char_to_token(index, sequence_index)
+
+    def word_to_chars(self, batch_or_word_index: int, word_index: int | None = None,
+                      sequence_index: int = 0) -> CharSpan:
+        encoding, index = self._row(batch_or_word_index, word_index)
+        return CharSpan(*encoding.word_to_chars(index, sequence_index))
+
+    def char_to_word(self, batch_or_char_index: int, char_index: int | None = None,
+                     sequence_index: int = 0) -> int | None:
+        encoding, index = self._row(batch_or_char_index, char_index)
+        return encoding.char_to_word(index, sequence_index)
+
+    def convert_to_tensors(self, tensor_type: str | None = None, prepend_batch_axis: bool = False) -> BatchEncoding:
+        """Every value as a `tensor_type` tensor ("np", "pt", "cupy"), in place, as transformers."""
+        if tensor_type is None:
+            return self
+        check_kind(tensor_type)
+        for key, value in list(self.items()):
+            if isinstance(value, _core.Tensor):
+                value = convert(value, tensor_type)
+            elif prepend_batch_axis:
+                value = [value]
+            dict.__setitem__(self, key, as_tensor(value, tensor_type))
+        return self
+
+    def to(self, device: Any, *, non_blocking: bool = False) -> BatchEncoding:
+        """Moves torch values to `device` in place and returns this batch (as transformers)."""
+        moved = {k: v.to(device=device, non_blocking=non_blocking) if callable(getattr(v, "to", None)) else v
+                 for k, v in self.items()}
+        self.update(moved)
+        return self
+
+    # -- gpu_tok's tensors -----------------------------------------------------------
 
     @property
     def timings(self) -> dict[str, float]:
@@ -111,11 +286,12 @@ class BatchEncoding(dict):
 
     def to_lists(self) -> dict[str, list[Any]]:
         """Every field as per-row Python lists."""
-        return dict(self._require_core().to_lists())
+        lists = self._require_core().to_lists()
+        return {name: lists[name] for name in sorted(lists, key=KEY_ORDER.index)}
 
     def _convert_all(self, kind: str) -> dict[str, Any]:
         core = self._require_core()
-        return {name: convert(core.tensor(name), kind) for name in core.keys()}
+        return {name: convert(core.tensor(name), kind) for name in sorted(core.keys(), key=KEY_ORDER.index)}
 
     def to_numpy(self) -> dict[str, Any]:
         """Every field as a numpy array (no copy)."""
@@ -129,10 +305,9 @@ class BatchEncoding(dict):
         """Every field as a CuPy array."""
         return self._convert_all("cupy")
 
-    def to(self, device: Any) -> BatchEncoding:
-        """Moves torch values to `device` (like transformers' BatchEncoding.to)."""
-        moved = {k: v.to(device) if hasattr(v, "to") else v for k, v in self.items()}
-        return BatchEncoding(moved, self._core, self._total_ms, self._layout)
-
     def __repr__(self) -> str:
         return f"BatchEncoding({dict.__repr__(self)})"
+
+
+def _rebuild(data: dict[str, Any], total_ms: float | None, layout: Any, n_sequences: int | None) -> BatchEncoding:
+    return BatchEncoding(data, None, total_ms, layout, n_sequences=n_sequences)

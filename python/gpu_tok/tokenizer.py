@@ -1,28 +1,35 @@
 """`gpu_tok.Tokenizer`: load any Hugging Face tokenizer.json and encode exactly
-as the `tokenizers` library does, with a transformers-style call on top.
+as the `tokenizers` library does, with transformers 5's call and methods on top.
 
-A Tokenizer is immutable: every setting is an argument (or a new Tokenizer
-from `with_truncation` / `with_padding`, which shares the loaded tables), so
-one instance is safe to share across threads.
+The loaded tables never change: one instance is safe to share across threads.
+Settings transformers lets users assign (`pad_token`, `padding_side`,
+`chat_template`...) are attributes here too; each assignment swaps one
+immutable value, so a call running in another thread sees the old setting or
+the new one, never a mix. `add_tokens` / `add_special_tokens` swap in a
+reloaded core the same way.
+
+Naming rule: transformers' names (`__call__`, `encode`, `decode`,
+`batch_decode`...) follow transformers' semantics and defaults; `tokenizers`'
+names (`encode_batch`, `decode_batch`, `with_truncation`, `with_padding`)
+follow `tokenizers`', tokenizer.json's truncation and padding included.
 """
 
 from __future__ import annotations
 
 import json
+import numbers
 import os
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from . import _core, _placement, _settings
-from ._errors import InvalidInputError, InvalidTokenizerError, TokenizerNotFoundError, UnsupportedTokenizerError
-from .batch import BatchEncoding, convert
+from . import _added, _chat, _config, _core, _pad, _placement, _reference, _settings
+from ._errors import InvalidTokenizerError, TokenizerNotFoundError, UnsupportedTokenizerError
+from .batch import KEY_ORDER, BatchEncoding, as_tensor, check_kind, convert
 
-# transformers writes int(1e30) when a model sets no limit.
-_NO_LIMIT = 10**18
-_SPECIAL_NAMES = ("bos", "eos", "unk", "sep", "pad", "cls", "mask")
+_OPTIONAL_KEYS = ("token_type_ids", "attention_mask", "special_tokens_mask", "offset_mapping", "length")
 
 
 def _read_text(path: Path, what: str) -> str:
@@ -47,13 +54,16 @@ def _read_json(path: Path, what: str) -> Any:
         raise InvalidTokenizerError(f"{path} is nested too deeply to be a {what}") from err
 
 
-def _token_content(value: Any) -> str | None:
-    """A special token as tokenizer_config.json writes it: a str or an AddedToken dict."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, dict) and isinstance(value.get("content"), str):
-        return value["content"]
-    return None
+def _chat_templates(directory: Path) -> str | dict[str, str] | None:
+    """chat_template.jinja and chat_templates/*.jinja, as transformers 5 saves them."""
+    single = directory / "chat_template.jinja"
+    folder = directory / "chat_templates"
+    named = {p.stem: _read_text(p, p.name) for p in sorted(folder.glob("*.jinja"))} if folder.is_dir() else {}
+    if single.is_file():
+        if not named:
+            return _read_text(single, single.name)
+        named["default"] = _read_text(single, single.name)
+    return named or None
 
 
 def clean_up_tokenization(text: str) -> str:
@@ -77,6 +87,11 @@ def _ids(values: Any, what: str) -> list[int] | tuple[int, ...]:
     if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
         raise TypeError(f"{what} must be a sequence of ints, not {type(values).__name__}")
     return list(values)
+
+
+def _plain_ints(row: Sequence[Any]) -> list[Any]:
+    """numpy/torch integer scalars as ints (the core takes Python ints only)."""
+    return [int(i) if isinstance(i, numbers.Integral) and not isinstance(i, bool) else i for i in row]
 
 
 def _text_bytes(texts: Any) -> int | None:
@@ -104,16 +119,29 @@ def _one_chunk(texts: Any) -> Any:
     return texts.combine_chunks() if hasattr(texts, "combine_chunks") else texts
 
 
+def _as_list(texts: Any) -> list[Any]:
+    return texts.to_pylist() if hasattr(texts, "to_pylist") else list(texts)
+
+
+def _is_words(value: Any) -> bool:
+    """A pre-split text: a list or tuple of str."""
+    return isinstance(value, (list, tuple)) and all(isinstance(w, str) for w in value)
+
+
 class Tokenizer:
-    """A Hugging Face tokenizer, loaded from tokenizer.json."""
+    """A Hugging Face tokenizer, loaded from tokenizer.json (and its config files)."""
 
-    __slots__ = ("_core", "_config", "_defaults", "_special")
+    __slots__ = ("_core", "_config", "_defaults", "_model", "_model_kind", "_reference", "name_or_path")
 
-    def __init__(self, core: _core.CoreTokenizer, config: dict[str, Any] | None = None) -> None:
+    def __init__(self, core: _core.CoreTokenizer, config: dict[str, Any] | None = None,
+                 name_or_path: str = "") -> None:
         self._core = core
         self._config = dict(config or {})
-        self._special = self._special_tokens()
+        self.name_or_path = name_or_path
+        self._model = _config.read(self._config, core.to_json, core.file_padding(), core.file_truncation())
         self._defaults = self._make_defaults()
+        self._model_kind = self._model_component()
+        self._reference: _reference.Reference | None = None
 
     # -- loading -----------------------------------------------------------------
 
@@ -141,9 +169,11 @@ class Tokenizer:
         return _naming(path, lambda: cls.from_str(_read_text(path, "tokenizer.json")))
 
     @classmethod
-    def from_pretrained(cls, directory: str | os.PathLike[str]) -> Tokenizer:
+    def from_pretrained(cls, directory: str | os.PathLike[str], **kwargs: Any) -> Tokenizer:
         """From a local model directory: tokenizer.json plus, when present,
-        tokenizer_config.json and special_tokens_map.json. Never downloads."""
+        tokenizer_config.json, special_tokens_map.json and chat_template.jinja.
+        Keyword arguments override the config (`padding_side="left"`...), as in
+        transformers. Never downloads."""
         directory = Path(directory)
         if directory.is_file():
             directory = directory.parent
@@ -160,55 +190,69 @@ class Tokenizer:
                 if not isinstance(loaded, dict):
                     raise InvalidTokenizerError(f"{directory / name} must hold a JSON object")
                 config.update({k: v for k, v in loaded.items() if v is not None or k not in config})
-        return _naming(directory / "tokenizer.json", lambda: cls.from_str(json_text, config))
+        templates = _chat_templates(directory)
+        if templates is not None:
+            config["chat_template"] = templates
+        config.update(kwargs)
 
-    def _special_tokens(self) -> dict[str, str | None]:
-        special = {name: _token_content(self._config.get(f"{name}_token")) for name in _SPECIAL_NAMES}
-        file_padding = self._core.file_padding()
-        if special["pad"] is None and file_padding is not None and file_padding.pad_token:
-            special["pad"] = file_padding.pad_token
-        return special
+        def load() -> Tokenizer:
+            return cls(_core.CoreTokenizer.from_str(json_text), config, str(directory))
+
+        return _naming(directory / "tokenizer.json", load)
 
     def _make_defaults(self) -> _settings.Defaults:
-        limit = self._config.get("model_max_length")
-        if not isinstance(limit, int) or isinstance(limit, bool) or not 0 < limit < _NO_LIMIT:
-            limit = None
-        pad = self._special["pad"]
+        m = self._model
+        pad = m.special.get("pad_token")
         return _settings.Defaults(
             file_truncation=self._core.file_truncation(),
             file_padding=self._core.file_padding(),
-            model_max_length=limit,
+            model_max_length=m.model_max_length if m.model_max_length <= _config.LARGE_INTEGER else None,
             pad_token_id=self._core.token_to_id(pad) if pad is not None else None,
             pad_token=pad,
-            padding_side=self._config.get("padding_side"),
-            truncation_side=self._config.get("truncation_side"),
+            padding_side=m.padding_side,
+            truncation_side=m.truncation_side,
+        )
+
+    def _model_component(self) -> str:
+        return next((component for stage, component, _, _ in self._core.plan() if stage == "model"), "")
+
+    def _set_model(self, **changes: Any) -> None:
+        """Replaces transformers-style settings (and the call defaults they feed)."""
+        self._model = replace(self._model, **changes)
+        pad = self._model.special.get("pad_token")
+        self._defaults = replace(
+            self._defaults, padding_side=self._model.padding_side, truncation_side=self._model.truncation_side,
+            pad_token=pad, pad_token_id=self._core.token_to_id(pad) if pad is not None else None,
+            model_max_length=self._model.model_max_length if self._model.model_max_length <= _config.LARGE_INTEGER
+            else None,
         )
 
     # -- pickling and copies -------------------------------------------------------
 
     def __reduce__(self) -> tuple[Any, ...]:
-        """Pickling (spawn/forkserver workers, DataLoader): the tokenizer.json text,
-        the config and the defaults; the other process loads it again."""
-        return (_unpickle, (self._core.to_json(), self._config, self._defaults))
+        """Pickling (spawn/forkserver workers, DataLoader): the tokenizer.json text
+        and the settings; the other process loads it again."""
+        return (_unpickle, (self._core.to_json(), self._config, self._defaults, self._model, self.name_or_path))
 
     def __copy__(self) -> Tokenizer:
-        return self  # immutable: a copy would be the same object in every way
+        return self._with_defaults()  # shares the immutable tables; settings set later stay apart
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Tokenizer:
-        return self
+        return self._with_defaults()
 
     # -- settings as new tokenizers ------------------------------------------------
 
     def _with_defaults(self, **changes: Any) -> Tokenizer:
         other = object.__new__(Tokenizer)
-        other._core, other._config, other._special = self._core, self._config, self._special
+        other._core, other._config, other._model = self._core, self._config, self._model
+        other._model_kind, other._reference, other.name_or_path = self._model_kind, self._reference, self.name_or_path
         other._defaults = replace(self._defaults, **changes)
         return other
 
     def with_truncation(self, max_length: int | None, strategy: str = "longest_first",
                         side: str = "right") -> Tokenizer:
-        """A Tokenizer sharing these tables whose default truncation is this
-        (None: no truncation), as `tokenizers`' `enable_truncation`."""
+        """A Tokenizer sharing these tables whose `encode_batch` truncates so by
+        default (None: no truncation), as `tokenizers`' `enable_truncation`."""
         if max_length is None:
             return self._with_defaults(file_truncation=None)
         trunc = _settings.truncation(self._defaults, strategy, max_length, side, from_file=False)
@@ -216,13 +260,146 @@ class Tokenizer:
 
     def with_padding(self, length: int | None = None, side: str = "right", pad_to_multiple_of: int | None = None,
                      pad_token_id: int | None = None, enabled: bool = True) -> Tokenizer:
-        """A Tokenizer sharing these tables whose default padding is this
-        (`length=None`: pad to the longest row), as `tokenizers`' `enable_padding`."""
+        """A Tokenizer sharing these tables whose `encode_batch` pads so by default
+        (`length=None`: to the longest row), as `tokenizers`' `enable_padding`."""
         if not enabled:
             return self._with_defaults(file_padding=None)
         pad = _settings.padding(self._defaults, "max_length" if length else True, length,
                                 pad_to_multiple_of, side, pad_token_id, from_file=False)
         return self._with_defaults(file_padding=pad)
+
+    # -- transformers' attributes --------------------------------------------------
+
+    @property
+    def is_fast(self) -> bool:
+        return True
+
+    @property
+    def padding_side(self) -> str:
+        """"right" or "left": tokenizer_config.json, else tokenizer.json's padding, else
+        the tokenizer class's default (Llama, Gemma: "left"). Settable."""
+        return self._model.padding_side
+
+    @padding_side.setter
+    def padding_side(self, value: str) -> None:
+        if value not in ("right", "left"):
+            raise ValueError(f"padding_side must be 'right' or 'left', not {value!r}")
+        self._set_model(padding_side=value)
+
+    @property
+    def truncation_side(self) -> str:
+        return self._model.truncation_side
+
+    @truncation_side.setter
+    def truncation_side(self, value: str) -> None:
+        if value not in ("right", "left"):
+            raise ValueError(f"truncation_side must be 'right' or 'left', not {value!r}")
+        self._set_model(truncation_side=value)
+
+    @property
+    def model_max_length(self) -> int:
+        """The config's model_max_length; int(1e30) (transformers' "no limit") when unset."""
+        return self._model.model_max_length
+
+    @model_max_length.setter
+    def model_max_length(self, value: int) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"model_max_length must be a non-negative int, not {value!r}")
+        self._set_model(model_max_length=value)
+
+    @property
+    def model_input_names(self) -> list[str]:
+        """Fields the model takes; decides whether `token_type_ids` and
+        `attention_mask` are returned by default. Settable."""
+        return list(self._model.model_input_names)
+
+    @model_input_names.setter
+    def model_input_names(self, value: Sequence[str]) -> None:
+        if isinstance(value, str) or not all(isinstance(v, str) for v in value):
+            raise TypeError("model_input_names must be a list of str")
+        self._set_model(model_input_names=tuple(value))
+
+    @property
+    def clean_up_tokenization_spaces(self) -> bool:
+        return self._model.clean_up_tokenization_spaces
+
+    @clean_up_tokenization_spaces.setter
+    def clean_up_tokenization_spaces(self, value: bool) -> None:
+        self._set_model(clean_up_tokenization_spaces=bool(value))
+
+    @property
+    def split_special_tokens(self) -> bool:
+        """When True, special tokens in the text are encoded as plain text. Settable."""
+        return self._model.split_special_tokens
+
+    @split_special_tokens.setter
+    def split_special_tokens(self, value: bool) -> None:
+        self._set_model(split_special_tokens=bool(value))
+
+    @property
+    def chat_template(self) -> str | dict[str, str] | None:
+        """The Jinja chat template(s): tokenizer_config.json's `chat_template`, or
+        chat_template.jinja. Settable."""
+        return self._model.chat_template
+
+    @chat_template.setter
+    def chat_template(self, value: str | dict[str, str] | None) -> None:
+        if value is not None and not isinstance(value, (str, dict)):
+            raise TypeError("chat_template must be a str, a dict of str or None")
+        self._set_model(chat_template=value)
+
+    @property
+    def pad_token_type_id(self) -> int:
+        return 0
+
+    @property
+    def extra_special_tokens(self) -> list[str]:
+        return list(self._model.extra_special)
+
+    @extra_special_tokens.setter
+    def extra_special_tokens(self, value: Sequence[str] | None) -> None:
+        tokens = [] if value is None else [_config.token_content(v) or str(v) for v in value]
+        self._set_model(extra_special=tuple(tokens))
+
+    @property
+    def special_tokens_map(self) -> dict[str, str]:
+        """The named special tokens that are set, as transformers 5 lists them."""
+        return {name: token for name, token in self._model.special.items() if token is not None}
+
+    @property
+    def all_special_tokens(self) -> list[str]:
+        """Named special tokens, then `extra_special_tokens`, without repeats."""
+        return list(dict.fromkeys([*self.special_tokens_map.values(), *self._model.extra_special]))
+
+    @property
+    def all_special_ids(self) -> list[int | None]:
+        return self.convert_tokens_to_ids(self.all_special_tokens)
+
+    def get_special_tokens_mask(self, token_ids_0: Sequence[int], token_ids_1: Sequence[int] | None = None,
+                                already_has_special_tokens: bool = False) -> list[int]:
+        """1 for the ids of `all_special_ids`, else 0 (`already_has_special_tokens=True` only)."""
+        if not already_has_special_tokens or token_ids_1 is not None:
+            raise ValueError("get_special_tokens_mask needs already_has_special_tokens=True and one sequence; "
+                             "use return_special_tokens_mask=True when encoding")
+        special = set(self.all_special_ids)
+        return [1 if int(i) in special else 0 for i in token_ids_0]
+
+    def __len__(self) -> int:
+        """Vocabulary size with the added tokens."""
+        return self._core.get_vocab_size(True)
+
+    @property
+    def vocab_size(self) -> int:
+        """Vocabulary size without the added tokens."""
+        return self._core.get_vocab_size(False)
+
+    @property
+    def max_len_single_sentence(self) -> int:
+        return self.model_max_length - self.num_special_tokens_to_add(False)
+
+    @property
+    def max_len_sentences_pair(self) -> int:
+        return self.model_max_length - self.num_special_tokens_to_add(True)
 
     # -- encoding ------------------------------------------------------------------
 
@@ -248,23 +425,24 @@ class Tokenizer:
         return core, (time.perf_counter() - started) * 1e3
 
     def _uses_token_type_ids(self) -> bool:
-        names = self._config.get("model_input_names")
-        if isinstance(names, list):
-            return "token_type_ids" in names
-        return self._core.uses_token_type_ids()
+        return "token_type_ids" in self._model.model_input_names
 
-    def encode(self, text: str, pair: str | None = None, add_special_tokens: bool = True) -> list[int]:
-        """Token ids of `text` (and `pair`), exactly as `tokenizers`'
-        `Tokenizer.encode(...).ids`, tokenizer.json's truncation and padding included."""
-        if not isinstance(text, str):
+    def _reference_encode(self, inputs: list[Any], **options: Any) -> list[Any]:
+        if self._reference is None:
+            self._reference = _reference.Reference(self._core.to_json())
+        return self._reference.encode(inputs, **options)
+
+    def encode(self, text: str | Sequence[str], text_pair: str | Sequence[str] | None = None,
+               add_special_tokens: bool = True, padding: bool | str = False, truncation: bool | str | None = None,
+               max_length: int | None = None, stride: int = 0, padding_side: str | None = None,
+               return_tensors: str | None = None, **kwargs: Any) -> Any:
+        """Token ids of `text` (and `text_pair`), as transformers' `encode`: the
+        arguments alone decide (tokenizer.json's truncation and padding do not apply)."""
+        if not isinstance(text, (str, list, tuple)):
             raise TypeError(f"text must be str, not {type(text).__name__}")
-        if pair is not None and not isinstance(pair, str):
-            raise TypeError(f"pair must be str or None, not {type(pair).__name__}")
-        d = self._defaults
-        core, _ = self._run([text], None if pair is None else [pair], add_special_tokens=add_special_tokens,
-                            truncation=d.file_truncation, padding=d.file_padding, attention_mask=False,
-                            type_ids=False, special_tokens_mask=False, offsets=False, device="cpu")
-        return core.to_lists()["input_ids"][0]
+        return self(text, text_pair, add_special_tokens=add_special_tokens, padding=padding, truncation=truncation,
+                    max_length=max_length, stride=stride, padding_side=padding_side, return_tensors=return_tensors,
+                    **kwargs)["input_ids"]
 
     def encode_batch(
         self,
@@ -298,79 +476,275 @@ class Tokenizer:
                                    padding=pad, attention_mask=return_attention_mask,
                                    type_ids=return_token_type_ids, special_tokens_mask=return_special_tokens_mask,
                                    offsets=return_offsets, device=device)
-        return BatchEncoding.from_core(core, total_ms)
+
+        def encodings() -> list[Any]:
+            inputs = _as_list(texts) if text_pairs is None else list(zip(_as_list(texts), _as_list(text_pairs),
+                                                                         strict=True))
+            return self._reference_encode(inputs, add_special_tokens=add_special_tokens, truncation=trunc,
+                                          padding=pad, pretokenized=False, split_special_tokens=False)
+
+        return BatchEncoding.from_core(core, total_ms, encodings)
 
     def __call__(
         self,
-        text: str | Sequence[str],
-        text_pair: str | Sequence[str] | None = None,
+        text: str | Sequence[str] | Sequence[Sequence[str]] | None = None,
+        text_pair: str | Sequence[str] | Sequence[Sequence[str]] | None = None,
+        text_target: str | Sequence[str] | None = None,
+        text_pair_target: str | Sequence[str] | None = None,
         *,
         add_special_tokens: bool = True,
         padding: bool | str = False,
         truncation: bool | str | None = None,
         max_length: int | None = None,
+        stride: int = 0,
+        is_split_into_words: bool = False,
         pad_to_multiple_of: int | None = None,
         padding_side: str | None = None,
+        truncation_side: str | None = None,
         pad_token_id: int | None = None,
         return_tensors: str | None = None,
-        return_attention_mask: bool = True,
         return_token_type_ids: bool | None = None,
-        return_offsets_mapping: bool = False,
+        return_attention_mask: bool | None = None,
+        return_overflowing_tokens: bool = False,
         return_special_tokens_mask: bool = False,
+        return_offsets_mapping: bool = False,
+        return_length: bool = False,
+        verbose: bool = True,
+        split_special_tokens: bool | None = None,
+        max_target_length: int | None = None,
         device: Any = "auto",
     ) -> BatchEncoding:
-        """transformers-style call: `tok(texts, padding=True, truncation=True,
-        return_tensors="pt")`. Arguments alone decide (tokenizer.json's truncation
-        and padding do not apply). A single str gives un-batched lists."""
-        single = isinstance(text, str)
-        if single and text_pair is not None and not isinstance(text_pair, str):
-            raise TypeError("text is a single str, so text_pair must be a str too")
-        texts = [text] if single else text
-        pairs = [text_pair] if single and text_pair is not None else text_pair
-        if return_tensors not in (None, "np", "pt", "cupy"):
-            raise ValueError(f"return_tensors must be None, 'np', 'pt' or 'cupy', not {return_tensors!r}")
-        d = self._defaults
-        trunc = _settings.truncation(d, truncation, max_length, None, from_file=False)
-        pad = _settings.padding(d, padding, max_length, pad_to_multiple_of, padding_side, pad_token_id,
-                                from_file=False)
+        """transformers' call: `tok(texts, padding=True, truncation=True,
+        return_tensors="pt")`, with its semantics (tokenizer.json's truncation
+        and padding do not apply; `max_length` defaults to `model_max_length`).
+        A single str gives un-batched lists. `text_target` adds `labels`.
+        gpu_tok's additions: `truncation_side`, `pad_token_id`, `device`."""
+        if text is None and text_target is None:
+            raise TypeError("pass text (a str or a list of str), or text_target")
+        check_kind(return_tensors)
+        options = dict(add_special_tokens=add_special_tokens, padding=padding, truncation=truncation, stride=stride,
+                       is_split_into_words=is_split_into_words, pad_to_multiple_of=pad_to_multiple_of,
+                       padding_side=padding_side, truncation_side=truncation_side, pad_token_id=pad_token_id,
+                       return_tensors=return_tensors, return_token_type_ids=return_token_type_ids,
+                       return_attention_mask=return_attention_mask,
+                       return_overflowing_tokens=return_overflowing_tokens,
+                       return_special_tokens_mask=return_special_tokens_mask,
+                       return_offsets_mapping=return_offsets_mapping, return_length=return_length,
+                       split_special_tokens=self.split_special_tokens if split_special_tokens is None
+                       else split_special_tokens, device=device)
+        encodings = None if text is None else self._encode(text, text_pair, max_length=max_length, **options)
+        if text_target is None:
+            assert encodings is not None
+            return encodings
+        target_length = max_target_length if max_target_length is not None else max_length
+        targets = self._encode(text_target, text_pair_target, max_length=target_length, **options)
+        if encodings is None:
+            return targets
+        dict.__setitem__(encodings, "labels", targets["input_ids"])
+        return encodings
+
+    def _encode(self, text: Any, pair: Any, *, add_special_tokens: bool, padding: Any, truncation: Any,
+                max_length: int | None, stride: int, is_split_into_words: bool, pad_to_multiple_of: int | None,
+                padding_side: str | None, truncation_side: str | None, pad_token_id: int | None,
+                return_tensors: str | None, return_token_type_ids: bool | None, return_attention_mask: bool | None,
+                return_overflowing_tokens: bool, return_special_tokens_mask: bool, return_offsets_mapping: bool,
+                return_length: bool, split_special_tokens: bool, device: Any) -> BatchEncoding:
+        """One of `__call__`'s encodings (inputs, or targets)."""
+        if not isinstance(add_special_tokens, bool):
+            raise TypeError("add_special_tokens must be a bool")
+        if is_split_into_words:
+            single = _is_words(text)
+        else:
+            single = isinstance(text, str)
+        if single:
+            if pair is not None and not isinstance(pair, str) and not (is_split_into_words and _is_words(pair)):
+                raise TypeError("text is a single text, so text_pair must be one too")
+            texts, pairs = [text], ([pair] if pair else None)  # transformers: an empty pair is no pair
+        else:
+            if isinstance(text, (str, bytes)) or not (isinstance(text, (list, tuple)) or hasattr(text, "to_pylist")):
+                raise TypeError(f"text must be a str or a list of str, not {type(text).__name__}")
+            if isinstance(pair, str):
+                raise TypeError("text is a batch, so text_pair must be a list of the same length")
+            texts, pairs = text, pair
+            if pairs is not None and len(pairs) != len(texts):
+                raise ValueError(f"batch length of text ({len(texts)}) does not match text_pair ({len(pairs)})")
+        n_special = self._core.num_special_tokens_to_add(pairs is not None) if add_special_tokens else 0
+        trunc, pad = _settings.call_settings(
+            self._defaults, padding, truncation, max_length, pad_to_multiple_of=pad_to_multiple_of, stride=stride,
+            padding_side=padding_side, truncation_side=truncation_side, pad_token_id=pad_token_id,
+            special_tokens=n_special)
+        names = self._model.model_input_names
+        wanted = {
+            "token_type_ids": "token_type_ids" in names if return_token_type_ids is None else return_token_type_ids,
+            "attention_mask": "attention_mask" in names if return_attention_mask is None else return_attention_mask,
+            "special_tokens_mask": return_special_tokens_mask,
+            "offset_mapping": return_offsets_mapping,
+            "length": return_length,
+        }
+        n_sequences = 1 if pairs is None else 2
+
+        def encodings() -> list[Any]:
+            inputs = _as_list(texts) if pairs is None else list(zip(_as_list(texts), _as_list(pairs), strict=True))
+            return self._reference_encode(inputs, add_special_tokens=add_special_tokens, truncation=trunc,
+                                          padding=pad, pretokenized=is_split_into_words,
+                                          split_special_tokens=split_special_tokens)
+
+        # A max_length that leaves no room for text: the crate keeps only the special tokens, the core refuses.
+        no_room = trunc is not None and trunc.max_length == n_special and trunc.stride == 0
+        if is_split_into_words or return_overflowing_tokens or split_special_tokens or no_room:
+            # What the core does not do yet: `tokenizers` encodes, with the same settings.
+            fields, flat = _reference.fields(encodings(), wanted, return_overflowing_tokens)
+            if return_tensors is not None:
+                return BatchEncoding(fields, encodings=flat, n_sequences=n_sequences, tensor_type=return_tensors)
+            if single and not return_overflowing_tokens:
+                fields = {k: v[0] if v and isinstance(v[0], list) else v for k, v in fields.items()}
+            return BatchEncoding(fields, encodings=flat, n_sequences=n_sequences)
+
         core, total_ms = self._run(texts, pairs, add_special_tokens=add_special_tokens, truncation=trunc,
-                                   padding=pad, attention_mask=return_attention_mask,
-                                   type_ids=return_token_type_ids, special_tokens_mask=return_special_tokens_mask,
+                                   padding=pad, attention_mask=wanted["attention_mask"],
+                                   type_ids=wanted["token_type_ids"],
+                                   special_tokens_mask=return_special_tokens_mask,
                                    offsets=return_offsets_mapping, device=device)
         if return_tensors is None:
             lists = core.to_lists()
-            return BatchEncoding({k: v[0] for k, v in lists.items()} if single else lists, core, total_ms)
-        tensors = {k: self._as_tensor(core, k, return_tensors) for k in core.keys()}
-        return BatchEncoding(tensors, core, total_ms)
+            if return_length:
+                lists["length"] = [len(row) for row in lists["input_ids"]]
+            ordered = {k: lists[k] for k in KEY_ORDER if k in lists}
+            if single:
+                ordered = {k: v[0] if v and isinstance(v[0], list) else v for k, v in ordered.items()}
+            return BatchEncoding(ordered, core, total_ms, encodings=encodings, n_sequences=n_sequences)
+        tensors = self._tensors(core, return_tensors)
+        if return_length:
+            starts = core.row_offsets().tolist()
+            tensors["length"] = as_tensor([b - a for a, b in zip(starts, starts[1:], strict=False)], return_tensors)
+        ordered = {k: tensors[k] for k in KEY_ORDER if k in tensors}
+        return BatchEncoding(ordered, core, total_ms, encodings=encodings, n_sequences=n_sequences)
 
     @staticmethod
-    def _as_tensor(core: _core.CoreBatch, name: str, kind: str) -> Any:
-        """Field `name` as a `[B, L]` (or `[B, L, 2]`) tensor of `kind`."""
-        value = convert(core.tensor(name), kind)
-        if core.width is not None:
-            return value
-        lengths = core.lengths().tolist()
-        if len(set(lengths)) > 1:
-            raise InvalidInputError(
-                "rows have different lengths, so they cannot form one tensor: pass padding=True "
-                "(and truncation=True for rows longer than max_length), or return_tensors=None"
-            )
-        width = lengths[0] if lengths else 0
-        shape = (core.rows, width, 2) if name == "offset_mapping" else (core.rows, width)
-        return value.reshape(shape)
+    def _tensors(core: _core.CoreBatch, kind: str) -> dict[str, Any]:
+        """Every field as a `[B, L]` (`[B, L, 2]`) tensor of `kind`: zero-copy when
+        the rows have one length, else as transformers makes them from lists."""
+        width = core.width
+        if width is None:
+            starts = core.row_offsets().tolist()
+            widths = {b - a for a, b in zip(starts, starts[1:], strict=False)}
+            if len(widths) > 1:  # ragged: numpy object arrays, or a ValueError for torch/CuPy
+                return {name: as_tensor(rows, kind) for name, rows in core.to_lists().items()}
+            width = widths.pop() if widths else 0
+        out = {}
+        for name in core.keys():
+            value = convert(core.tensor(name), kind)
+            if core.width is None:  # equal rows stored flat: a view with the batch's shape
+                value = value.reshape((core.rows, width, 2) if name == "offset_mapping" else (core.rows, width))
+            out[name] = value
+        return out
+
+    def pad(self, encoded_inputs: Any, padding: bool | str = True, max_length: int | None = None,
+            pad_to_multiple_of: int | None = None, padding_side: str | None = None,
+            return_attention_mask: bool | None = None, return_tensors: str | None = None,
+            verbose: bool = True) -> BatchEncoding:
+        """transformers' `pad`: pads already-encoded rows (a dict of rows, or a list
+        of dicts, e.g. in a DataLoader `collate_fn`) with this tokenizer's pad token."""
+        return _pad.pad(self, encoded_inputs, padding=padding, max_length=max_length,
+                        pad_to_multiple_of=pad_to_multiple_of, padding_side=padding_side,
+                        return_attention_mask=return_attention_mask, return_tensors=return_tensors)
+
+    def tokenize(self, text: str, pair: str | None = None, add_special_tokens: bool = False,
+                 **kwargs: Any) -> list[str]:
+        """The token strings of `text` (and `pair`)."""
+        ids = self(text, pair, add_special_tokens=add_special_tokens, **kwargs)["input_ids"]
+        return self.convert_ids_to_tokens(ids)
+
+    # -- chat templates ------------------------------------------------------------
+
+    def get_chat_template(self, chat_template: str | None = None, tools: list[dict[str, Any]] | None = None) -> str:
+        """The template `apply_chat_template` would use (a name picks one of several)."""
+        return _chat.select(self._model.chat_template, chat_template, tools)
+
+    def apply_chat_template(
+        self,
+        conversation: Sequence[Mapping[str, Any]] | Sequence[Sequence[Mapping[str, Any]]],
+        tools: list[dict[str, Any]] | None = None,
+        documents: list[dict[str, str]] | None = None,
+        chat_template: str | None = None,
+        add_generation_prompt: bool = False,
+        continue_final_message: bool | str = False,
+        tokenize: bool = True,
+        padding: bool | str = False,
+        truncation: bool = False,
+        max_length: int | None = None,
+        return_tensors: str | None = None,
+        return_dict: bool = True,
+        return_assistant_tokens_mask: bool = False,
+        tokenizer_kwargs: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """transformers' `apply_chat_template`: renders the conversation(s) with the
+        Jinja template (jinja2, `pip install "gpu_tok[chat]"`); with `tokenize`,
+        encodes it without adding special tokens (the template writes them) and
+        returns a BatchEncoding (`return_dict`) or the ids."""
+        if return_assistant_tokens_mask:
+            raise NotImplementedError("return_assistant_tokens_mask is not supported by gpu_tok yet")
+        if kwargs.pop("sanitize_control_tokens", False):
+            raise NotImplementedError("sanitize_control_tokens is not supported by gpu_tok yet")
+        template = self.get_chat_template(chat_template, tools)
+        rendered, batched = _chat.render(template, conversation, tools=tools, documents=documents,
+                                         add_generation_prompt=add_generation_prompt,
+                                         continue_final_message=continue_final_message,
+                                         variables={**self.special_tokens_map, **kwargs})
+        if not tokenize:
+            return rendered if batched else rendered[0]
+        out = self(rendered if batched else rendered[0], padding=padding, truncation=truncation,
+                   max_length=max_length, add_special_tokens=False, return_tensors=return_tensors,
+                   **(tokenizer_kwargs or {}))
+        return out if return_dict else out["input_ids"]
 
     # -- decoding ------------------------------------------------------------------
 
-    def decode(self, ids: Sequence[int], skip_special_tokens: bool = True,
-               clean_up_tokenization_spaces: bool = False) -> str:
-        """Text of `ids`, as `tokenizers`' decode; `clean_up_tokenization_spaces`
-        applies transformers' clean-up afterwards."""
-        text = self._core.decode(_ids(ids, "ids"), skip_special_tokens)
-        return clean_up_tokenization(text) if clean_up_tokenization_spaces else text
+    def _decode_rows(self, rows: list[Any], skip_special_tokens: bool,
+                     clean_up_tokenization_spaces: bool | None) -> list[str]:
+        if not isinstance(skip_special_tokens, bool):
+            raise TypeError("skip_special_tokens must be a bool")
+        try:
+            texts = self._core.decode_batch(rows, skip_special_tokens)
+        except TypeError:  # numpy / torch integer scalars: make them ints and try again
+            texts = self._core.decode_batch([_plain_ints(r) if isinstance(r, (list, tuple)) else r for r in rows],
+                                            skip_special_tokens)
+        clean = self.clean_up_tokenization_spaces if clean_up_tokenization_spaces is None \
+            else clean_up_tokenization_spaces
+        # transformers 5 skips the clean-up for BPE models: it would remove real spaces before punctuation.
+        if clean and self._model_kind != "BPE":
+            texts = [clean_up_tokenization(t) for t in texts]
+        return texts
+
+    def decode(self, token_ids: Any, skip_special_tokens: bool = False,
+               clean_up_tokenization_spaces: bool | None = None, **kwargs: Any) -> Any:
+        """Text of `token_ids` (an int, a list, a numpy array or torch tensor; a
+        list of rows gives a list of texts), as transformers' `decode`."""
+        if isinstance(token_ids, Mapping):
+            token_ids = token_ids["input_ids"]
+        if isinstance(token_ids, numbers.Integral) and not isinstance(token_ids, bool):
+            token_ids = [int(token_ids)]
+        ids = _ids(token_ids, "token_ids")
+        if ids and (isinstance(ids[0], (list, tuple)) or getattr(ids[0], "ndim", 0) > 0):  # rows: one text each
+            return self.batch_decode(ids, skip_special_tokens, clean_up_tokenization_spaces)
+        return self._decode_rows([ids], skip_special_tokens, clean_up_tokenization_spaces)[0]
+
+    def batch_decode(self, sequences: Any, skip_special_tokens: bool = False,
+                     clean_up_tokenization_spaces: bool | None = None, **kwargs: Any) -> list[str]:
+        """`decode` for each row (in parallel), as transformers' `batch_decode`."""
+        if hasattr(sequences, "tolist") and not isinstance(sequences, list):
+            sequences = sequences.tolist()
+        if isinstance(sequences, (str, bytes)) or not isinstance(sequences, Iterable):
+            raise TypeError(f"sequences must be a list of id lists, not {type(sequences).__name__}")
+        rows = [row if isinstance(row, list) else _ids(row, f"sequences[{i}]") for i, row in enumerate(sequences)]
+        if rows and not isinstance(rows[0], (list, tuple)):
+            rows = [rows]  # one sequence: transformers decodes it as a batch of one
+        return self._decode_rows(rows, skip_special_tokens, clean_up_tokenization_spaces)
 
     def decode_batch(self, sequences: Sequence[Sequence[int]], skip_special_tokens: bool = True,
                      clean_up_tokenization_spaces: bool = False) -> list[str]:
-        """`decode` for each row (in parallel)."""
+        """`tokenizers`' `decode_batch` (its default: special tokens skipped)."""
         if hasattr(sequences, "tolist") and not isinstance(sequences, list):
             sequences = sequences.tolist()
         if isinstance(sequences, (str, bytes)) or not isinstance(sequences, Iterable):
@@ -379,36 +753,150 @@ class Tokenizer:
         texts = self._core.decode_batch(rows, skip_special_tokens)
         return [clean_up_tokenization(t) for t in texts] if clean_up_tokenization_spaces else texts
 
+    def clean_up_tokenization(self, text: str) -> str:
+        return clean_up_tokenization(text)
+
     # -- vocabulary ----------------------------------------------------------------
 
     def token_to_id(self, token: str) -> int | None:
         return self._core.token_to_id(token)
 
     def id_to_token(self, id: int) -> str | None:
-        if isinstance(id, bool) or not isinstance(id, int):
+        if isinstance(id, bool) or not isinstance(id, numbers.Integral):
             raise TypeError(f"id must be an int, not {type(id).__name__}")
-        return self._core.id_to_token(id) if 0 <= id < 2**32 else None
+        return self._core.id_to_token(int(id)) if 0 <= id < 2**32 else None
+
+    def convert_tokens_to_ids(self, tokens: str | Sequence[str]) -> Any:
+        """The id of each token; the unk token's id (or None) for tokens not in the vocabulary."""
+        unk = self._model.special.get("unk_token")
+        unk_id = self._core.token_to_id(unk) if unk is not None else None
+
+        def one(token: str) -> int | None:
+            found = self._core.token_to_id(token)
+            return unk_id if found is None else found
+
+        if isinstance(tokens, str):
+            return one(tokens)
+        return [one(t) for t in tokens]
+
+    def convert_ids_to_tokens(self, ids: int | Sequence[int], skip_special_tokens: bool = False) -> Any:
+        """The token string of each id (None for ids outside the vocabulary)."""
+        if isinstance(ids, numbers.Integral) and not isinstance(ids, bool):
+            return self.id_to_token(int(ids))
+        skip = set(self.all_special_ids) if skip_special_tokens else set()
+        return [self.id_to_token(int(i)) for i in _ids(ids, "ids") if int(i) not in skip]
+
+    def convert_tokens_to_string(self, tokens: Sequence[str]) -> str:
+        """The tokenizer's decoder over token strings (as transformers)."""
+        ids = [self._core.token_to_id(t) for t in tokens]
+        if any(i is None for i in ids):
+            raise ValueError("convert_tokens_to_string: some tokens are not in the vocabulary")
+        return self._core.decode([i for i in ids if i is not None], False)
 
     def get_vocab(self, with_added_tokens: bool = True) -> dict[str, int]:
         return self._core.get_vocab(with_added_tokens)
 
+    @property
+    def vocab(self) -> dict[str, int]:
+        return self.get_vocab()
+
     def get_vocab_size(self, with_added_tokens: bool = True) -> int:
         return self._core.get_vocab_size(with_added_tokens)
 
-    def num_special_tokens_to_add(self, is_pair: bool = False) -> int:
-        return self._core.num_special_tokens_to_add(is_pair)
+    def get_added_vocab(self) -> dict[str, int]:
+        """The added tokens (special or not) and their ids, by id."""
+        return {content: i for i, content, _ in sorted(self._core.added_tokens())}
 
     @property
-    def model_max_length(self) -> int | None:
-        return self._defaults.model_max_length
+    def added_tokens_encoder(self) -> dict[str, int]:
+        return self.get_added_vocab()
 
-    @property
-    def all_special_tokens(self) -> list[str]:
-        return [content for _, content, special in self._core.added_tokens() if special]
+    def num_special_tokens_to_add(self, pair: bool = False) -> int:
+        return self._core.num_special_tokens_to_add(bool(pair))
 
-    @property
-    def all_special_ids(self) -> list[int]:
-        return [i for i, _, special in self._core.added_tokens() if special]
+    def add_tokens(self, new_tokens: Any, special_tokens: bool = False) -> int:
+        """Adds tokens to the vocabulary (as transformers: in place, new ids after
+        the last one); returns how many were added. This Tokenizer then uses a
+        reloaded core; copies made earlier (`with_padding`...) keep the old one."""
+        if not new_tokens:
+            return 0
+        if not isinstance(new_tokens, (list, tuple)):
+            new_tokens = [new_tokens]
+        return self._add([_added.entry(t, special_tokens) for t in new_tokens])
+
+    def add_special_tokens(self, special_tokens_dict: Mapping[str, Any],
+                           replace_extra_special_tokens: bool = True) -> int:
+        """Sets named special tokens (`{"pad_token": "[PAD]"}`) and `extra_special_tokens`,
+        adding the ones not in the vocabulary; returns how many were added."""
+        if not special_tokens_dict:
+            return 0
+        entries: list[dict[str, Any]] = []
+        special = dict(self._model.special)
+        extra = list(self._model.extra_special)
+        items = dict(special_tokens_dict)
+        if "additional_special_tokens" in items and not items.get("extra_special_tokens"):
+            items["extra_special_tokens"] = items.pop("additional_special_tokens")
+        for key, value in items.items():
+            if key == "extra_special_tokens":
+                if not isinstance(value, (list, tuple)):
+                    raise ValueError("extra_special_tokens must be a list of str or AddedToken")
+                tokens = [_added.entry(t, True) for t in value]
+                fresh = [t for t in tokens if replace_extra_special_tokens or t["content"] not in extra]
+                extra = [t["content"] for t in fresh] if replace_extra_special_tokens and fresh \
+                    else extra + [t["content"] for t in fresh]
+                entries += fresh
+            elif key in _config.SPECIAL_ATTRIBUTES or key in special:
+                entry = _added.entry(value, True)
+                special[key] = entry["content"]
+                entries.append(entry)
+            else:
+                raise ValueError(f"{key!r} is not a special token name: use one of "
+                                 f"{(*_config.SPECIAL_ATTRIBUTES, 'extra_special_tokens')}")
+        added = self._add(entries)
+        self._set_model(special=special, extra_special=tuple(extra))
+        return added
+
+    def _add(self, entries: list[dict[str, Any]]) -> int:
+        """Adds `entries` (see `_added`) and swaps in the reloaded core."""
+        json_text, added = _added.append(self._core.to_json(), entries, self._core.token_to_id, len(self))
+        if json_text is not None:
+            self._core = _core.CoreTokenizer.from_str(json_text)
+            self._reference = None
+            self._set_model()  # the pad token's id may be new
+        return added
+
+    # -- saving --------------------------------------------------------------------
+
+    def save_pretrained(self, save_directory: str | os.PathLike[str], **kwargs: Any) -> tuple[str, ...]:
+        """Writes tokenizer.json, tokenizer_config.json and chat_template.jinja (when
+        there is one template), which both gpu_tok and transformers load back."""
+        directory = Path(save_directory)
+        if directory.is_file():
+            raise FileExistsError(f"{directory} is a file; save_pretrained needs a directory")
+        directory.mkdir(parents=True, exist_ok=True)
+        config = {k: v for k, v in self._config.items() if k not in ("added_tokens_decoder", "chat_template",
+                                                                      "additional_special_tokens")}
+        m = self._model
+        config.update(m.special)
+        config.update(model_max_length=m.model_max_length, padding_side=m.padding_side,
+                      truncation_side=m.truncation_side, model_input_names=list(m.model_input_names),
+                      clean_up_tokenization_spaces=m.clean_up_tokenization_spaces,
+                      split_special_tokens=m.split_special_tokens, extra_special_tokens=list(m.extra_special))
+        config.setdefault("tokenizer_class", "TokenizersBackend")
+        written = []
+        if isinstance(m.chat_template, str):
+            (directory / "chat_template.jinja").write_text(m.chat_template, encoding="utf-8")
+            written.append(str(directory / "chat_template.jinja"))
+        elif isinstance(m.chat_template, dict):
+            config["chat_template"] = [{"name": k, "template": v} for k, v in m.chat_template.items()]
+        config_path = directory / "tokenizer_config.json"
+        config_path.write_text(json.dumps(config, indent=2, sort_keys=True, ensure_ascii=False) + "\n",
+                               encoding="utf-8")
+        json_path = directory / "tokenizer.json"
+        json_path.write_text(self._core.to_json(), encoding="utf-8")
+        return (str(config_path), *written, str(json_path))
+
+    # -- gpu_tok -------------------------------------------------------------------
 
     @property
     def plan(self) -> list[dict[str, str]]:
@@ -417,29 +905,43 @@ class Tokenizer:
         return [dict(zip(keys, row, strict=True)) for row in self._core.plan()]
 
     def __repr__(self) -> str:
-        return f"gpu_tok.Tokenizer(vocab_size={self.get_vocab_size()})"
+        return (f"gpu_tok.Tokenizer(name_or_path={self.name_or_path!r}, vocab_size={self.vocab_size}, "
+                f"model_max_length={self.model_max_length}, padding_side={self.padding_side!r}, "
+                f"truncation_side={self.truncation_side!r}, special_tokens={self.special_tokens_map})")
 
 
-def _unpickle(json_text: str, config: dict[str, Any], defaults: _settings.Defaults) -> Tokenizer:
-    tok = Tokenizer.from_str(json_text, config)
-    tok._defaults = defaults
+def _unpickle(json_text: str, config: dict[str, Any], defaults: _settings.Defaults, model: _config.ModelConfig,
+              name_or_path: str) -> Tokenizer:
+    tok = Tokenizer(_core.CoreTokenizer.from_str(json_text), config, name_or_path)
+    tok._model, tok._defaults = model, defaults
     return tok
 
 
 def _special_property(name: str) -> tuple[property, property]:
+    attribute = f"{name}_token"
+
     def token(self: Tokenizer) -> str | None:
-        return self._special[name]
+        return self._model.special.get(attribute)
+
+    def set_token(self: Tokenizer, value: Any) -> None:
+        content = None if value is None else _config.token_content(value) or getattr(value, "content", None)
+        if value is not None and not isinstance(content, str):
+            raise ValueError(f"{attribute} must be a str (or AddedToken), not {type(value).__name__}")
+        self._set_model(special={**self._model.special, attribute: content})
 
     def token_id(self: Tokenizer) -> int | None:
-        value = self._special[name]
-        return None if value is None else self._core.token_to_id(value)
+        value = self._model.special.get(attribute)
+        return None if value is None else self.convert_tokens_to_ids(value)
 
-    token.__doc__ = f"The {name} token from the model's config files, or None."
-    token_id.__doc__ = f"The id of the {name} token, or None."
-    return property(token), property(token_id)
+    def set_token_id(self: Tokenizer, value: int | None) -> None:
+        set_token(self, None if value is None else self.id_to_token(value))
+
+    token.__doc__ = f"The {name} token from the model's config files, or None. Settable."
+    token_id.__doc__ = f"The id of the {name} token, or None. Settable."
+    return property(token, set_token), property(token_id, set_token_id)
 
 
-for _name in _SPECIAL_NAMES:
+for _name in ("bos", "eos", "unk", "sep", "pad", "cls", "mask"):
     _token, _token_id = _special_property(_name)
     setattr(Tokenizer, f"{_name}_token", _token)
     setattr(Tokenizer, f"{_name}_token_id", _token_id)
