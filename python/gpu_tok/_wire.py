@@ -1,0 +1,75 @@
+"""The packed binary body of `POST /encode` with `Accept: application/octet-stream`.
+
+Shared by the server (`gpu_tok.serve`, which packs) and `gpu_tok.client`
+(which unpacks), so the layout is written down once. All little-endian:
+
+    offset 0   4 bytes   magic b"GTK1"
+    offset 4   uint32    rows (B)
+    offset 8   uint32    tokens (N), the sum of the row lengths
+    offset 12  uint32    fields: a bit set of FIELD_FLAGS (input_ids is always there)
+    offset 16  int64     row_offsets[B + 1]: row i is tokens [row_offsets[i], row_offsets[i + 1])
+    then       int32     input_ids[N]
+    then, for each field whose bit is set, in FIELD_FLAGS order:
+               int32     attention_mask[N] | token_type_ids[N] | special_tokens_mask[N]
+               int32     offset_mapping[N][2] (start, end) character offsets
+
+Padded results are rows of equal length, so the same layout holds them.
+Every array starts on a 4-byte boundary (row_offsets on an 8-byte one).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+MAGIC = b"GTK1"
+CONTENT_TYPE = "application/octet-stream"
+_HEADER = struct.Struct("<4sIII")
+
+# The optional fields, their bit in the header and their order in the body.
+FIELD_FLAGS = {"attention_mask": 1, "token_type_ids": 2, "special_tokens_mask": 4, "offset_mapping": 8}
+
+
+def pack(row_offsets: Any, fields: dict[str, Any]) -> bytes:
+    """One response body from numpy arrays: `row_offsets` (B + 1 ints) and
+    `fields` (`input_ids` plus any of FIELD_FLAGS, flat, N or N x 2 values)."""
+    import numpy as np
+
+    flags = sum(flag for name, flag in FIELD_FLAGS.items() if name in fields)
+    ids = fields["input_ids"]
+    parts = [_HEADER.pack(MAGIC, len(row_offsets) - 1, len(ids), flags),
+             np.ascontiguousarray(row_offsets, dtype="<i8").tobytes(),
+             np.ascontiguousarray(ids, dtype="<i4").tobytes()]
+    parts += [np.ascontiguousarray(fields[name], dtype="<i4").tobytes() for name in FIELD_FLAGS if name in fields]
+    return b"".join(parts)
+
+
+def unpack(body: bytes) -> dict[str, Any]:
+    """A packed body as numpy arrays: `row_offsets` (int64, B + 1), `input_ids`
+    and the other fields (int32, flat; `offset_mapping` is N x 2)."""
+    import numpy as np
+
+    if len(body) < _HEADER.size:
+        raise ValueError("packed body too short for its header")
+    magic, rows, tokens, flags = _HEADER.unpack_from(body)
+    if magic != MAGIC:
+        raise ValueError(f"packed body starts with {magic!r}, not {MAGIC!r}")
+    names = ["input_ids"] + [name for name, flag in FIELD_FLAGS.items() if flags & flag]
+    expected = _HEADER.size + 8 * (rows + 1) + sum(4 * tokens * (2 if n == "offset_mapping" else 1) for n in names)
+    if len(body) != expected:
+        raise ValueError(f"packed body has {len(body)} bytes, its header announces {expected}")
+    out: dict[str, Any] = {"row_offsets": np.frombuffer(body, "<i8", rows + 1, _HEADER.size)}
+    at = _HEADER.size + 8 * (rows + 1)
+    for name in names:
+        width = 2 if name == "offset_mapping" else 1
+        values = np.frombuffer(body, "<i4", tokens * width, at)
+        out[name] = values.reshape(tokens, 2) if width == 2 else values
+        at += 4 * tokens * width
+    return out
+
+
+def to_rows(unpacked: dict[str, Any]) -> dict[str, list[Any]]:
+    """Unpacked arrays as per-row lists, the shape of the JSON answer."""
+    offsets = unpacked["row_offsets"].tolist()
+    return {name: [values[a:b].tolist() for a, b in zip(offsets, offsets[1:], strict=False)]
+            for name, values in unpacked.items() if name != "row_offsets"}

@@ -1,0 +1,288 @@
+"""Clients of `gpu-tok serve`, over TCP or a Unix socket, reusing connections.
+
+    from gpu_tok.client import Client, AsyncClient
+    with Client("http://127.0.0.1:8000") as c:          # or Client("unix:///run/gpu-tok.sock")
+        c.encode(["Hello world"], truncation=True)       # {"input_ids": [[...]], "attention_mask": [[...]]}
+        c.encode(["Hello world"], packed=True)           # numpy arrays from the binary layout (gpu_tok._wire)
+        c.decode([[9707, 1879]])                          # ["Hello world"]
+    async with AsyncClient("http://127.0.0.1:8000") as c:
+        await c.encode(["Hello world"])
+
+Standard library only (http.client, asyncio streams), so it adds no
+dependency; `packed=True` needs numpy. Both clients are safe to share: the
+sync one across threads, the async one across tasks; each keeps a pool of
+idle keep-alive connections and opens another only when all are busy.
+A failed request raises `ServerError` with the server's status and message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import queue
+import socket
+from typing import Any
+from urllib.parse import urlsplit
+
+from . import _wire
+from ._errors import GpuTokError
+
+_JSON = "application/json"
+
+
+class ServerError(GpuTokError):
+    """The server answered with an error status (400 bad request, 503 busy...)."""
+
+    def __init__(self, status: int, message: str, retry_after: float | None = None) -> None:
+        super().__init__(f"{status}: {message}")
+        self.status = status
+        self.message = message
+        self.retry_after = retry_after  # seconds, from Retry-After on 503
+
+
+def _target(url: str) -> tuple[str, int | str]:
+    """(host, port) of http://host:port, or ("unix", path) of unix:///path."""
+    parts = urlsplit(url)
+    if parts.scheme == "unix":
+        return "unix", parts.path
+    if parts.scheme != "http":
+        raise ValueError(f"url must be http://host:port or unix:///path/to/socket, not {url!r}")
+    return parts.hostname or "127.0.0.1", parts.port or 80
+
+
+def _body(texts: Any, pairs: Any, options: dict[str, Any]) -> bytes:
+    import json
+
+    if isinstance(texts, str):
+        raise TypeError("texts must be a list of strings (wrap a single text in a list)")
+    payload = {"texts": list(texts), **options}
+    if pairs is not None:
+        payload["pairs"] = list(pairs)
+    return json.dumps(payload, ensure_ascii=False).encode("utf-8")
+
+
+def _result(status: int, headers: dict[str, str], body: bytes) -> Any:
+    content_type = headers.get("content-type", "")
+    if status != 200:
+        message = body.decode("utf-8", "replace")
+        if content_type.startswith(_JSON):
+            import json
+
+            message = json.loads(body).get("error", message)
+        retry = headers.get("retry-after")
+        raise ServerError(status, message, float(retry) if retry else None)
+    if content_type.startswith(_wire.CONTENT_TYPE):
+        return _wire.unpack(body)
+    if content_type.startswith(_JSON):
+        import json
+
+        return json.loads(body)
+    return body.decode("utf-8")
+
+
+class _UnixHTTPConnection(http.client.HTTPConnection):
+    def __init__(self, path: str, timeout: float) -> None:
+        super().__init__("localhost", timeout=timeout)
+        self._path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        sock.connect(self._path)
+        self.sock = sock
+
+
+class Client:
+    """Blocking client (thread-safe, keep-alive connections pooled)."""
+
+    def __init__(self, url: str = "http://127.0.0.1:8000", *, timeout: float = 60.0) -> None:
+        self._host, self._port = _target(url)
+        self._timeout = timeout
+        self._idle: queue.LifoQueue[http.client.HTTPConnection] = queue.LifoQueue()
+
+    def _connection(self) -> http.client.HTTPConnection:
+        try:
+            return self._idle.get_nowait()
+        except queue.Empty:
+            pass
+        if self._host == "unix":
+            return _UnixHTTPConnection(str(self._port), self._timeout)
+        return http.client.HTTPConnection(self._host, int(self._port), timeout=self._timeout)  # sets TCP_NODELAY
+
+    def request(self, method: str, path: str, body: bytes | None = None, accept: str = _JSON) -> Any:
+        """One request; the answer decoded (JSON, packed arrays or text)."""
+        headers = {"Content-Type": _JSON, "Accept": accept}
+        for attempt in range(2):  # a kept-alive connection the server closed meanwhile: retry once on a new one
+            conn = self._connection()
+            try:
+                conn.request(method, path, body=body, headers=headers)
+                response = conn.getresponse()
+                data = response.read()
+            except (ConnectionError, http.client.RemoteDisconnected, http.client.BadStatusLine):
+                conn.close()
+                self.close()  # the other idle connections are as stale (a restarted server)
+                if attempt:
+                    raise
+                continue
+            except BaseException:
+                conn.close()
+                raise
+            if response.will_close:
+                conn.close()
+            else:
+                self._idle.put(conn)
+            return _result(response.status, {k.lower(): v for k, v in response.getheaders()}, data)
+        raise AssertionError("unreachable")
+
+    def encode(self, texts: list[str], pairs: list[str] | None = None, *, packed: bool = False,
+               **options: Any) -> dict[str, Any]:
+        """`POST /encode`: per-row lists as `tok(texts, pairs, **options)` gives
+        them; `packed=True`: numpy arrays (row_offsets + flat fields)."""
+        return self.request("POST", "/encode", _body(texts, pairs, options),
+                            _wire.CONTENT_TYPE if packed else _JSON)
+
+    def decode(self, ids: list[list[int]], skip_special_tokens: bool = True,
+               clean_up_tokenization_spaces: bool = False) -> list[str]:
+        import json
+
+        body = json.dumps({"ids": ids, "skip_special_tokens": skip_special_tokens,
+                           "clean_up_tokenization_spaces": clean_up_tokenization_spaces}).encode()
+        return self.request("POST", "/decode", body)["texts"]
+
+    def info(self) -> dict[str, Any]:
+        return self.request("GET", "/info")
+
+    def health(self) -> dict[str, Any]:
+        return self.request("GET", "/health")
+
+    def metrics(self) -> str:
+        return self.request("GET", "/metrics", accept="text/plain")
+
+    def close(self) -> None:
+        while True:
+            try:
+                self._idle.get_nowait().close()
+            except queue.Empty:
+                return
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _Stream:
+    """One keep-alive HTTP/1.1 connection on asyncio streams."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+
+    async def exchange(self, request: bytes) -> tuple[int, dict[str, str], bytes]:
+        self.writer.write(request)
+        status_line = await self.reader.readline()
+        if not status_line:
+            raise ConnectionResetError("the server closed the connection")
+        status = int(status_line.split(None, 2)[1])
+        headers: dict[str, str] = {}
+        while (line := await self.reader.readline()) not in (b"\r\n", b"\n", b""):
+            name, _, value = line.decode("latin-1").partition(":")
+            headers[name.strip().lower()] = value.strip()
+        if "content-length" in headers:
+            body = await self.reader.readexactly(int(headers["content-length"]))
+        elif headers.get("transfer-encoding", "").lower() == "chunked":
+            body = await self._chunked()
+        else:
+            body = await self.reader.read()
+            headers["connection"] = "close"
+        return status, headers, body
+
+    async def _chunked(self) -> bytes:
+        parts = []
+        while size := int((await self.reader.readline()).split(b";")[0], 16):
+            parts.append(await self.reader.readexactly(size))
+            await self.reader.readline()
+        await self.reader.readline()  # the empty trailer
+        return b"".join(parts)
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+class AsyncClient:
+    """asyncio client (share it across tasks; keep-alive connections pooled)."""
+
+    def __init__(self, url: str = "http://127.0.0.1:8000", *, timeout: float = 60.0) -> None:
+        self._host, self._port = _target(url)
+        self._timeout = timeout
+        self._idle: list[_Stream] = []
+
+    async def _open(self) -> _Stream:
+        if self._host == "unix":
+            reader, writer = await asyncio.open_unix_connection(str(self._port))
+        else:
+            reader, writer = await asyncio.open_connection(self._host, int(self._port))  # sets TCP_NODELAY
+        return _Stream(reader, writer)
+
+    async def request(self, method: str, path: str, body: bytes = b"", accept: str = _JSON) -> Any:
+        head = (f"{method} {path} HTTP/1.1\r\nHost: gpu-tok\r\nContent-Type: {_JSON}\r\nAccept: {accept}\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n").encode("latin-1")
+        for attempt in range(2):  # a kept-alive connection the server closed meanwhile: retry once on a new one
+            stream = self._idle.pop() if self._idle else await self._open()
+            try:
+                status, headers, data = await asyncio.wait_for(stream.exchange(head + body), self._timeout)
+            except (ConnectionError, asyncio.IncompleteReadError):
+                stream.close()
+                for idle in self._idle:  # as stale (a restarted server)
+                    idle.close()
+                self._idle.clear()
+                if attempt:
+                    raise
+                continue
+            except BaseException:
+                stream.close()
+                raise
+            if headers.get("connection", "").lower() == "close":
+                stream.close()
+            else:
+                self._idle.append(stream)
+            return _result(status, headers, data)
+        raise AssertionError("unreachable")
+
+    async def encode(self, texts: list[str], pairs: list[str] | None = None, *, packed: bool = False,
+                     **options: Any) -> dict[str, Any]:
+        return await self.request("POST", "/encode", _body(texts, pairs, options),
+                                  _wire.CONTENT_TYPE if packed else _JSON)
+
+    async def decode(self, ids: list[list[int]], skip_special_tokens: bool = True,
+                     clean_up_tokenization_spaces: bool = False) -> list[str]:
+        import json
+
+        body = json.dumps({"ids": ids, "skip_special_tokens": skip_special_tokens,
+                           "clean_up_tokenization_spaces": clean_up_tokenization_spaces}).encode()
+        return (await self.request("POST", "/decode", body))["texts"]
+
+    async def info(self) -> dict[str, Any]:
+        return await self.request("GET", "/info")
+
+    async def health(self) -> dict[str, Any]:
+        return await self.request("GET", "/health")
+
+    async def metrics(self) -> str:
+        return await self.request("GET", "/metrics", accept="text/plain")
+
+    async def close(self) -> None:
+        streams, self._idle = self._idle, []
+        for stream in streams:
+            stream.close()
+        for stream in streams:
+            try:
+                await stream.writer.wait_closed()
+            except ConnectionError:
+                pass
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
