@@ -1,0 +1,326 @@
+"""`gpu-tok tokenize`: a corpus to token shards, in bounded memory, resumable.
+
+The job reads documents (`corpus_readers`), encodes them a batch at a time
+(`documents.encode_documents`: the library call) and cuts the token stream into
+shards of whole documents (`shards`): a shard ends with the first document that
+brings it to `shard_tokens` tokens. Where shards end depends only on the
+documents and `shard_tokens`, never on batch sizes or timing, so a re-run cuts
+the same shards and can skip the finished ones.
+
+`manifest.json` in the output folder is the record of what is done. It is
+rewritten (temporary name, then rename) after every finished shard with the
+shard's files, sizes and sha256, its documents, tokens and input bytes, and
+the input position after its last document. A re-run with the same job skips the shards
+it lists (after checking their files' sizes), deletes leftover `.tmp` files of
+an interrupted shard, and starts reading after the last finished shard.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import resource
+import sys
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import shards
+from ._errors import InvalidInputError
+from .corpus_readers import InputFile, TextBatch, describe_inputs, read_ahead, read_batches
+from .documents import encode_documents, eos_token_id
+from .tokenizer import Tokenizer
+
+MANIFEST = "manifest.json"
+SCHEMA = "gpu_tok.tokenize/1"
+DEFAULT_SHARD_TOKENS = 100_000_000
+DEFAULT_BATCH_BYTES = 4_000_000
+
+
+def tokenizer_sha256(tok: Tokenizer) -> str:
+    """sha256 of the tokenizer's JSON as the core writes it back (about 0.7 s
+    for a 150k vocabulary: pass the file's own digest when you have it)."""
+    return hashlib.sha256(tok._core.to_json().encode("utf-8")).hexdigest()
+
+
+def _job(tok: Tokenizer, digest: str, inputs: list[InputFile], text_field: str, fmt: str, append_eos: bool,
+         add_special_tokens: bool, shard_tokens: int) -> dict[str, Any]:
+    """Everything that decides the output; a re-run must match it to resume."""
+    return {
+        "tokenizer_sha256": digest,
+        "inputs": [{"path": str(f.path.resolve()), "bytes": f.size} for f in inputs],
+        "text_field": text_field,
+        "format": fmt,
+        "add_special_tokens": add_special_tokens,
+        "eos_token_id": eos_token_id(tok) if append_eos else None,
+        "shard_tokens": shard_tokens,
+        "vocab_size": tok.get_vocab_size(),
+    }
+
+
+def _write_json(path: Path, value: Any) -> None:
+    tmp = path.with_name(path.name + shards.TMP)
+    tmp.write_text(json.dumps(value, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _finished_shards(output: Path, manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    """The manifest's shards whose files are all there with their recorded sizes,
+    up to the first one that is not."""
+    kept = []
+    for shard in manifest["shards"]:
+        files = [(output / name, info["bytes"]) for name, info in shard["files"].items()]
+        if not all(path.is_file() and path.stat().st_size == size for path, size in files):
+            break
+        kept.append(shard)
+    return kept
+
+
+def _load_manifest(output: Path, job: dict[str, Any], tokenizer_source: str | None) -> dict[str, Any]:
+    path = output / MANIFEST
+    if not path.is_file():
+        return {"schema": SCHEMA, "tokenizer": tokenizer_source, "job": job, "complete": False, "shards": []}
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise InvalidInputError(f"{path} cannot be read ({err}); remove it to start over") from None
+    if not isinstance(manifest, dict) or manifest.get("schema") != SCHEMA:
+        raise InvalidInputError(f"{path} is not a gpu-tok tokenize manifest; use another --output")
+    for key, value in job.items():
+        if manifest["job"].get(key) != value:
+            raise InvalidInputError(
+                f"{output} holds the output of a different job ({key}: {manifest['job'].get(key)!r} before, "
+                f"{value!r} now); use another --output, or remove it to start over")
+    finished = _finished_shards(output, manifest)
+    if len(finished) < len(manifest["shards"]):
+        manifest["complete"] = False
+    manifest["shards"] = finished
+    return manifest
+
+
+def _remove_leftovers(output: Path) -> None:
+    """Temporary files of a shard a killed run left half-written."""
+    for path in output.glob(f"shard-*{shards.TMP}"):
+        path.unlink()
+
+
+def _current_rss_mb() -> float:
+    """Resident memory now (Linux; 0 elsewhere). The process's peak includes
+    loading the tokenizer, so the job also samples its own."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+class _Progress:
+    """A tqdm bar over the input bytes with tokens/s (when tqdm is installed and
+    the output is a terminal), else nothing."""
+
+    def __init__(self, total_bytes: int, enabled: bool) -> None:
+        self.bar: Any = None
+        if enabled:
+            try:
+                from tqdm import tqdm
+            except ImportError:
+                return
+            self.bar = tqdm(total=total_bytes, unit="B", unit_scale=True, desc="tokenize", disable=None,
+                            dynamic_ncols=True, smoothing=0.1)
+
+    def update(self, source_bytes: int, tokens: int, seconds: float) -> None:
+        if self.bar is not None:
+            self.bar.update(source_bytes)
+            self.bar.set_postfix_str(f"{tokens / max(seconds, 1e-9) / 1e6:.2f}M tokens/s", refresh=False)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+class _Job:
+    """One run: the open shard, the manifest, and this run's counters."""
+
+    def __init__(self, tok: Tokenizer, output: Path, manifest: dict[str, Any], device: Any) -> None:
+        self.tok, self.output, self.manifest, self.device = tok, output, manifest, device
+        job = manifest["job"]
+        self.fmt, self.shard_tokens, self.eos_id = job["format"], job["shard_tokens"], job["eos_token_id"]
+        self.shard: shards.ShardWriter | None = None
+        self.shard_input_bytes = 0
+        self.documents = self.tokens = self.input_bytes = self.shards_written = 0
+        self.started = time.perf_counter()
+        self.max_rss_mb = 0.0  # resident memory sampled after each batch
+
+    def encode(self, batch: TextBatch) -> tuple[np.ndarray, np.ndarray]:
+        return encode_documents(self.tok, batch.texts, add_special_tokens=self.manifest["job"]["add_special_tokens"],
+                                eos_id=self.eos_id, device=self.device)
+
+    def add(self, batch: TextBatch, ids: np.ndarray, offsets: np.ndarray) -> tuple[int, int]:
+        """Appends a batch's documents to shards, finishing each shard at its
+        fixed end; returns the input position after the batch."""
+        rows, start = len(offsets) - 1, 0
+        while start < rows:
+            if self.shard is None:
+                name = f"shard-{len(self.manifest['shards']):05d}"
+                self.shard = shards.open_writer(self.fmt, self.output, name, self.manifest["job"]["vocab_size"])
+            need = self.shard_tokens - self.shard.tokens
+            reached = np.searchsorted(offsets[start + 1:] - offsets[start], need, side="left")
+            end = min(start + int(reached) + 1, rows)
+            self.shard.write(ids[offsets[start]:offsets[end]], offsets[start:end + 1] - offsets[start])
+            self.shard_input_bytes += int(batch.record_bytes[start:end].sum())
+            start = end
+            if self.shard.tokens >= self.shard_tokens:
+                self.finish_shard((batch.input_index, batch.first_document + end))
+        self.documents += rows
+        self.tokens += int(offsets[-1])
+        self.input_bytes += batch.input_bytes
+        return batch.input_index, batch.first_document + rows
+
+    def finish_shard(self, end: tuple[int, int]) -> None:
+        assert self.shard is not None
+        shard, self.shard = self.shard, None
+        name = f"shard-{len(self.manifest['shards']):05d}"
+        files = shard.finish()
+        self.manifest["shards"].append({"name": name, "documents": shard.documents, "tokens": shard.tokens,
+                                        "input_bytes": self.shard_input_bytes, "files": files,
+                                        "end": {"input": end[0], "document": end[1]}})
+        self.shard_input_bytes = 0
+        self.shards_written += 1
+        _write_json(self.output / MANIFEST, self.manifest)
+
+    def abort(self) -> None:
+        if self.shard is not None:
+            self.shard.abort()
+            self.shard = None
+
+    def _write(self, batch: TextBatch, encoded: Future[tuple[np.ndarray, np.ndarray]],
+               bar: _Progress) -> tuple[int, int]:
+        position = self.add(batch, *encoded.result())
+        bar.update(batch.source_bytes, self.tokens, time.perf_counter() - self.started)
+        self.max_rss_mb = max(self.max_rss_mb, _current_rss_mb())
+        return position
+
+    def run(self, batches: Iterator[TextBatch], position: tuple[int, int], bar: _Progress) -> None:
+        """Encodes and writes every batch, then finishes the last shard. Three
+        stages overlap: a thread reads and parses the next batches (read_ahead),
+        the encoder thread encodes batch k + 1 while this one writes batch k."""
+        encoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpu_tok-encode")
+        try:
+            pending: tuple[TextBatch, Future[tuple[np.ndarray, np.ndarray]]] | None = None
+            for batch in batches:
+                submitted = (batch, encoder.submit(self.encode, batch))
+                if pending is not None:
+                    position = self._write(*pending, bar)
+                pending = submitted
+            if pending is not None:
+                position = self._write(*pending, bar)
+            if self.shard is not None:
+                self.finish_shard(position)
+        except BaseException:
+            self.abort()
+            raise
+        finally:
+            encoder.shutdown(wait=True, cancel_futures=True)
+
+
+def tokenize_corpus(tok: Tokenizer, inputs: list[str | Path], output: str | Path, *, text_field: str = "text",
+                    fmt: str = "npy", append_eos: bool = False, add_special_tokens: bool = False,
+                    device: Any = "auto", shard_tokens: int = DEFAULT_SHARD_TOKENS,
+                    batch_bytes: int = DEFAULT_BATCH_BYTES, progress: bool = False,
+                    tokenizer_source: str | None = None, tokenizer_digest: str | None = None,
+                    log: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Tokenizes `inputs` into shards in `output` (see the module docstring) and
+    returns a summary. Resumes a job that `output` holds unfinished.
+
+    `tokenizer_digest` identifies the tokenizer in the manifest (the command
+    line passes the sha256 of the tokenizer.json file); by default it is
+    `tokenizer_sha256(tok)`. A resumed job must have the same one."""
+    if fmt not in shards.FORMATS:
+        raise ValueError(f"format must be one of {', '.join(shards.FORMATS)}, not {fmt!r}")
+    if shard_tokens <= 0 or batch_bytes <= 0:
+        raise ValueError("shard_tokens and batch_bytes must be positive")
+    say = log or (lambda line: print(line, file=sys.stderr))
+    files = describe_inputs(inputs)
+    out = Path(output)
+    out.mkdir(parents=True, exist_ok=True)
+    digest = tokenizer_digest or tokenizer_sha256(tok)
+    job = _job(tok, digest, files, text_field, fmt, append_eos, add_special_tokens, shard_tokens)
+    manifest = _load_manifest(out, job, tokenizer_source)
+    _remove_leftovers(out)
+    resumed = len(manifest["shards"])
+    run = _Job(tok, out, manifest, device)
+    if not manifest["complete"]:
+        last = manifest["shards"][-1]["end"] if manifest["shards"] else {"input": 0, "document": 0}
+        if resumed:
+            say(f"resuming: {resumed} finished shards kept, continuing at document {last['document']} "
+                f"of {files[last['input']].path}")
+        bar = _Progress(sum(f.size for f in files[last["input"]:]), progress)
+        try:
+            run.run(read_ahead(read_batches(files, text_field, batch_bytes, (last["input"], last["document"]))),
+                    (last["input"], last["document"]), bar)
+        finally:
+            bar.close()
+        manifest["complete"] = True
+        manifest["totals"] = {key: sum(s[key] for s in manifest["shards"])
+                              for key in ("documents", "tokens", "input_bytes")}
+        manifest["totals"]["shards"] = len(manifest["shards"])
+        _write_json(out / MANIFEST, manifest)
+    seconds = time.perf_counter() - run.started
+    return {
+        "output": str(out),
+        "format": fmt,
+        "shards": len(manifest["shards"]),
+        "shards_skipped": resumed,
+        "shards_written": run.shards_written,
+        "documents": manifest["totals"]["documents"],
+        "tokens": manifest["totals"]["tokens"],
+        "run": {"documents": run.documents, "tokens": run.tokens, "input_bytes": run.input_bytes,
+                "seconds": seconds, "input_mb_per_s": run.input_bytes / seconds / 1e6,
+                "tokens_per_s": run.tokens / seconds},
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "max_rss_while_tokenizing_mb": run.max_rss_mb,
+    }
+
+
+def summary_lines(summary: dict[str, Any]) -> list[str]:
+    run = summary["run"]
+    lines = [f"{summary['output']}: {summary['shards']} {summary['format']} shards, "
+             f"{summary['documents']:,} documents, {summary['tokens']:,} tokens"]
+    if summary["shards_skipped"] == summary["shards"] and not run["documents"]:
+        return [*lines, "the job was already complete: nothing to do"]
+    if summary["shards_skipped"]:
+        lines.append(f"resumed: {summary['shards_skipped']} shards were already finished")
+    lines.append(f"this run: {run['documents']:,} documents, {run['input_bytes'] / 1e6:,.1f} MB of input in "
+                 f"{run['seconds']:.1f} s: {run['input_mb_per_s']:.1f} MB/s, {run['tokens_per_s'] / 1e6:.2f}M tokens/s")
+    lines.append(f"memory: {summary['max_rss_while_tokenizing_mb']:.0f} MB resident while tokenizing, "
+                 f"{summary['peak_rss_mb']:.0f} MB peak (loading the tokenizer included)")
+    return lines
+
+
+# -- reading the output back -------------------------------------------------------
+
+
+def read_manifest(output: str | Path) -> dict[str, Any]:
+    return json.loads((Path(output) / MANIFEST).read_text(encoding="utf-8"))
+
+
+def iter_shards(output: str | Path) -> Any:
+    """(ids, offsets) of each finished shard of a tokenize output, in order."""
+    manifest = read_manifest(output)
+    for shard in manifest["shards"]:
+        yield shards.read_shard(manifest["job"]["format"], Path(output), shard["name"])
+
+
+def load_tokens(output: str | Path) -> tuple[np.ndarray, np.ndarray]:
+    """All documents of a tokenize output as one (ids uint32, offsets int64) pair."""
+    all_ids, all_offsets, base = [], [np.zeros(1, np.int64)], 0
+    for ids, offsets in iter_shards(output):
+        all_ids.append(np.asarray(ids, dtype=np.uint32))
+        all_offsets.append(offsets[1:] + base)
+        base += int(offsets[-1])
+    return (np.concatenate(all_ids) if all_ids else np.zeros(0, np.uint32)), np.concatenate(all_offsets)

@@ -1,0 +1,102 @@
+"""Tokenizing a Ray Data dataset: gpu_tok on Ray's engine, for corpora that
+outgrow one machine.
+
+    import ray.data
+    from gpu_tok.ray import TokenizeBatch, tokenize_dataset
+
+    ds = ray.data.read_json("s3://bucket/corpus/")              # or read_parquet, ...
+    ds = tokenize_dataset(ds, "path/to/model", append_eos=True, concurrency=8)
+    ds.write_parquet("s3://bucket/tokens/")                     # column input_ids: list<int32>
+
+`TokenizeBatch` is the callable class for `Dataset.map_batches`: each actor
+loads the tokenizer once and encodes whole batches (Arrow string columns go
+to the engine without a copy). It takes Arrow tables (the fastest), pandas
+DataFrames or dicts of numpy arrays, and returns the same kind with an ids
+column added. The ids are those of `gpu_tok.documents.encode_documents`, the
+call `gpu-tok tokenize` makes. Ray is not a dependency of gpu_tok:
+`pip install "gpu_tok[ray]"`.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from .documents import encode_documents, eos_token_id, split_documents, to_arrow_lists
+from .tokenizer import Tokenizer
+
+
+def _load(tokenizer: str | os.PathLike[str] | Tokenizer) -> Tokenizer:
+    if isinstance(tokenizer, Tokenizer):
+        return tokenizer
+    return Tokenizer.from_pretrained(tokenizer) if os.path.isdir(tokenizer) else Tokenizer.from_file(tokenizer)
+
+
+class TokenizeBatch:
+    """`map_batches` callable: adds `output_column` (the ids of each row's
+    `text_column`) to a batch.
+
+    `tokenizer` is a model directory, a tokenizer.json path, or a Tokenizer
+    (pickled to the actors as its tokenizer.json). `threads` caps gpu_tok's
+    thread pool in each actor (match it to the actor's `num_cpus`).
+    """
+
+    def __init__(self, tokenizer: str | os.PathLike[str] | Tokenizer, *, text_column: str = "text",
+                 output_column: str = "input_ids", add_special_tokens: bool = False, append_eos: bool = False,
+                 device: str = "cpu", threads: int | None = None) -> None:
+        if threads is not None:
+            # Read when the pool first starts, which is at the first encode in this process.
+            os.environ["GPU_TOK_NUM_THREADS"] = str(threads)
+        self.tok = _load(tokenizer)
+        self.text_column, self.output_column = text_column, output_column
+        self.add_special_tokens, self.device = add_special_tokens, device
+        self.eos_id = eos_token_id(self.tok) if append_eos else None
+
+    def _encode(self, texts: Any) -> tuple[np.ndarray, np.ndarray]:
+        return encode_documents(self.tok, texts, add_special_tokens=self.add_special_tokens, eos_id=self.eos_id,
+                                device=self.device)
+
+    def __call__(self, batch: Any) -> Any:
+        import pyarrow as pa
+
+        if isinstance(batch, pa.Table):
+            column = batch.column(self.text_column)
+            if pa.types.is_string_view(column.type):
+                column = column.cast(pa.string())
+            ids = to_arrow_lists(*self._encode(column))
+            if self.output_column in batch.column_names:
+                batch = batch.drop_columns([self.output_column])
+            return batch.append_column(self.output_column, ids)
+        if isinstance(batch, dict):  # Ray's "numpy" format: column name -> numpy array
+            rows = split_documents(*self._encode([str(t) for t in batch[self.text_column]]))
+            column = np.empty(len(rows), dtype=object)
+            column[:] = rows
+            return {**batch, self.output_column: column}
+        if hasattr(batch, "assign"):  # a pandas DataFrame
+            rows = split_documents(*self._encode(batch[self.text_column].tolist()))
+            return batch.assign(**{self.output_column: rows})
+        raise TypeError(f"TokenizeBatch takes a pyarrow Table, a pandas DataFrame or a dict of numpy arrays, "
+                        f"not {type(batch).__name__}")
+
+
+def tokenize_dataset(ds: Any, tokenizer: str | os.PathLike[str] | Tokenizer, *, text_column: str = "text",
+                     output_column: str = "input_ids", add_special_tokens: bool = False, append_eos: bool = False,
+                     device: str = "cpu", concurrency: int | tuple[int, int] = 1, num_cpus: float = 1,
+                     batch_size: int | None = 1024, **map_batches_args: Any) -> Any:
+    """`ds.map_batches(TokenizeBatch, ...)` with Arrow batches: `concurrency`
+    actors of `num_cpus` CPUs each (gpu_tok uses that many threads in each),
+    and one GPU per actor when `device` is "cuda"."""
+    try:
+        import ray.data  # noqa: F401 - a clear error here rather than inside Ray
+    except ImportError as err:
+        raise ImportError('gpu_tok.ray needs Ray Data: pip install "gpu_tok[ray]" (or "ray[data]")') from err
+    if device.startswith("cuda"):
+        map_batches_args.setdefault("num_gpus", 1)
+    return ds.map_batches(
+        TokenizeBatch, batch_format="pyarrow", batch_size=batch_size, concurrency=concurrency, num_cpus=num_cpus,
+        fn_constructor_kwargs={"tokenizer": tokenizer, "text_column": text_column, "output_column": output_column,
+                               "add_special_tokens": add_special_tokens, "append_eos": append_eos,
+                               "device": device, "threads": max(1, int(num_cpus))},
+        **map_batches_args)

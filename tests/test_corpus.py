@@ -1,0 +1,374 @@
+"""`gpu-tok tokenize`: the same tokens as the library call for every input
+format and shard format, fixed shard ends, resuming after a kill or a failure,
+and clear errors for bad inputs."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import signal
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import HAVE_SHARED, SHARED_CORPUS, SHARED_TOKENIZERS, corpus_sample, ours, tokenizer_json
+from gpu_tok import InvalidInputError, cli, corpus, shards
+
+NAME = "qwen3"
+
+
+def tokenizer_arg(name: str = NAME) -> str:
+    return str(SHARED_TOKENIZERS / name) if HAVE_SHARED else "default"
+
+
+def documents() -> list[str]:
+    return corpus_sample()[:120]
+
+
+def expected(texts: list[str], eos: int | None, name: str = NAME, special: bool = False) -> tuple[np.ndarray, ...]:
+    """Flat ids and offsets from the library call, one document at a time."""
+    rows = ours(name)(texts, add_special_tokens=special)["input_ids"]
+    rows = [row + [eos] for row in rows] if eos is not None else rows
+    offsets = np.concatenate([[0], np.cumsum([len(r) for r in rows])]).astype(np.int64)
+    return np.array([i for r in rows for i in r], dtype=np.uint32), offsets
+
+
+def write_jsonl(path: Path, texts: list[str]) -> Path:
+    lines = (json.dumps({"id": i, "text": t, "meta": {"n": i}}, ensure_ascii=False) + "\n" for i, t in enumerate(texts))
+    data = "".join(lines).encode("utf-8")
+    if path.suffix == ".gz":
+        path.write_bytes(gzip.compress(data))
+    elif path.suffix == ".zst":
+        with pa.CompressedOutputStream(str(path), "zstd") as out:
+            out.write(data)
+    else:
+        path.write_bytes(data)
+    return path
+
+
+def run_cli(*args: str) -> int:
+    return cli.main(["tokenize", "--tokenizer", tokenizer_arg(), *args])
+
+
+def run(inputs: list[Path], output: Path, **options: object) -> dict:
+    """The job in this process with the cached tokenizer (loading it again per
+    CLI call costs about a second) and a fixed digest standing for it (computing
+    it costs about as much)."""
+    options.setdefault("tokenizer_digest", "test-digest")
+    return corpus.tokenize_corpus(ours(NAME), inputs, output, **options)  # type: ignore[arg-type]
+
+
+def assert_tokens(output: Path, want: tuple[np.ndarray, ...]) -> None:
+    ids, offsets = corpus.load_tokens(output)
+    np.testing.assert_array_equal(offsets, want[1])
+    np.testing.assert_array_equal(ids, want[0])
+
+
+def file_digests(output: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(output.glob("shard-*"))}
+
+
+@pytest.mark.parametrize("fmt", ["npy", "megatron", "parquet"])
+def test_shard_formats_hold_the_library_tokens(tmp_path: Path, fmt: str) -> None:
+    texts = documents()
+    source = write_jsonl(tmp_path / "docs.jsonl", texts)
+    out = tmp_path / "out"
+    run([source], out, fmt=fmt, append_eos=True, shard_tokens=40000, batch_bytes=200_000)
+    assert_tokens(out, expected(texts, ours(NAME).eos_token_id))
+    manifest = corpus.read_manifest(out)
+    assert manifest["complete"] and len(manifest["shards"]) > 3
+    assert manifest["totals"]["documents"] == len(texts)
+    for shard in manifest["shards"]:  # sizes and checksums are those of the files
+        assert shard["tokens"] >= 40000 or shard is manifest["shards"][-1]
+        for name, info in shard["files"].items():
+            data = (out / name).read_bytes()
+            assert (len(data), hashlib.sha256(data).hexdigest()) == (info["bytes"], info["sha256"])
+    assert not list(out.glob("*.tmp"))
+
+
+def test_megatron_index_layout(tmp_path: Path) -> None:
+    """The .idx bytes as Megatron-LM's MMapIndexedDataset reads them; a small
+    vocabulary (bert-minilm) gets uint16 ids, as Megatron's optimal_dtype."""
+    texts = documents()[:20]
+    source = write_jsonl(tmp_path / "docs.jsonl", texts)
+    name = "bert-minilm" if HAVE_SHARED else NAME
+    args = ["--tokenizer", str(SHARED_TOKENIZERS / name) if HAVE_SHARED else "default"]
+    assert cli.main(["tokenize", *args, str(source), "--output", str(tmp_path / "out"), "--format", "megatron",
+                     "--add-special-tokens"]) == 0
+    idx = (tmp_path / "out" / "shard-00000.idx").read_bytes()
+    assert idx[:9] == b"MMIDIDX\x00\x00" and struct.unpack("<Q", idx[9:17]) == (1,)
+    code = idx[17]
+    assert code == (8 if name == "bert-minilm" else 4)  # uint16 / int32
+    sequences, docs = struct.unpack("<QQ", idx[18:34])
+    assert (sequences, docs) == (20, 21)
+    lengths = np.frombuffer(idx, np.int32, sequences, 34)
+    pointers = np.frombuffer(idx, np.int64, sequences, 34 + 4 * sequences)
+    document_indices = np.frombuffer(idx, np.int64, docs, 34 + 12 * sequences)
+    item = 2 if code == 8 else 4
+    np.testing.assert_array_equal(pointers, np.concatenate([[0], np.cumsum(lengths)[:-1]]) * item)
+    np.testing.assert_array_equal(document_indices, np.arange(21))
+    assert len(idx) == 34 + 12 * sequences + 8 * docs
+    bin_ids = np.fromfile(tmp_path / "out" / "shard-00000.bin", np.uint16 if code == 8 else np.int32)
+    want = expected(texts, None, name, special=True)
+    np.testing.assert_array_equal(bin_ids, want[0])
+    np.testing.assert_array_equal(lengths, np.diff(want[1]))
+
+
+def write_input(tmp_path: Path, kind: str, texts: list[str]) -> list[Path]:
+    if kind in ("jsonl", "jsonl.gz", "jsonl.zst"):
+        return [write_jsonl(tmp_path / f"docs.{kind}", texts)]
+    if kind in ("txt", "txt.gz"):
+        path = tmp_path / f"docs.{kind}"
+        data = "".join(t + "\n" for t in texts).encode("utf-8")
+        path.write_bytes(gzip.compress(data) if kind == "txt.gz" else data)
+        return [path]
+    if kind in ("parquet", "parquet-large"):
+        path = tmp_path / "docs.parquet"
+        column = pa.array(texts, type=pa.large_string() if kind == "parquet-large" else pa.string())
+        pq.write_table(pa.table({"id": range(len(texts)), "text": column}), path, row_group_size=37)
+        return [path]
+    assert kind == "several"
+    return [write_jsonl(tmp_path / "a.jsonl", texts[:50]), write_jsonl(tmp_path / "b.jsonl.gz", texts[50:90]),
+            *write_input(tmp_path, "parquet", texts[90:])]
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "jsonl.gz", "jsonl.zst", "txt", "txt.gz", "parquet", "parquet-large",
+                                  "several"])
+def test_input_formats_give_the_library_tokens(tmp_path: Path, kind: str) -> None:
+    texts = documents()
+    if kind.startswith("txt"):  # one document per line: no line breaks inside, none empty
+        texts = [t.replace("\r", " ").replace("\n", " ") for t in texts if t.strip()]
+    inputs = write_input(tmp_path, kind, texts)
+    run(inputs, tmp_path / "out", batch_bytes=100_000)
+    assert_tokens(tmp_path / "out", expected(texts, None))
+
+
+def test_blank_lines_and_crlf(tmp_path: Path) -> None:
+    (tmp_path / "a.jsonl").write_text('{"text": "one"}\n\n  \n{"text": "two"}', encoding="utf-8")
+    (tmp_path / "b.txt").write_bytes(b"three\r\n\r\n\nfour")
+    run([tmp_path / "a.jsonl", tmp_path / "b.txt"], tmp_path / "out")
+    assert_tokens(tmp_path / "out", expected(["one", "two", "three", "four"], None))
+
+
+@pytest.mark.skipif(not HAVE_SHARED, reason="needs ../shared/corpus")
+def test_whole_shared_corpus_matches_encode_batch(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = SHARED_CORPUS / "mixed.jsonl"
+    assert run_cli(str(source), "--output", str(tmp_path / "out"), "--shard-tokens", "2000000", "--append-eos") == 0
+    assert "3,506 documents" in capsys.readouterr().out
+    with source.open(encoding="utf-8") as f:
+        texts = [json.loads(line)["text"] for line in f]
+    enc = ours(NAME).encode_batch(texts, add_special_tokens=False, padding=False, truncation=False)
+    ids, offsets = np.asarray(enc.input_ids), np.asarray(enc.row_offsets)
+    eos = ours(NAME).eos_token_id
+    want_offsets = offsets + np.arange(len(offsets))
+    want = np.full(want_offsets[-1], eos, dtype=np.uint32)
+    for i in range(len(texts)):  # every document, then its EOS
+        want[want_offsets[i]:want_offsets[i + 1] - 1] = ids[offsets[i]:offsets[i + 1]]
+    assert_tokens(tmp_path / "out", (want, want_offsets))
+
+
+def test_shard_ends_do_not_depend_on_batch_size(tmp_path: Path) -> None:
+    source = write_jsonl(tmp_path / "docs.jsonl", documents())
+    for label, batch in (("small", 20_000), ("large", 50_000_000)):
+        run([source], tmp_path / label, shard_tokens=30000, batch_bytes=batch)
+    assert file_digests(tmp_path / "small") == file_digests(tmp_path / "large")
+
+
+def test_rerun_skips_a_finished_job_and_refuses_another(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = write_jsonl(tmp_path / "docs.jsonl", documents()[:30])
+    out = str(tmp_path / "out")
+    # The command line names the tokenizer by its file's sha256; so does this first run.
+    cli_digest = hashlib.sha256(tokenizer_json(NAME).encode("utf-8")).hexdigest()
+    run([source], Path(out), shard_tokens=20000, tokenizer_digest=cli_digest)
+    before = file_digests(tmp_path / "out")
+    summary = run([source], Path(out), shard_tokens=20000, tokenizer_digest=cli_digest)
+    assert summary["shards_written"] == 0 and summary["shards_skipped"] == len(before) // 2
+    assert corpus.summary_lines(summary)[-1] == "the job was already complete: nothing to do"
+    capsys.readouterr()
+    assert run_cli(str(source), "--output", out, "--shard-tokens", "20000", "--append-eos") == 1
+    assert "different job (eos_token_id" in capsys.readouterr().err
+    assert file_digests(tmp_path / "out") == before
+    with pytest.raises(InvalidInputError, match="different job .tokenizer_sha256"):
+        run([source], Path(out), shard_tokens=20000, tokenizer_digest=None)  # the object's digest, not the file's
+
+
+def test_a_damaged_shard_is_redone(tmp_path: Path) -> None:
+    source = write_jsonl(tmp_path / "docs.jsonl", documents())
+    out = tmp_path / "out"
+    run([source], out, shard_tokens=40000, fmt="parquet")
+    before = file_digests(out)
+    (out / "shard-00002.parquet").write_bytes(b"truncated")
+    summary = run([source], out, fmt="parquet", shard_tokens=40000)
+    assert summary["shards_skipped"] == 2 and file_digests(out) == before
+
+
+@pytest.mark.parametrize(("kind", "fmt"), [("jsonl", "megatron"), ("txt.gz", "npy"), ("parquet", "parquet")])
+def test_resume_after_a_failure_mid_shard(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str,
+                                          fmt: str) -> None:
+    """Every reader's way of skipping the finished documents, every writer's clean-up."""
+    texts = [t.replace("\r", " ").replace("\n", " ") for t in documents() if t.strip()]
+    [source] = write_input(tmp_path, kind, texts)
+    args = {"fmt": fmt, "shard_tokens": 50000, "batch_bytes": 30_000, "append_eos": True}
+
+    real, calls = corpus.encode_documents, []
+
+    def counting(*a, **k):
+        calls.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(corpus, "encode_documents", counting)
+    run([source], tmp_path / "whole", **args)
+    fail_at, calls = len(calls) // 2, []
+
+    def failing(*a, **k):
+        calls.append(1)
+        if len(calls) == fail_at:
+            raise RuntimeError("injected failure")
+        return real(*a, **k)
+
+    monkeypatch.setattr(corpus, "encode_documents", failing)
+    with pytest.raises(RuntimeError, match="injected"):
+        run([source], tmp_path / "out", **args)
+    done = corpus.read_manifest(tmp_path / "out")
+    assert not done["complete"] and 0 < len(done["shards"]) and not list((tmp_path / "out").glob("*.tmp"))
+    monkeypatch.setattr(corpus, "encode_documents", real)
+    summary = run([source], tmp_path / "out", **args)
+    assert summary["shards_skipped"] == len(done["shards"]) and summary["shards_written"] > 0
+    assert file_digests(tmp_path / "out") == file_digests(tmp_path / "whole")
+    assert corpus.read_manifest(tmp_path / "out")["shards"] == corpus.read_manifest(tmp_path / "whole")["shards"]
+
+
+def test_resume_after_sigkill_mid_shard(tmp_path: Path) -> None:
+    """Kill a real run (SIGKILL: no clean-up) while a shard is half-written,
+    re-run, and compare with an uninterrupted run."""
+    texts = corpus_sample()
+    source = write_jsonl(tmp_path / "docs.jsonl", texts)
+    args = ["--tokenizer", tokenizer_arg(), str(source), "--shard-tokens", "50000", "--batch-mb", "0.05",
+            "--format", "npy", "--threads", "1"]
+    command = [sys.executable, "-m", "gpu_tok", "tokenize", *args]
+    subprocess.run([*command, "--output", str(tmp_path / "whole")], check=True, capture_output=True, timeout=120)
+    out = tmp_path / "out"
+    process = subprocess.Popen([*command, "--output", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        # Wait until at least two shards are finished and the next one is being written.
+        while time.monotonic() < deadline and process.poll() is None:
+            manifest = out / "manifest.json"
+            if manifest.is_file() and len(json.loads(manifest.read_text())["shards"]) >= 2 and list(out.glob("*.tmp")):
+                break
+            time.sleep(0.002)
+        process.send_signal(signal.SIGKILL)
+    finally:
+        process.wait(timeout=30)
+    assert process.returncode == -signal.SIGKILL, "the run finished before it could be killed"
+    killed = json.loads((out / "manifest.json").read_text())
+    assert not killed["complete"] and list(out.glob("*.tmp"))  # a half-written shard was left behind
+    result = subprocess.run([*command, "--output", str(out)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "resuming" in result.stderr
+    assert not list(out.glob("*.tmp"))
+    assert file_digests(out) == file_digests(tmp_path / "whole")
+    whole = json.loads((tmp_path / "whole" / "manifest.json").read_text())
+    assert json.loads((out / "manifest.json").read_text())["shards"] == whole["shards"]
+
+
+BAD_LINES = [
+    ('{"text": "ok"}\n{"text": "a",}\n', ":2: not valid JSON"),
+    ('{"text": "ok"}\n\n{"body": "a"}\n', ":3: no field 'text' (fields: 'body')"),
+    ('{"text": 5}\n', ":1: field 'text' is int, not a string"),
+    ('{"text": null}\n', ":1: field 'text' is null, not a string"),
+    ('["text"]\n', ":1: expected a JSON object, found list"),
+]
+
+
+@pytest.mark.parametrize(("content", "message"), BAD_LINES)
+def test_bad_json_lines_name_file_and_line(tmp_path: Path, content: str, message: str) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(InvalidInputError) as error:
+        run([path], tmp_path / "out")
+    assert f"{path}{message}" in str(error.value)
+
+
+def test_other_bad_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cases = []
+    cases.append(([str(tmp_path / "missing.jsonl")], "missing.jsonl: no such file"))
+    (tmp_path / "bad.txt").write_bytes(b"fine\nnot \xff utf-8\n")
+    cases.append(([str(tmp_path / "bad.txt")], "bad.txt:2: not UTF-8"))
+    (tmp_path / "data.csv").write_text("a,b\n", encoding="utf-8")
+    cases.append(([str(tmp_path / "data.csv")], "unknown input format"))
+    pq.write_table(pa.table({"body": ["x"]}), tmp_path / "nocol.parquet")
+    cases.append(([str(tmp_path / "nocol.parquet")], "no column 'text' (columns: 'body')"))
+    pq.write_table(pa.table({"text": [1, 2]}), tmp_path / "ints.parquet")
+    cases.append(([str(tmp_path / "ints.parquet")], "column 'text' holds int64, not strings"))
+    pq.write_table(pa.table({"text": ["a", None]}), tmp_path / "nulls.parquet")
+    cases.append(([str(tmp_path / "nulls.parquet")], "nulls.parquet: row 2: column 'text' is null"))
+    (tmp_path / "gz.jsonl.gz").write_bytes(gzip.compress(b'{"text": "a"}\n{"text": 1}\n'))
+    cases.append(([str(tmp_path / "gz.jsonl.gz")], "gz.jsonl.gz:2: field 'text' is int"))
+    for inputs, message in cases:
+        with pytest.raises(InvalidInputError) as error:
+            run(inputs, tmp_path / "out")  # type: ignore[arg-type]
+        assert message in str(error.value), (message, str(error.value))
+    # The command line prints the same message and exits with 1.
+    assert run_cli(str(tmp_path / "bad.txt"), "--output", str(tmp_path / "out")) == 1
+    assert "bad.txt:2: not UTF-8" in capsys.readouterr().err
+
+
+def test_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["tokenize", "x.jsonl"])
+    assert exit_info.value.code == 2 and "--output" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["tokenize", "x.jsonl", "--output", "o", "--format", "bin"])
+    assert exit_info.value.code == 2
+
+
+def test_append_eos_needs_an_eos_token(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # A tokenizer.json alone (no tokenizer_config.json) names no EOS; a small one loads fast.
+    (tmp_path / "tokenizer.json").write_text(tokenizer_json("bert-minilm" if HAVE_SHARED else NAME), encoding="utf-8")
+    source = write_jsonl(tmp_path / "docs.jsonl", ["a"])
+    assert cli.main(["tokenize", "--tokenizer", str(tmp_path / "tokenizer.json"), str(source), "--output",
+                     str(tmp_path / "out"), "--append-eos"]) == 1
+    assert "names no eos_token" in capsys.readouterr().err
+
+
+def test_reading_ahead_stops_with_the_consumer() -> None:
+    from gpu_tok.corpus_readers import read_ahead
+
+    def endless():
+        n = 0
+        while True:
+            n += 1
+            yield n
+
+    ahead = read_ahead(endless())  # type: ignore[arg-type]
+    assert [next(ahead) for _ in range(3)] == [1, 2, 3]
+    ahead.close()  # the reader thread is joined, not left blocked on a full queue
+
+
+def test_shard_writers_write_nothing_under_final_names_until_done(tmp_path: Path) -> None:
+    ids = np.arange(10, dtype=np.uint32)
+    offsets = np.array([0, 4, 10])
+    for fmt in shards.FORMATS:
+        names = shards.file_names(fmt, f"s-{fmt}")
+        writer = shards.open_writer(fmt, tmp_path, f"s-{fmt}", 1000)
+        writer.write(ids, offsets)
+        assert not any((tmp_path / name).exists() for name in names)
+        writer.abort()
+        assert not list(tmp_path.glob("*.tmp"))
+        writer = shards.open_writer(fmt, tmp_path, f"s-{fmt}", 1000)
+        writer.write(ids, offsets)
+        writer.write(ids[:3], np.array([0, 3]))
+        files = writer.finish()
+        assert sorted(files) == sorted(shards.file_names(fmt, f"s-{fmt}"))
+        got_ids, got_offsets = shards.read_shard(fmt, tmp_path, f"s-{fmt}")
+        np.testing.assert_array_equal(got_ids, [*range(10), 0, 1, 2])
+        np.testing.assert_array_equal(got_offsets, [0, 4, 10, 13])
+    assert not list(tmp_path.glob("*.tmp"))
