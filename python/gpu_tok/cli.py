@@ -1,4 +1,4 @@
-"""`gpu-tok` (also `python -m gpu_tok`): bench, encode, decode, info.
+"""`gpu-tok` (also `python -m gpu_tok`): bench, encode, decode, info, serve.
 
 Exit codes: 0 success, 1 the work failed (unreadable file, bad tokenizer, ids
 that disagree with `tokenizers` in a benchmark), 2 bad command-line usage.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import hashlib
 import json
 import os
 import sys
@@ -25,6 +26,8 @@ gpu_tok: exact Hugging Face tokenization, fast.
   gpu-tok encode "some text"                     print ids (--json: with tokens and offsets)
   gpu-tok decode 9707 1879                       print text
   gpu-tok info [--tokenizer DIR]                 version, backend, CUDA, threads, plan
+  gpu-tok serve --tokenizer DIR --port 8000      HTTP service with dynamic batching (--uds PATH)
+  gpu-tok tokenize --tokenizer DIR data.jsonl --output shards/   corpus to token shards (resumable)
 
 --tokenizer takes tokenizer.json, a model directory, or `default` (the embedded
 Qwen3, also used when --tokenizer is left out).
@@ -73,9 +76,9 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--batch-sizes", type=_positive_ints, default=[1, 64, 1024],
                        help="documents per call, comma-separated (default: 1,64,1024)")
     bench.add_argument("--repeats", type=_positive_int, default=3, help="timed runs per engine and size (default: 3)")
-    bench.add_argument("--compare", default="tokenizers,tiktoken,tokie,kitoken",
-                       help="peers, comma-separated (default: tokenizers,tiktoken,tokie,kitoken; "
-                            "also: tokenizers-encode; 'none' for none). A peer that is not installed "
+    bench.add_argument("--compare", default="tokenizers,tiktoken,tokie,kitoken,flash-tokenizer",
+                       help="peers, comma-separated (default: tokenizers,tiktoken,tokie,kitoken,flash-tokenizer; "
+                            "also: tokenizers-encode, sentencepiece; 'none' for none). A peer that is not installed "
                             "or cannot load the tokenizer is listed as skipped")
     bench.add_argument("--json", dest="json_out", help="write the full results here as JSON")
     bench.add_argument("--plot", help="draw throughput against batch size into this PNG")
@@ -94,6 +97,51 @@ def _parser() -> argparse.ArgumentParser:
     info = sub.add_parser("info", help="version, build, backend, CUDA, threads, and a tokenizer's plan")
     info.add_argument("--tokenizer", help="also show this tokenizer's plan ('default': the embedded Qwen3)")
     info.add_argument("--json", action="store_true", help="print JSON")
+
+    serve = sub.add_parser("serve", help="a tokenization service over HTTP (TCP and/or a Unix socket)",
+                           description="Serve /encode, /decode, /info, /health, /metrics; concurrent requests "
+                                       "are merged into batches. Needs the serve extra: pip install 'gpu_tok[serve]'.")
+    serve.add_argument("--tokenizer", help=tokenizer_help)
+    serve.add_argument("--host", default="127.0.0.1", help="TCP address to listen on (default: 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="TCP port, 0 for any free one (default: 8000, or none with --uds)")
+    serve.add_argument("--uds", help="also (or, without --port, only) listen on this Unix socket path")
+    serve.add_argument("--max-batch-tokens", type=_positive_int, default=262_144,
+                       help="close a batch once its requests hold this many bytes (default: 262144)")
+    serve.add_argument("--max-delay-ms", type=float, default=2.0,
+                       help="longest wait for more requests to merge (default: 2)")
+    serve.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
+                       help="where engine calls run; auto: the GPU for large batches when usable (default: auto)")
+    serve.add_argument("--workers", type=_positive_int, default=1,
+                       help="engine calls in flight at once (default: 1; each uses the whole thread pool)")
+    serve.add_argument("--max-queue", type=_positive_int, default=4096,
+                       help="waiting requests before answering 503 (default: 4096)")
+    serve.add_argument("--max-request-bytes", type=_positive_int, default=4 * 1024 * 1024,
+                       help="larger bodies get 413 (default: 4 MiB)")
+    serve.add_argument("--timeout-s", type=float, default=30.0, help="answer 504 after this (default: 30)")
+
+    tokenize = sub.add_parser(
+        "tokenize", help="tokenize a corpus into token shards (npy, Megatron .bin/.idx or parquet)",
+        description="Tokenize documents (.jsonl, .txt, optionally .gz/.zst, or .parquet) into shards of whole "
+                    "documents, with a manifest.json of counts and sha256 checksums. Memory stays bounded; a "
+                    "re-run with the same arguments skips finished shards and redoes an interrupted one.")
+    tokenize.add_argument("inputs", nargs="+", metavar="INPUT", help="input files, tokenized in this order")
+    tokenize.add_argument("--tokenizer", help=tokenizer_help)
+    tokenize.add_argument("--output", required=True, help="output folder (created; a re-run resumes it)")
+    tokenize.add_argument("--text-field", default="text",
+                          help="JSON field or Parquet column holding the text (default: text)")
+    tokenize.add_argument("--format", choices=["npy", "megatron", "parquet"], default="npy",
+                          help="npy: flat uint32 ids + int64 offsets; megatron: MMapIndexedDataset .bin/.idx; "
+                               "parquet: a list<int32> column input_ids (default: npy)")
+    tokenize.add_argument("--append-eos", action="store_true", help="end every document with the EOS token")
+    tokenize.add_argument("--add-special-tokens", action="store_true",
+                          help="add the tokenizer's BOS/CLS/SEP... to every document (default: off)")
+    tokenize.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto", help="(default: auto)")
+    tokenize.add_argument("--shard-tokens", type=_positive_int, default=100_000_000,
+                          help="a shard ends with the document that brings it to this many tokens "
+                               "(default: 100000000)")
+    tokenize.add_argument("--batch-mb", type=float, default=4.0,
+                          help="MB of text encoded per call; memory holds about four batches (default: 4)")
+    tokenize.add_argument("--threads", type=_positive_int, help="encoding threads (default: all cores)")
     return parser
 
 
@@ -271,6 +319,47 @@ def _info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _serve(args: argparse.Namespace) -> int:
+    try:
+        from .serve import ServeConfig, run
+    except ImportError as err:
+        print(f"gpu-tok serve needs the serve extra (pip install 'gpu_tok[serve]'): {err}", file=sys.stderr)
+        return 1
+    if args.max_delay_ms < 0 or args.timeout_s <= 0:
+        raise UsageError("--max-delay-ms must be >= 0 and --timeout-s > 0")
+    tok, _, path = _load(args.tokenizer)
+    port = args.port if args.port is not None or args.uds else 8000
+    config = ServeConfig(host=args.host, port=port, uds=args.uds, max_batch_tokens=args.max_batch_tokens,
+                         max_delay_ms=args.max_delay_ms, device=args.device, workers=args.workers,
+                         max_queue=args.max_queue, max_request_bytes=args.max_request_bytes,
+                         timeout_s=args.timeout_s)
+    run(tok, config, path, ready=lambda service: print("gpu-tok serve: listening on " + " ".join(service.addresses),
+                                                       flush=True))
+    print("gpu-tok serve: stopped", flush=True)
+    return 0
+
+
+def _tokenize(args: argparse.Namespace) -> int:
+    from . import corpus
+
+    if args.batch_mb <= 0:
+        raise UsageError("--batch-mb must be positive")
+    tok, json_text, path = _load(args.tokenizer)
+    digest = hashlib.sha256(json_text.encode("utf-8")).hexdigest()  # the file's, not a costly re-serialisation
+    try:
+        summary = corpus.tokenize_corpus(
+            tok, args.inputs, args.output, text_field=args.text_field, fmt=args.format, append_eos=args.append_eos,
+            add_special_tokens=args.add_special_tokens, device=args.device, shard_tokens=args.shard_tokens,
+            batch_bytes=int(args.batch_mb * 1e6), progress=True, tokenizer_source=path or "embedded Qwen3",
+            tokenizer_digest=digest)
+    except KeyboardInterrupt:
+        print("gpu-tok tokenize: interrupted; the same command resumes after the last finished shard",
+              file=sys.stderr)
+        return 130
+    print("\n".join(corpus.summary_lines(summary)))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args, extras = parser.parse_known_args(argv)
@@ -282,7 +371,8 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["GPU_TOK_NUM_THREADS"] = os.environ["RAYON_NUM_THREADS"] = str(args.threads)
     from ._errors import GpuTokError
 
-    commands = {"bench": _bench, "encode": _encode, "decode": _decode, "info": _info}
+    commands = {"bench": _bench, "encode": _encode, "decode": _decode, "info": _info, "serve": _serve,
+                "tokenize": _tokenize}
     try:
         return commands[args.command](args)
     except UsageError as err:
