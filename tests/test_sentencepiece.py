@@ -55,7 +55,7 @@ def test_mistral_runs_on_the_fast_path_with_identical_ids() -> None:
     json_text = tokenizer_json(LLAMA)
     plan = stages(gpu_tok.Tokenizer.from_str(json_text))
     assert [plan[s]["path"] for s in ("normalize", "pre_tokenize", "model")] == ["fast"] * 3
-    assert "cut before" in plan["pre_tokenize"]["reason"]
+    assert "words cut between" in plan["pre_tokenize"]["reason"]
     assert_matches(json_text, TRICKY + edge_cases() + corpus_sample(), LLAMA)
 
 
@@ -116,8 +116,8 @@ VARIANTS = {
     "replace-only": dict(byte_fallback=True, fuse_unk=True,
                          normalizer={"type": "Replace", "pattern": {"String": " "}, "content": "▁"}),
     "no-normalizer": dict(byte_fallback=True, fuse_unk=True, normalizer=None),
-    # a token with "▁" after another character: words cannot be cut, pieces stay whole
-    "uncuttable": dict(byte_fallback=True, fuse_unk=True, extra_token="a▁b"),
+    # a token with "▁" after another character: no cut between those two
+    "token-across-a-space": dict(byte_fallback=True, fuse_unk=True, extra_token="a▁b"),
 }
 
 
@@ -126,8 +126,9 @@ def test_trained_variants(name: str) -> None:
     json_text = variant(**VARIANTS[name])  # type: ignore[arg-type]
     plan = stages(gpu_tok.Tokenizer.from_str(json_text))
     assert plan["model"]["path"] == "fast", plan
-    assert ("cut before" in plan["pre_tokenize"]["reason"]) == (name not in ("uncuttable", "no-normalizer"))
-    texts = TRICKY + edge_cases() + [t[:2000] for t in corpus_sample()[80:140]]
+    # ignore_merges looks the whole piece up: it is never cut
+    assert ("words cut between" in plan["pre_tokenize"]["reason"]) == (name != "ignore-merges")
+    texts = TRICKY + ["xa b a▁b ab▁ a▁▁b"] + edge_cases() + [t[:2000] for t in corpus_sample()[80:140]]
     assert_matches(json_text, texts, name)
 
 

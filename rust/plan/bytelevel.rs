@@ -562,7 +562,7 @@ pub(super) fn merge_table(
     })
 }
 
-fn merge_parts(merge: &Value) -> Result<(&str, &str), String> {
+pub(super) fn merge_parts(merge: &Value) -> Result<(&str, &str), String> {
     match merge {
         Value::String(s) => {
             let mut parts = s.split(' ');

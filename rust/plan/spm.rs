@@ -6,15 +6,15 @@
 //! pre-tokenizer).
 //!
 //! The crate runs BPE over each whole piece of text between added tokens.
-//! The plan cuts it into words where it proves no merge can cross the cut:
-//! before a `"▁"` that follows another character, when no vocabulary token
-//! has a `"▁"` after another character (a merged symbol is a vocabulary
-//! token, so none can span such a cut). Then words repeat, and go through
-//! the per-thread word cache like byte-level words.
+//! The plan cuts it into words where it proves no merge can cross the cut
+//! ([`Cuts`]): between two characters that are tokens of their own and are
+//! never adjacent inside any token. Then words repeat (`"▁the"`, one CJK
+//! character), and go through the per-thread word cache like byte-level words.
 
 use super::bytelevel::{merge_table, MergeTable};
 use super::PlainAdded;
 use crate::kernels::{BytesTable, GtSpmModel, NONE};
+use rustc_hash::{FxHashMap, FxHashSet};
 use serde_json::Value;
 
 /// One normalizer step, applied to each piece of text between added tokens.
@@ -28,8 +28,8 @@ enum Step {
 
 pub struct SpmPlan {
     steps: Vec<Step>,
-    /// The character words are cut before (`"▁"`), when cutting is proven safe.
-    pub cut_before: Option<char>,
+    /// Where pieces can be cut into words; None when no cut is proven safe.
+    pub cuts: Option<Cuts>,
     model: GtSpmModel,
     /// Owned here: `model` points into them (merges, vocabulary).
     _tables: (MergeTable, BytesTable),
@@ -63,7 +63,7 @@ impl SpmPlan {
         let vocab = model["vocab"]
             .as_object()
             .ok_or("model.vocab is not a map")?;
-        let ids: rustc_hash::FxHashMap<&str, u32> = vocab
+        let ids: FxHashMap<&str, u32> = vocab
             .iter()
             .filter_map(|(t, id)| Some((t.as_str(), u32::try_from(id.as_u64()?).ok()?)))
             .collect();
@@ -84,30 +84,36 @@ impl SpmPlan {
             }
         }
         let table = BytesTable::build(ids.iter().map(|(t, &id)| (t.as_bytes(), id)));
-        let cut_before =
-            Some('▁').filter(|&c| uses_spaces(&steps, c) && !ids.keys().any(|t| inside(t, c)));
+        let ignore_merges = model["ignore_merges"].as_bool().unwrap_or(false);
+        let special: Vec<u32> = byte_ids
+            .iter()
+            .copied()
+            .chain([unk_id])
+            .filter(|&id| id != NONE)
+            .collect();
+        let cuts = Cuts::proven(&ids, &model["merges"], &special, ignore_merges);
         let model = GtSpmModel {
             merges: merges.view(),
             vocab: table.view(),
             byte_ids,
             unk_id,
             fuse_unk: u32::from(model["fuse_unk"].as_bool().unwrap_or(false)),
-            ignore_merges: u32::from(model["ignore_merges"].as_bool().unwrap_or(false)),
+            ignore_merges: u32::from(ignore_merges),
             _pad: 0,
         };
-        let description = match cut_before {
-            Some(c) => format!(
-                "{}; words cut before each {c:?} after another character (no token spans one)",
+        let description = match cuts {
+            Some(_) => format!(
+                "{}; words cut between two characters no token joins (no merge can span them)",
                 super::describe(&spec["normalizer"])
             ),
             None => format!(
-                "{}; each piece whole (a token spans words)",
+                "{}; each piece whole (ignore_merges, or merges over byte-fallback tokens)",
                 super::describe(&spec["normalizer"])
             ),
         };
         Ok(SpmPlan {
             steps,
-            cut_before,
+            cuts,
             model,
             _tables: (merges, table),
             plain_added,
@@ -189,16 +195,80 @@ fn normalizer_steps(normalizer: &Value) -> Result<Vec<Step>, String> {
         .collect()
 }
 
-/// True when the normalizer turns spaces into `c` (the word boundary worth cutting at).
-fn uses_spaces(steps: &[Step], c: char) -> bool {
-    steps
-        .iter()
-        .any(|s| matches!(s, Step::Replace(from, to) if from == " " && to.chars().eq([c])))
+/// Where the BPE of a normalized piece can be cut into independent words.
+///
+/// Why a cut between characters `a` and `b` is exact when both are tokens of
+/// their own and no token has `a` then `b` inside it: every symbol then
+/// starts as the token of one character (no byte fallback, no unknown token,
+/// so nothing fuses across the cut), and a merged symbol is the token whose
+/// text is its two parts' text, as long as no merge takes a byte-fallback or
+/// unknown token as a part (checked). A symbol spanning the cut would be a
+/// token holding `ab`. Not with `ignore_merges`: the crate looks up the whole
+/// piece, and a word found whole in the vocabulary might not be.
+pub struct Cuts {
+    /// ASCII characters that are tokens (bit per character).
+    ascii_known: u128,
+    /// ASCII pairs adjacent inside a token: bit `b` of `ascii_joined[a]`.
+    ascii_joined: [u128; 128],
+    known: FxHashSet<char>,
+    joined: FxHashSet<(char, char)>,
 }
 
-/// True when `token` has `c` after a character that is not `c`.
-fn inside(token: &str, c: char) -> bool {
-    token.trim_start_matches(c).contains(c)
+impl Cuts {
+    fn proven(
+        ids: &FxHashMap<&str, u32>,
+        merges: &Value,
+        special: &[u32],
+        ignore_merges: bool,
+    ) -> Option<Cuts> {
+        let parts_are_plain = merges.as_array()?.iter().all(|merge| {
+            let (a, b) = super::bytelevel::merge_parts(merge).unwrap_or(("", ""));
+            [a, b]
+                .iter()
+                .all(|part| ids.get(part).is_none_or(|id| !special.contains(id)))
+        });
+        if ignore_merges || !parts_are_plain {
+            return None;
+        }
+        let mut cuts = Cuts {
+            ascii_known: 0,
+            ascii_joined: [0; 128],
+            known: FxHashSet::default(),
+            joined: FxHashSet::default(),
+        };
+        for (token, id) in ids {
+            if special.contains(id) {
+                continue;
+            }
+            let mut chars = token.chars();
+            if let (Some(c), None) = (chars.next(), chars.next()) {
+                match c.is_ascii() {
+                    true => cuts.ascii_known |= 1 << c as u32,
+                    false => drop(cuts.known.insert(c)),
+                }
+            }
+            for (a, b) in token.chars().zip(token.chars().skip(1)) {
+                match a.is_ascii() && b.is_ascii() {
+                    true => cuts.ascii_joined[a as usize] |= 1 << b as u32,
+                    false => drop(cuts.joined.insert((a, b))),
+                }
+            }
+        }
+        Some(cuts)
+    }
+
+    /// True when a word can end between `a` and `b`.
+    pub fn between(&self, a: char, b: char) -> bool {
+        if a.is_ascii() && b.is_ascii() {
+            let known = self.ascii_known >> a as u32 & self.ascii_known >> b as u32 & 1 == 1;
+            return known && self.ascii_joined[a as usize] >> b as u32 & 1 == 0;
+        }
+        let known = |c: char| match c.is_ascii() {
+            true => self.ascii_known >> c as u32 & 1 == 1,
+            false => self.known.contains(&c),
+        };
+        known(a) && known(b) && !self.joined.contains(&(a, b))
+    }
 }
 
 fn check_model(model: &Value) -> Result<(), String> {
@@ -226,10 +296,35 @@ mod tests {
             {"type": "Prepend", "prepend": "▁"},
             {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}]});
         let steps = normalizer_steps(&spec).unwrap();
-        assert!(uses_spaces(&steps, '▁'));
         assert_eq!(normalize(&steps, "a b  c"), "▁a▁b▁▁c");
         assert_eq!(normalize(&steps, ""), "");
         assert!(normalizer_steps(&serde_json::json!({"type": "NFKC"})).is_err());
-        assert!(inside("a▁b", '▁') && !inside("▁▁ab", '▁'));
+    }
+
+    #[test]
+    fn cuts_fall_between_known_characters_no_token_joins() {
+        let vocab = [
+            "▁", "a", "b", "c", "東", "京", "▁a", "ab", "東京", "<0xE2>", "<unk>",
+        ];
+        let ids: FxHashMap<&str, u32> = vocab
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (*t, i as u32))
+            .collect();
+        let merges = serde_json::json!(["▁ a", "a b", "東 京"]);
+        let special = [9, 10];
+        let cuts = Cuts::proven(&ids, &merges, &special, false).unwrap();
+        assert!(!cuts.between('▁', 'a') && !cuts.between('a', 'b') && !cuts.between('東', '京'));
+        assert!(cuts.between('b', '▁') && cuts.between('b', 'c') && cuts.between('京', 'a'));
+        assert!(
+            !cuts.between('c', 'x'),
+            "x is not a token: its bytes or [UNK] may fuse"
+        );
+        assert!(
+            Cuts::proven(&ids, &merges, &special, true).is_none(),
+            "ignore_merges"
+        );
+        let over_bytes = serde_json::json!(["<0xE2> a"]);
+        assert!(Cuts::proven(&ids, &over_bytes, &special, false).is_none());
     }
 }
