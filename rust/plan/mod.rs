@@ -335,6 +335,20 @@ impl PlainAdded {
         }
     }
 
+    /// As [`PlainAdded::resolve`], for plans that cannot fall back to the
+    /// crate's split: an error when a token has no id.
+    pub fn resolve_all(
+        plain: &mut Option<PlainAdded>,
+        id_of: impl Fn(&str) -> Option<u32>,
+    ) -> Result<(), String> {
+        let had = plain.is_some();
+        PlainAdded::resolve(plain, id_of);
+        match had && plain.is_none() {
+            true => Err("an added token has no id in the loaded tokenizer".into()),
+            false => Ok(()),
+        }
+    }
+
     /// True when `text` contains an added token.
     pub fn occurs_in(&self, text: &str) -> bool {
         self.automaton.is_match(text)

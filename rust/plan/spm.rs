@@ -11,7 +11,7 @@
 //! never adjacent inside any token. Then words repeat (`"▁the"`, one CJK
 //! character), and go through the per-thread word cache like byte-level words.
 
-use super::bytelevel::{merge_table, MergeTable};
+use super::bytelevel::{check_bpe_model, merge_table, MergeTable};
 use super::PlainAdded;
 use crate::kernels::{BytesTable, GtSpmModel, NONE};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -52,7 +52,7 @@ impl SpmPlan {
         }
         let steps = normalizer_steps(&spec["normalizer"])?;
         let model = &spec["model"];
-        check_model(model)?;
+        check_bpe_model(model)?;
         let added = &spec["added_tokens"];
         let plain_added = PlainAdded::from_spec(added);
         if plain_added.is_none() && added.as_array().is_some_and(|a| !a.is_empty()) {
@@ -138,12 +138,7 @@ impl SpmPlan {
 
     /// Gives the plain added tokens the crate's ids; an error when one has none.
     pub fn resolve_added_ids(&mut self, id_of: impl Fn(&str) -> Option<u32>) -> Result<(), String> {
-        let had = self.plain_added.is_some();
-        PlainAdded::resolve(&mut self.plain_added, id_of);
-        match had && self.plain_added.is_none() {
-            true => Err("an added token has no id in the loaded tokenizer".into()),
-            false => Ok(()),
-        }
+        PlainAdded::resolve_all(&mut self.plain_added, id_of)
     }
 }
 
@@ -269,21 +264,6 @@ impl Cuts {
         };
         known(a) && known(b) && !self.joined.contains(&(a, b))
     }
-}
-
-fn check_model(model: &Value) -> Result<(), String> {
-    if model["type"].as_str() != Some("BPE") {
-        return Err("the model is not BPE".into());
-    }
-    if model["dropout"].as_f64().is_some_and(|d| d > 0.0) {
-        return Err("BPE dropout is random: exact path".into());
-    }
-    for key in ["continuing_subword_prefix", "end_of_word_suffix"] {
-        if model[key].as_str().is_some_and(|s| !s.is_empty()) {
-            return Err(format!("BPE {key} is not covered yet"));
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -119,12 +119,7 @@ impl WordPiecePlan {
     /// [`PlainAdded::resolve`]); an error when one has none (the plan then
     /// cannot split text at them).
     pub fn resolve_added_ids(&mut self, id_of: impl Fn(&str) -> Option<u32>) -> Result<(), String> {
-        let had = self.plain_added.is_some();
-        PlainAdded::resolve(&mut self.plain_added, id_of);
-        match had && self.plain_added.is_none() {
-            true => Err("an added token has no id in the loaded tokenizer".into()),
-            false => Ok(()),
-        }
+        PlainAdded::resolve_all(&mut self.plain_added, id_of)
     }
 }
 
