@@ -122,16 +122,19 @@ GT_HD void gt_bpe_link(GtBpeScratch s, gt_u32 n) {
     }
 }
 
+// The ignore_merges shortcut: a word found whole in `vocab` is one token
+// (written to out[0]). Returns 1 if it was found, else 0.
+GT_HD gt_u32 gt_whole_word(const GtBytesTable* vocab, const gt_u8* bytes, gt_u32 n, gt_u32* out) {
+    gt_u32 id = gt_bytes_find(vocab, bytes, n);
+    if (id == GT_NONE) return 0;
+    out[0] = id;
+    return 1;
+}
+
 // Encodes `bytes[0..n)` into `out` (room for n ids); returns the number of ids.
 GT_HD gt_u32 gt_bpe_word(const GtBpeModel* m, const gt_u8* bytes, gt_u32 n, GtBpeScratch s, gt_u32* out) {
     if (n == 0) return 0;
-    if (m->ignore_merges) {
-        gt_u32 id = gt_bytes_find(&m->vocab, bytes, n);
-        if (id != GT_NONE) {
-            out[0] = id;
-            return 1;
-        }
-    }
+    if (m->ignore_merges && gt_whole_word(&m->vocab, bytes, n, out)) return 1;
     for (gt_u32 i = 0; i < n; ++i) {
         s.ids[i] = m->byte_ids[bytes[i]];
         s.len[i] = 1;

@@ -32,13 +32,7 @@ GT_HD gt_u32 gt_utf8_len(gt_u8 b) { return b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF
 // The scratch holds n symbols (3n heap entries), as for gt_bpe_word.
 GT_HD gt_u32 gt_spm_word(const GtSpmModel* m, const gt_u8* bytes, gt_u32 n, GtBpeScratch s, gt_u32* out) {
     if (n == 0) return 0;
-    if (m->ignore_merges) {
-        gt_u32 id = gt_bytes_find(&m->vocab, bytes, n);
-        if (id != GT_NONE) {
-            out[0] = id;
-            return 1;
-        }
-    }
+    if (m->ignore_merges && gt_whole_word(&m->vocab, bytes, n, out)) return 1;
     gt_u32 k = 0, unk_len = 0;
     for (gt_u32 pos = 0; pos < n;) {
         gt_u32 len = gt_utf8_len(bytes[pos]);

@@ -62,6 +62,14 @@ def _reference(name: str) -> tokenizers.Tokenizer:
     return tokenizers.Tokenizer.from_str(tokenizer_json(name))
 
 
+def unpadded_oracle(json_text: str) -> tokenizers.Tokenizer:
+    """The oracle for a tokenizer.json, its own truncation and padding off."""
+    hf = tokenizers.Tokenizer.from_str(json_text)
+    hf.no_truncation()
+    hf.no_padding()
+    return hf
+
+
 @cache
 def edge_cases() -> list[str]:
     if HAVE_SHARED:

@@ -13,7 +13,7 @@ from functools import cache
 import gpu_tok
 import pytest
 import tokenizers
-from conftest import HAVE_SHARED, corpus_sample, edge_cases, tokenizer_json, whole_corpus
+from conftest import HAVE_SHARED, corpus_sample, edge_cases, tokenizer_json, unpadded_oracle, whole_corpus
 from tokenizers import models, pre_tokenizers, trainers
 
 LLAMA = "llama2"
@@ -28,16 +28,9 @@ TRICKY = [
 ]
 
 
-def oracle(json_text: str) -> tokenizers.Tokenizer:
-    hf = tokenizers.Tokenizer.from_str(json_text)
-    hf.no_truncation()
-    hf.no_padding()
-    return hf
-
-
 def assert_matches(json_text: str, texts: list[str], label: str) -> None:
     """ids (fast path) and offsets (exact path) equal the oracle's."""
-    hf = oracle(json_text)
+    hf = unpadded_oracle(json_text)
     tok = gpu_tok.Tokenizer.from_str(json_text)
     expected = hf.encode_batch(texts)
     got = tok.encode_batch(texts, padding=False, truncation=False).to_lists()["input_ids"]
@@ -62,7 +55,7 @@ def test_mistral_runs_on_the_fast_path_with_identical_ids() -> None:
 @pytest.mark.skipif(not HAVE_SHARED, reason="the whole mixed.jsonl lives in ../shared")
 def test_whole_corpus_ids() -> None:
     texts = whole_corpus()
-    expected = oracle(tokenizer_json(LLAMA)).encode_batch_fast(texts)
+    expected = unpadded_oracle(tokenizer_json(LLAMA)).encode_batch_fast(texts)
     tok = gpu_tok.Tokenizer.from_str(tokenizer_json(LLAMA))
     got = tok.encode_batch(texts, padding=False, truncation=False).to_lists()["input_ids"]
     bad = [i for i, (row, enc) in enumerate(zip(got, expected, strict=True)) if row != enc.ids]

@@ -12,7 +12,7 @@ from functools import cache
 import gpu_tok
 import pytest
 import tokenizers
-from conftest import HAVE_SHARED, corpus_sample, edge_cases, tokenizer_json, whole_corpus
+from conftest import HAVE_SHARED, corpus_sample, edge_cases, tokenizer_json, unpadded_oracle, whole_corpus
 from tokenizers import models, normalizers, pre_tokenizers, trainers
 
 BERT = "bert-minilm"
@@ -31,16 +31,9 @@ TRICKY = [
 ]
 
 
-def oracle(json_text: str) -> tokenizers.Tokenizer:
-    hf = tokenizers.Tokenizer.from_str(json_text)
-    hf.no_truncation()
-    hf.no_padding()
-    return hf
-
-
 def assert_matches(json_text: str, texts: list[str], label: str) -> None:
     """ids, offsets and type ids (with pairs too) equal the oracle's."""
-    hf = oracle(json_text)
+    hf = unpadded_oracle(json_text)
     tok = gpu_tok.Tokenizer.from_str(json_text)
     expected = hf.encode_batch(texts)
     got = tok.encode_batch(texts, padding=False, truncation=False, return_offsets=True).to_lists()
@@ -71,7 +64,7 @@ def test_bert_runs_on_the_fast_path_with_identical_results() -> None:
 def test_whole_corpus_ids_and_offsets() -> None:
     """All of mixed.jsonl (34 MB, many scripts and code): ids and offsets."""
     texts = whole_corpus()
-    hf = oracle(tokenizer_json(BERT))
+    hf = unpadded_oracle(tokenizer_json(BERT))
     expected = hf.encode_batch_fast(texts)
     tok = gpu_tok.Tokenizer.from_str(tokenizer_json(BERT))
     got = tok.encode_batch(texts, padding=False, truncation=False).to_lists()["input_ids"]
@@ -150,6 +143,6 @@ def test_missing_unknown_token_fails_as_the_crate_does() -> None:
     json_text = json.dumps(spec)
     assert stages(gpu_tok.Tokenizer.from_str(json_text))["model"] == "exact"
     with pytest.raises(Exception, match="(?i)unk"):
-        oracle(json_text).encode("\u2603\u2603")
+        unpadded_oracle(json_text).encode("\u2603\u2603")
     with pytest.raises(gpu_tok.GpuTokError, match="(?i)unk"):
         gpu_tok.Tokenizer.from_str(json_text).encode("\u2603\u2603")

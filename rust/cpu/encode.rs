@@ -75,13 +75,14 @@ pub fn encode(
         };
         for (piece, (start, end), token) in splits {
             match token {
-                Some((id, value)) => {
-                    if let Some(spans) = spans.as_mut() {
-                        spans.push((start, end));
-                        added_tokens.push((ids.len(), value.to_string()));
-                    }
-                    ids.push(id);
-                }
+                Some((id, value)) => push_added(
+                    &mut ids,
+                    spans.as_mut(),
+                    &mut added_tokens,
+                    id,
+                    (start, end),
+                    value,
+                ),
                 None if matches!(plan.normalize(piece), Cow::Borrowed(_)) => {
                     let piece = plan.with_prefix_space(Cow::Borrowed(piece));
                     encode_text(plan, plan_id, &piece, start, &mut ids, spans.as_mut())
@@ -96,6 +97,24 @@ pub fn encode(
         offsets,
         added: added_tokens,
     })
+}
+
+/// Appends an added token found in the text: its id and, when spans are
+/// kept, its byte span and its text (its token string: spaces taken by
+/// lstrip / rstrip included).
+pub(super) fn push_added(
+    ids: &mut Vec<u32>,
+    spans: Option<&mut Vec<(usize, usize)>>,
+    added: &mut Vec<(usize, String)>,
+    id: u32,
+    span: (usize, usize),
+    text: &str,
+) {
+    if let Some(spans) = spans {
+        spans.push(span);
+        added.push((ids.len(), text.to_string()));
+    }
+    ids.push(id);
 }
 
 /// Byte spans -> character offsets; a span edge inside a character widens to

@@ -7,7 +7,7 @@ use super::encode::Encoded;
 use super::word_cache;
 use crate::kernels;
 use crate::plan::spm::{Cuts, SpmPlan};
-use crate::plan::Piece;
+use crate::plan::PlainAdded;
 
 /// `text` on the fast path, or None when offsets are asked for (the plan
 /// leaves them to the exact path: the normalizer changes the text).
@@ -15,10 +15,7 @@ pub fn encode(plan: &SpmPlan, plan_id: u64, text: &str, offsets: bool) -> Option
     if offsets {
         return None;
     }
-    let pieces: Vec<Piece<'_>> = match &plan.plain_added {
-        Some(plain) if plain.occurs_in(text) => plain.split(text),
-        _ => vec![(text, (0, text.len()), None)],
-    };
+    let pieces = PlainAdded::pieces(plan.plain_added.as_ref(), text);
     let mut ids = Vec::with_capacity(text.len() / 3 + 1);
     word_cache::with_cache(plan_id, |cache| {
         for (piece, _, token) in pieces {

@@ -2,10 +2,10 @@
 //! tokens (the crate's split), then normalize, pre-tokenize and WordPiece each
 //! piece in one call of the shared kernel logic (`gt_wordpiece_text`).
 
-use super::encode::{char_offsets, Encoded};
+use super::encode::{char_offsets, push_added, Encoded};
 use crate::kernels::{self, WordPieceScratch};
 use crate::plan::wordpiece::WordPiecePlan;
-use crate::plan::Piece;
+use crate::plan::PlainAdded;
 use std::cell::RefCell;
 
 thread_local! {
@@ -20,19 +20,16 @@ pub fn encode(plan: &WordPiecePlan, text: &str, offsets: bool) -> Option<Encoded
         let mut ids = Vec::with_capacity(text.len() / 4 + 1);
         let mut spans = offsets.then(Vec::new);
         let mut added = Vec::new();
-        let pieces: Vec<Piece<'_>> = match &plan.plain_added {
-            Some(plain) if plain.occurs_in(text) => plain.split(text),
-            _ => vec![(text, (0, text.len()), None)],
-        };
-        for (piece, (start, end), token) in pieces {
+        for (piece, (start, end), token) in PlainAdded::pieces(plan.plain_added.as_ref(), text) {
             match token {
-                Some((id, value)) => {
-                    if let Some(spans) = spans.as_mut() {
-                        spans.push((start, end));
-                        added.push((ids.len(), value.to_string()));
-                    }
-                    ids.push(id);
-                }
+                Some((id, value)) => push_added(
+                    &mut ids,
+                    spans.as_mut(),
+                    &mut added,
+                    id,
+                    (start, end),
+                    value,
+                ),
                 None => {
                     let model = plan.model();
                     let bytes = piece.as_bytes();

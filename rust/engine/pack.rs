@@ -14,21 +14,9 @@ pub fn pack(
     want: Outputs,
 ) -> Result<Batch> {
     let lengths: Vec<usize> = encodings.iter().map(Encoding::len).collect();
-    let (row_starts, width) = row_layout(&lengths, padding, want.bytes_per_token())?;
-    let total = *row_starts.last().unwrap_or(&0) as usize;
-
-    let field = |on: bool| on.then(|| Vec::<i64>::with_capacity(total));
-    let mut batch = Batch {
-        ids: Vec::with_capacity(total),
-        attention_mask: field(want.attention_mask),
-        type_ids: field(want.type_ids),
-        special_tokens_mask: field(want.special_tokens_mask),
-        offsets: want.offsets.then(|| Vec::with_capacity(2 * total)),
-        ..Batch::default()
-    };
-
+    let mut batch = laid_out(&lengths, padding, want)?;
     for (i, e) in encodings.iter().enumerate() {
-        let pad = (row_starts[i + 1] - row_starts[i]) as usize - e.len();
+        let pad = batch.padding_of(i);
         let left = padding.is_some_and(|p| matches!(p.direction, PaddingDirection::Left));
         if left {
             push_padding(&mut batch, pad, padding);
@@ -52,10 +40,6 @@ pub fn pack(
             push_padding(&mut batch, pad, padding);
         }
     }
-
-    batch.width = width;
-    batch.row_starts = row_starts;
-    batch.lengths = lengths.iter().map(|&len| len as i64).collect();
     Ok(batch)
 }
 
@@ -70,23 +54,13 @@ pub fn pack_sequences(
 ) -> Result<Batch> {
     let (n_prefix, n_suffix) = (template.n_prefix as usize, template.n_suffix as usize);
     let lengths: Vec<usize> = rows.iter().map(|r| n_prefix + r.len() + n_suffix).collect();
-    let (row_starts, width) = row_layout(&lengths, padding, want.bytes_per_token())?;
-    let total = *row_starts.last().unwrap_or(&0) as usize;
-    let field = |on: bool| on.then(|| Vec::<i64>::with_capacity(total));
-    let mut batch = Batch {
-        ids: Vec::with_capacity(total),
-        attention_mask: field(want.attention_mask),
-        type_ids: field(want.type_ids),
-        special_tokens_mask: field(want.special_tokens_mask),
-        offsets: None,
-        ..Batch::default()
-    };
+    let mut batch = laid_out(&lengths, padding, want)?;
     let left = padding.is_some_and(|p| matches!(p.direction, PaddingDirection::Left));
     let special = |range: std::ops::Range<usize>| {
         range.map(|k| (i64::from(template.ids[k]), i64::from(template.type_ids[k])))
     };
     for (i, row) in rows.iter().enumerate() {
-        let pad = (row_starts[i + 1] - row_starts[i]) as usize - lengths[i];
+        let pad = batch.padding_of(i);
         if left {
             push_padding(&mut batch, pad, padding);
         }
@@ -111,10 +85,32 @@ pub fn pack_sequences(
             push_padding(&mut batch, pad, padding);
         }
     }
-    batch.width = width;
-    batch.row_starts = row_starts;
-    batch.lengths = lengths.iter().map(|&len| len as i64).collect();
     Ok(batch)
+}
+
+/// An empty batch laid out for rows of `lengths` (row starts, width and
+/// lengths set), each wanted field with room for every token.
+fn laid_out(lengths: &[usize], padding: Option<&PaddingParams>, want: Outputs) -> Result<Batch> {
+    let (row_starts, width) = row_layout(lengths, padding, want.bytes_per_token())?;
+    let total = *row_starts.last().unwrap_or(&0) as usize;
+    let field = |on: bool| on.then(|| Vec::<i64>::with_capacity(total));
+    Ok(Batch {
+        ids: Vec::with_capacity(total),
+        attention_mask: field(want.attention_mask),
+        type_ids: field(want.type_ids),
+        special_tokens_mask: field(want.special_tokens_mask),
+        offsets: want.offsets.then(|| Vec::with_capacity(2 * total)),
+        width,
+        row_starts,
+        lengths: lengths.iter().map(|&len| len as i64).collect(),
+    })
+}
+
+impl Batch {
+    /// Padding tokens row `i` gets (its laid-out length minus its own).
+    fn padding_of(&self, i: usize) -> usize {
+        (self.row_starts[i + 1] - self.row_starts[i] - self.lengths[i]) as usize
+    }
 }
 
 fn push_padding(batch: &mut Batch, n: usize, padding: Option<&PaddingParams>) {

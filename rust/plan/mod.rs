@@ -354,6 +354,14 @@ impl PlainAdded {
         self.automaton.is_match(text)
     }
 
+    /// `text` split at the added tokens of `plain` (none: one piece).
+    pub fn pieces<'t>(plain: Option<&PlainAdded>, text: &'t str) -> Vec<Piece<'t>> {
+        match plain {
+            Some(plain) if plain.occurs_in(text) => plain.split(text),
+            _ => vec![(text, (0, text.len()), None)],
+        }
+    }
+
     /// The crate's split of `text`: pieces between matches, and each match
     /// with its token, in order; empty pieces are dropped, as the crate drops them.
     pub fn split<'t>(&self, text: &'t str) -> Vec<Piece<'t>> {
