@@ -22,6 +22,7 @@
 #include "gt_bpe.cuh"
 #include "gt_pretok.cuh"
 #include "gt_spm.cuh"        // compile-checked with the batch kernels by NVRTC
+#include "gt_unigram.cuh"    // (the same)
 #include "gt_wordpiece.cuh"  // (the same)
 
 // ---- pre-tokenization ------------------------------------------------------

@@ -4,6 +4,7 @@
 // called through rust/kernels/host.rs.
 #include "gt_batch.cuh"
 #include "gt_spm.cuh"
+#include "gt_unigram.cuh"
 #include "gt_wordpiece.cuh"
 
 extern "C" {
@@ -14,6 +15,11 @@ gt_u32 gt_host_bpe_word(const GtBpeModel* model, const gt_u8* bytes, gt_u32 n, G
 
 gt_u32 gt_host_spm_word(const GtSpmModel* model, const gt_u8* bytes, gt_u32 n, GtBpeScratch scratch, gt_u32* out) {
     return gt_spm_word(model, bytes, n, scratch, out);
+}
+
+gt_u32 gt_host_unigram_word(const GtUnigramModel* model, const gt_u8* bytes, gt_u32 n, GtUnigramScratch scratch,
+                            gt_u32* out) {
+    return gt_unigram_word(model, bytes, n, scratch, out);
 }
 
 void gt_host_pair_insert(gt_u64* keys, gt_u32* ranks, gt_u32* merged, gt_u64 mask, gt_u32 left, gt_u32 right,
@@ -79,7 +85,8 @@ gt_u32 gt_host_struct_sizes(gt_u64* out, gt_u32 n) {
 #undef GT_ARG_SIZE
     const gt_u64 others[] = {sizeof(GtRowSpan), sizeof(GtMergeEntry), sizeof(GtBpeModel), sizeof(GtSplits),
                              sizeof(GtTemplate), sizeof(GtRowSource), sizeof(GtCharTable),
-                             sizeof(GtWordPieceModel), sizeof(GtWpScratch), sizeof(GtSpmModel), sizeof(GtBytesSlot)};
+                             sizeof(GtWordPieceModel), sizeof(GtWpScratch), sizeof(GtSpmModel), sizeof(GtBytesSlot),
+                             sizeof(GtUnigramModel), sizeof(GtUnigramScratch)};
     for (gt_u64 size : others)
         if (k < n) out[k++] = size;
     return k;

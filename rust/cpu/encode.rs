@@ -154,7 +154,8 @@ fn encode_text(
             let first = ids.len();
             let word = &text.as_bytes()[start..end];
             cache.encode_word(word, ids, |w, s, o| {
-                kernels::bpe_word(plan.model(), w, s, o)
+                kernels::bpe_word(plan.model(), w, &mut s.bpe, o);
+                true
             });
             if let Some(spans) = spans.as_deref_mut() {
                 let mut at = base + start;

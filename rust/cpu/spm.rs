@@ -4,7 +4,7 @@
 //! per-thread cache and the shared kernel (`gt_spm_word`).
 
 use super::encode::Encoded;
-use super::word_cache;
+use super::word_cache::{self, WordScratch};
 use crate::kernels;
 use crate::plan::spm::{Cuts, SpmPlan};
 use crate::plan::PlainAdded;
@@ -25,8 +25,9 @@ pub fn encode(plan: &SpmPlan, plan_id: u64, text: &str, offsets: bool) -> Option
             }
             let normalized = plan.normalize(piece);
             for word in words(&normalized, plan.cuts.as_ref()) {
-                let kernel = |w: &[u8], s: &mut kernels::Scratch, o: &mut Vec<u32>| {
-                    kernels::spm_word(plan.model(), w, s, o)
+                let kernel = |w: &[u8], s: &mut WordScratch, o: &mut Vec<u32>| {
+                    kernels::spm_word(plan.model(), w, &mut s.bpe, o);
+                    true
                 };
                 cache.encode_word(word.as_bytes(), &mut ids, kernel);
             }

@@ -113,6 +113,7 @@ impl Engine {
             }
             Ok(FastPlan::SentencePiece(plan)) => cpu::spm::encode(plan, self.id, text, offsets),
             Ok(FastPlan::WordPiece(plan)) => cpu::wordpiece::encode(plan, text, offsets),
+            Ok(FastPlan::Unigram(plan)) => cpu::unigram::encode(plan, self.id, text, offsets),
             Err(_) => None,
         }
     }

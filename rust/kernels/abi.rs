@@ -32,6 +32,8 @@ unsafe impl Pod for i32 {}
 unsafe impl Pod for u64 {}
 // SAFETY: as above.
 unsafe impl Pod for i64 {}
+// SAFETY: a float has no padding, and every bit pattern is a value (a NaN at worst).
+unsafe impl Pod for f64 {}
 // SAFETY: a raw pointer is an address: no padding, any bit pattern is a value
 // (only dereferencing needs care, and that is never done through `Pod`).
 unsafe impl<T: 'static> Pod for *const T {}
@@ -134,6 +136,27 @@ c_mirror! {
         pub fuse_unk: u32,
         pub ignore_merges: u32,
         pub _pad: u32,
+    }
+}
+
+c_mirror! {
+    /// `GtUnigramModel` (cuda/gt_unigram.cuh).
+    pub struct GtUnigramModel {
+        pub pieces: GtBytesTable,
+        pub scores: *const f64,
+        pub unk_score: f64,
+        pub byte_ids: [u32; 256],
+        pub unk_id: u32,
+        pub _pad: u32,
+    }
+}
+
+c_mirror! {
+    /// `GtUnigramScratch` (cuda/gt_unigram.cuh).
+    pub struct GtUnigramScratch {
+        pub best: *mut f64,
+        pub from: *mut u32,
+        pub id: *mut u32,
     }
 }
 
@@ -438,6 +461,8 @@ mod tests {
             size_of::<GtWpScratch>(),
             size_of::<GtSpmModel>(),
             size_of::<GtBytesSlot>(),
+            size_of::<GtUnigramModel>(),
+            size_of::<GtUnigramScratch>(),
         ];
         let c: Vec<usize> = super::super::host::c_struct_sizes()
             .into_iter()

@@ -5,7 +5,7 @@
 
 use super::abi::{
     GtBpeModel, GtBpeScratch, GtBytesSlot, GtBytesTable, GtMergeEntry, GtSplits, GtSpmModel,
-    GtWordPieceModel, GtWpScratch, Kernel, NONE,
+    GtUnigramModel, GtUnigramScratch, GtWordPieceModel, GtWpScratch, Kernel, NONE,
 };
 use std::ffi::c_void;
 
@@ -22,6 +22,13 @@ extern "C" {
         bytes: *const u8,
         n: u32,
         scratch: GtBpeScratch,
+        out: *mut u32,
+    ) -> u32;
+    fn gt_host_unigram_word(
+        model: *const GtUnigramModel,
+        bytes: *const u8,
+        n: u32,
+        scratch: GtUnigramScratch,
         out: *mut u32,
     ) -> u32;
     fn gt_host_pair_insert(
@@ -220,6 +227,54 @@ unsafe fn run_word(
         out.as_mut_ptr().add(at)
     });
     out.truncate(at + count as usize);
+}
+
+/// Per-thread scratch for [`unigram_word`], grown to the longest word seen.
+#[derive(Default)]
+pub struct UnigramScratch {
+    best: Vec<f64>,
+    from: Vec<u32>,
+    id: Vec<u32>,
+}
+
+/// Unigram of one word (`gt_unigram_word`): appends its ids to `out`.
+/// Returns false, appending nothing, when a character has no token and the
+/// model no unknown token (the crate fails on such a word).
+pub fn unigram_word(
+    model: &GtUnigramModel,
+    word: &[u8],
+    scratch: &mut UnigramScratch,
+    out: &mut Vec<u32>,
+) -> bool {
+    let n = word.len();
+    assert!(
+        n < u32::MAX as usize,
+        "word too long for the Unigram kernel"
+    );
+    if scratch.best.len() <= n {
+        scratch.best.resize(n + 1, 0.0);
+        scratch.from.resize(n + 1, 0);
+        scratch.id.resize(n + 1, 0);
+    }
+    let at = out.len();
+    out.resize(at + n, 0);
+    let s = GtUnigramScratch {
+        best: scratch.best.as_mut_ptr(),
+        from: scratch.from.as_mut_ptr(),
+        id: scratch.id.as_mut_ptr(),
+    };
+    // SAFETY: the model's tables outlive the call (owned by the plan); the
+    // scratch holds n + 1 entries per array and `out` room for the n ids the
+    // kernel writes at most.
+    let count = unsafe {
+        gt_host_unigram_word(model, word.as_ptr(), n as u32, s, out.as_mut_ptr().add(at))
+    };
+    if count == NONE {
+        out.truncate(at);
+        return false;
+    }
+    out.truncate(at + count as usize);
+    true
 }
 
 /// Per-thread buffers for [`wordpiece_text`], grown to the longest text seen.

@@ -6,7 +6,7 @@
 use super::abi::Kernel;
 
 /// Every kernel header and source file, as (file name, text).
-pub const FILES: [(&str, &str); 9] = [
+pub const FILES: [(&str, &str); 10] = [
     ("gt_common.cuh", include_str!("../../cuda/gt_common.cuh")),
     ("gt_hash.cuh", include_str!("../../cuda/gt_hash.cuh")),
     ("gt_bpe.cuh", include_str!("../../cuda/gt_bpe.cuh")),
@@ -16,6 +16,7 @@ pub const FILES: [(&str, &str); 9] = [
     ),
     ("gt_pretok.cuh", include_str!("../../cuda/gt_pretok.cuh")),
     ("gt_spm.cuh", include_str!("../../cuda/gt_spm.cuh")),
+    ("gt_unigram.cuh", include_str!("../../cuda/gt_unigram.cuh")),
     (
         "gt_wordpiece.cuh",
         include_str!("../../cuda/gt_wordpiece.cuh"),

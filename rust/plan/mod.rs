@@ -10,8 +10,10 @@
 
 pub mod bytelevel;
 pub mod char_table;
+pub mod normalize;
 pub mod spm;
 pub mod unicode;
+pub mod unigram;
 pub mod wordpiece;
 
 use aho_corasick::AhoCorasick;
@@ -27,6 +29,7 @@ pub enum FastPlan {
     ByteLevel(bytelevel::ByteLevelPlan),
     SentencePiece(spm::SpmPlan),
     WordPiece(wordpiece::WordPiecePlan),
+    Unigram(unigram::UnigramPlan),
 }
 
 impl FastPlan {
@@ -34,6 +37,7 @@ impl FastPlan {
     pub fn build(spec: &Value) -> Result<FastPlan, String> {
         match spec["model"]["type"].as_str() {
             Some("WordPiece") => wordpiece::WordPiecePlan::build(spec).map(FastPlan::WordPiece),
+            Some("Unigram") => unigram::UnigramPlan::build(spec).map(FastPlan::Unigram),
             // BPE without a pre-tokenizer is SentencePiece-style (the crate's
             // BPE over characters); with one, byte-level.
             _ if spec["pre_tokenizer"].is_null() => {
@@ -47,7 +51,7 @@ impl FastPlan {
     pub fn byte_level(&self) -> Option<&bytelevel::ByteLevelPlan> {
         match self {
             FastPlan::ByteLevel(plan) => Some(plan),
-            FastPlan::SentencePiece(_) | FastPlan::WordPiece(_) => None,
+            FastPlan::SentencePiece(_) | FastPlan::WordPiece(_) | FastPlan::Unigram(_) => None,
         }
     }
 
@@ -60,6 +64,7 @@ impl FastPlan {
             }
             FastPlan::SentencePiece(plan) => plan.resolve_added_ids(id_of),
             FastPlan::WordPiece(plan) => plan.resolve_added_ids(id_of),
+            FastPlan::Unigram(plan) => plan.resolve_added_ids(id_of),
         }
     }
 
@@ -85,6 +90,14 @@ impl FastPlan {
                     .into(),
                 plan.describe(),
                 "WordPiece kernel (cuda/gt_wordpiece.cuh): greedy longest match over hashes of the vocabulary"
+                    .into(),
+            ],
+            FastPlan::Unigram(plan) => [
+                "per piece between added tokens: Precompiled and collapsed spaces without alignments, other \
+                 steps the crate's own; offsets on the exact path".into(),
+                plan.describe(),
+                "Unigram Viterbi kernel (cuda/gt_unigram.cuh) over a hash of tokens and their prefixes, \
+                 with a per-thread word cache"
                     .into(),
             ],
         }

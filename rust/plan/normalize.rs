@@ -1,0 +1,233 @@
+//! A normalizer run on the host, piece by piece, with the text it writes and
+//! nothing else (no alignments): the crate's own components, except two that
+//! real Unigram tokenizers (T5, XLM-R, ALBERT) carry and that are cheap to
+//! run without the crate's per-byte alignment vectors:
+//! - `Precompiled` (SentencePiece's charsmap), grapheme by grapheme exactly
+//!   as the crate applies it (normalizers/precompiled.rs), through the
+//!   crate's own charsmap lookup;
+//! - `Replace` of the regex `" {2,}"` by `" "`: runs of spaces to one.
+//!
+//! Offsets are not produced here: plans that use this keep them on the
+//! exact path.
+
+use serde_json::Value;
+use std::borrow::Cow;
+use std::sync::OnceLock;
+use tokenizers::normalizers::Precompiled;
+use tokenizers::{NormalizedString, Normalizer, NormalizerWrapper};
+use unicode_segmentation::UnicodeSegmentation;
+
+enum Step {
+    Precompiled(Box<Charsmap>),
+    CollapseSpaces,
+    Crate(Box<NormalizerWrapper>),
+}
+
+struct Charsmap {
+    map: Precompiled,
+    /// What each code point needs (`Class`), a block of 256 at a time, filled
+    /// on first use.
+    blocks: Vec<OnceLock<[Class; 256]>>,
+}
+
+/// What a code point needs from the charsmap normalization.
+#[derive(Clone, Copy, PartialEq)]
+enum Class {
+    /// Kept as it is.
+    Plain,
+    /// Replaced by its mapping.
+    Mapped,
+    /// May join the next or previous character into one grapheme: the text
+    /// goes through the crate's grapheme-by-grapheme rule.
+    Joins,
+}
+
+impl Charsmap {
+    fn class(&self, c: char) -> Class {
+        let code = c as usize;
+        self.blocks[code >> 8].get_or_init(|| {
+            std::array::from_fn(|low| {
+                char::from_u32(((code >> 8) << 8 | low) as u32)
+                    .map_or(Class::Plain, |c| self.classify(c))
+            })
+        })[code & 0xFF]
+    }
+
+    /// A character joins graphemes when it forms one with a neighbour: after
+    /// a letter (Extend, ZWJ, SpacingMark), before one (Prepend), with itself
+    /// (Hangul jamo, regional indicators) or before "\n" (CR). Every
+    /// grapheme of two or more characters holds one such character.
+    fn classify(&self, c: char) -> Class {
+        let one = |a: char, b: char| {
+            let mut buffer = [0u8; 8];
+            let len = a.encode_utf8(&mut buffer).len();
+            let len = len + b.encode_utf8(&mut buffer[len..]).len();
+            std::str::from_utf8(&buffer[..len])
+                .is_ok_and(|pair| pair.graphemes(true).nth(1).is_none())
+        };
+        if one('a', c) || one(c, 'a') || one(c, c) || one(c, '\n') {
+            return Class::Joins;
+        }
+        let mut buffer = [0u8; 4];
+        match self.map.transform(c.encode_utf8(&mut buffer)) {
+            Some(_) => Class::Mapped,
+            None => Class::Plain,
+        }
+    }
+}
+
+/// The steps of a tokenizer.json normalizer (none for `null`).
+pub struct PieceNormalizer {
+    steps: Vec<Step>,
+}
+
+impl PieceNormalizer {
+    /// The normalizer of tokenizer.json's `normalizer` value, or why it cannot be read.
+    pub fn from_spec(normalizer: &Value) -> Result<Self, String> {
+        let items: Vec<&Value> = match normalizer {
+            Value::Null => Vec::new(),
+            n if n["type"] == "Sequence" => n["normalizers"]
+                .as_array()
+                .ok_or("unreadable normalizer Sequence")?
+                .iter()
+                .collect(),
+            n => vec![n],
+        };
+        let read = |item: &Value| -> Result<Step, String> {
+            let unreadable = |err: serde_json::Error| format!("unreadable normalizer: {err}");
+            match item["type"].as_str() {
+                Some("Precompiled") => {
+                    // From text: its charsmap deserializer borrows the base64 string.
+                    let map: Precompiled =
+                        serde_json::from_str(&item.to_string()).map_err(unreadable)?;
+                    let blocks = (0..=char::MAX as usize >> 8)
+                        .map(|_| OnceLock::new())
+                        .collect();
+                    Ok(Step::Precompiled(Box::new(Charsmap { map, blocks })))
+                }
+                Some("Replace")
+                    if item["pattern"]["Regex"] == " {2,}" && item["content"] == " " =>
+                {
+                    Ok(Step::CollapseSpaces)
+                }
+                _ => Ok(Step::Crate(Box::new(
+                    serde_json::from_value(item.clone()).map_err(unreadable)?,
+                ))),
+            }
+        };
+        let steps = items.into_iter().map(read).collect::<Result<Vec<_>, _>>()?;
+        Ok(PieceNormalizer { steps })
+    }
+
+    /// True when there is nothing to do.
+    pub fn is_identity(&self) -> bool {
+        self.steps.is_empty()
+    }
+
+    /// `piece` normalized; None when a crate component fails (the exact path
+    /// reports it).
+    pub fn normalize<'t>(&self, piece: &'t str) -> Option<Cow<'t, str>> {
+        let mut text = Cow::Borrowed(piece);
+        for step in &self.steps {
+            text = match step {
+                Step::Precompiled(charsmap) => match precompiled(charsmap, &text) {
+                    Cow::Borrowed(_) => text,
+                    Cow::Owned(changed) => Cow::Owned(changed),
+                },
+                Step::CollapseSpaces if text.contains("  ") => Cow::Owned(collapse_spaces(&text)),
+                Step::CollapseSpaces => text,
+                Step::Crate(normalizer) => {
+                    let mut normalized = NormalizedString::from(text.as_ref());
+                    normalizer.normalize(&mut normalized).ok()?;
+                    Cow::Owned(normalized.get().to_string())
+                }
+            };
+        }
+        Some(text)
+    }
+}
+
+/// The crate's `Precompiled::normalize`, text only. Text whose characters
+/// each form a grapheme of their own (no `Class::Joins`) is each character
+/// mapped or kept; other text follows the crate's rule: a grapheme of under 6
+/// bytes that the charsmap maps (on its shortest mapped prefix: the crate's
+/// `transform`) becomes that mapping whole; otherwise each character is
+/// mapped or kept.
+fn precompiled<'t>(charsmap: &Charsmap, text: &'t str) -> Cow<'t, str> {
+    let mut out: Option<String> = None;
+    let mut buffer = [0u8; 4];
+    for (at, c) in text.char_indices() {
+        match charsmap.class(c) {
+            Class::Plain => {
+                if let Some(out) = &mut out {
+                    out.push(c);
+                }
+            }
+            Class::Mapped => {
+                let mapped = charsmap
+                    .map
+                    .transform(c.encode_utf8(&mut buffer))
+                    .unwrap_or_default();
+                out.get_or_insert_with(|| text[..at].to_string())
+                    .push_str(mapped);
+            }
+            Class::Joins => return Cow::Owned(by_graphemes(&charsmap.map, text)),
+        }
+    }
+    out.map_or(Cow::Borrowed(text), Cow::Owned)
+}
+
+/// The crate's rule, grapheme by grapheme.
+fn by_graphemes(p: &Precompiled, text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for grapheme in text.graphemes(true) {
+        if grapheme.len() < 6 {
+            if let Some(mapped) = p.transform(grapheme) {
+                out.push_str(mapped);
+                continue;
+            }
+        }
+        for (at, c) in grapheme.char_indices() {
+            match p.transform(&grapheme[at..at + c.len_utf8()]) {
+                Some(mapped) => out.push_str(mapped),
+                None => out.push(c),
+            }
+        }
+    }
+    out
+}
+
+/// Runs of two or more spaces as one space.
+fn collapse_spaces(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut after_space = false;
+    for c in text.chars() {
+        if !(c == ' ' && after_space) {
+            out.push(c);
+        }
+        after_space = c == ' ';
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn collapse_spaces_keeps_one_of_each_run() {
+        assert_eq!(collapse_spaces("a  b   c d \t  e"), "a b c d \t e");
+    }
+
+    #[test]
+    fn steps_run_in_order_and_the_crate_takes_the_rest() {
+        let spec = serde_json::json!({"type": "Sequence", "normalizers": [
+            {"type": "Lowercase"},
+            {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "}]});
+        let normalizer = PieceNormalizer::from_spec(&spec).unwrap();
+        assert_eq!(normalizer.normalize("A  B").unwrap(), "a b");
+        assert!(PieceNormalizer::from_spec(&Value::Null)
+            .unwrap()
+            .is_identity());
+    }
+}

@@ -1,0 +1,157 @@
+"""Unigram (T5, XLM-R, ALBERT form) on the fast engine (cuda/gt_unigram.cuh),
+against the oracle: SentencePiece models trained here and converted the way
+users get their tokenizer.json (transformers' XLM-R and T5 converters:
+`Precompiled` charsmap normalizer, `WhitespaceSplit` + `Metaspace`), and
+vocabularies from the `tokenizers` Unigram trainer with every Metaspace form,
+normalizers the crate runs, byte fallback and no unknown token."""
+
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+from functools import cache
+from pathlib import Path
+
+import gpu_tok
+import pytest
+import tokenizers
+from conftest import HAVE_SHARED, corpus_sample, edge_cases, unpadded_oracle, whole_corpus
+from test_sentencepiece import TRICKY, assert_matches, stages
+from tokenizers import models, normalizers, pre_tokenizers, trainers
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benches"))
+from make_unigram import convert, train_sentencepiece  # noqa: E402
+
+MARKS = ["▁▁x ▁ y▁", "a\u0301 e\u0301\u0302 ＡＢＣ ﬁ ｶﾞ \r\n x\r y\u200b z\u00a0w", "🇫🇷👨‍👩‍👧 ก่ำ 각 \u1100\u1161"]
+
+
+@cache
+def converted(kind: str, tmp: str = "") -> str:
+    """A SentencePiece Unigram model (nmt_nfkc charsmap) trained on the sample
+    corpus, as transformers converts it for `kind` ("xlmr" or "t5")."""
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="gpu_tok_unigram_"))
+    model = train_sentencepiece(corpus_sample()[:200], folder, vocab_size=1500)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return convert(model, kind, folder / kind)
+
+
+@pytest.mark.parametrize("kind", ["xlmr", "t5"])
+def test_converted_sentencepiece_models_run_fast_with_identical_ids(kind: str) -> None:
+    json_text = converted(kind)
+    plan = stages(gpu_tok.Tokenizer.from_str(json_text))
+    assert [plan[s]["path"] for s in ("normalize", "pre_tokenize", "model")] == ["fast"] * 3, plan
+    assert plan["normalize"]["component"] == "Precompiled"
+    assert_matches(json_text, TRICKY + MARKS + edge_cases() + corpus_sample(), kind)
+
+
+def test_every_code_point_through_the_charsmap() -> None:
+    """Each code point alone, after a letter, before a combining mark and
+    doubled: the charsmap fast path (per character) and the crate's
+    per-grapheme rule must agree everywhere."""
+    json_text = converted("xlmr")
+    points = [chr(c) for c in range(0x20, 0x30000) if not 0xD800 <= c < 0xE000]
+    texts = ["".join(f"a{c} {c}\u0301 {c}{c} " for c in points[i:i + 64]) for i in range(0, len(points), 64)]
+    hf = unpadded_oracle(json_text)
+    tok = gpu_tok.Tokenizer.from_str(json_text)
+    expected = hf.encode_batch_fast(texts, add_special_tokens=False)
+    got = tok.encode_batch(texts, padding=False, truncation=False, add_special_tokens=False).to_lists()["input_ids"]
+    bad = [i for i, (row, enc) in enumerate(zip(got, expected, strict=True)) if row != enc.ids]
+    assert not bad, f"{len(bad)} groups differ, first {texts[bad[0]]!r:.300}"
+
+
+@pytest.mark.skipif(not HAVE_SHARED, reason="the whole mixed.jsonl lives in ../shared")
+def test_whole_corpus_ids() -> None:
+    json_text = converted("xlmr")
+    texts = whole_corpus()
+    expected = unpadded_oracle(json_text).encode_batch_fast(texts)
+    got = gpu_tok.Tokenizer.from_str(json_text).encode_batch(texts, padding=False, truncation=False)
+    rows = got.to_lists()["input_ids"]
+    bad = [i for i, (row, enc) in enumerate(zip(rows, expected, strict=True)) if row != enc.ids]
+    assert not bad, f"{len(bad)} documents differ, first {texts[bad[0]]!r:.200}"
+
+
+def lines() -> list[str]:
+    return [line[:200] for text in corpus_sample()[:80] for line in text.split("\n") if line.strip()][:800]
+
+
+@cache
+def trained(byte_fallback: bool, unk: bool) -> str:
+    """A Unigram vocabulary from the `tokenizers` trainer (Metaspace words)."""
+    hf = tokenizers.Tokenizer(models.Unigram())
+    hf.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="always")
+    trainer = trainers.UnigramTrainer(vocab_size=800, special_tokens=["<unk>", "<s>", "</s>"],
+                                      unk_token="<unk>" if unk else None, show_progress=False,
+                                      byte_fallback=byte_fallback)
+    hf.train_from_iterator(lines(), trainer=trainer)
+    return hf.to_str()
+
+
+def variant(byte_fallback: bool = False, unk: bool = True, **changes: object) -> str:
+    spec = json.loads(trained(byte_fallback, unk))
+    for key, value in changes.items():
+        spec[key] = value
+    return json.dumps(spec)
+
+
+def metaspace(prepend: str, split: bool) -> dict:
+    return {"type": "Metaspace", "replacement": "▁", "prepend_scheme": prepend, "split": split}
+
+
+VARIANTS = {
+    "metaspace-always": {},
+    "byte-fallback": dict(byte_fallback=True),
+    "prepend-first": dict(pre_tokenizer=metaspace("first", True)),
+    "prepend-never-whole": dict(pre_tokenizer=metaspace("never", False)),
+    "whole-pieces": dict(pre_tokenizer=metaspace("always", False)),
+    "no-pre-tokenizer": dict(pre_tokenizer=None),
+    "whitespace-split": dict(pre_tokenizer={"type": "Sequence", "pretokenizers": [
+        {"type": "WhitespaceSplit"}, metaspace("first", True)]}),
+    # SentencePieceUnigramTokenizer's normalizer; the crate runs Nmt and NFKC
+    "nmt-nfkc-collapse": dict(normalizer=json.loads(normalizers.Sequence([
+        normalizers.Nmt(), normalizers.NFKC(),
+        normalizers.Replace(tokenizers.Regex(" {2,}"), " ")]).__getstate__())),
+    "lowercase": dict(normalizer={"type": "Lowercase"}),
+}
+
+
+@pytest.mark.parametrize("name", list(VARIANTS))
+def test_trained_variants(name: str) -> None:
+    json_text = variant(**VARIANTS[name])  # type: ignore[arg-type]
+    plan = stages(gpu_tok.Tokenizer.from_str(json_text))
+    assert plan["model"]["path"] == "fast", plan
+    texts = TRICKY + MARKS + ["<s>x</s> y", " <s> lead"] + edge_cases() + [t[:2000] for t in corpus_sample()[80:140]]
+    assert_matches(json_text, texts, name)
+
+
+def test_added_tokens_split_the_text_before_the_first_piece_check() -> None:
+    """prepend_scheme "first" prepends only to the piece at the start of the text."""
+    spec = json.loads(variant(pre_tokenizer=metaspace("first", True)))
+    spec["added_tokens"] = [{"id": 1, "content": "<s>", "single_word": False, "lstrip": False, "rstrip": False,
+                             "normalized": False, "special": True}]
+    assert_matches(json.dumps(spec), ["<s>hello world", "hello<s>world", "<s> x", " x<s>"], "first")
+
+
+def test_first_after_a_normalizer_stays_exact() -> None:
+    json_text = variant(pre_tokenizer=metaspace("first", True), normalizer={"type": "Lowercase"})
+    plan = stages(gpu_tok.Tokenizer.from_str(json_text))
+    assert plan["model"]["path"] == "exact" and "first" in plan["model"]["reason"]
+    assert_matches(json_text, TRICKY + ["Hello World"], "first-normalized")
+
+
+def test_no_unknown_token_fails_like_the_crate() -> None:
+    """Without an unknown token, a character with no token is the crate's error."""
+    json_text = variant(unk=False)
+    hf = unpadded_oracle(json_text)
+    tok = gpu_tok.Tokenizer.from_str(json_text)
+    assert stages(tok)["model"]["path"] == "fast"
+    known = "the the the"
+    assert tok.encode_batch([known], padding=False, truncation=False).to_lists()["input_ids"][0] == \
+        hf.encode(known).ids
+    with pytest.raises(Exception, match="unk"):
+        hf.encode("\U0001f9ff")
+    with pytest.raises(gpu_tok.GpuTokError, match="unk"):
+        tok.encode_batch(["fine", "\U0001f9ff"], padding=False, truncation=False)
