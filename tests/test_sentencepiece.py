@@ -90,7 +90,7 @@ def trained(byte_fallback: bool, fuse_unk: bool) -> str:
 def variant(byte_fallback: bool, fuse_unk: bool, **changes: object) -> str:
     spec = json.loads(trained(byte_fallback, fuse_unk))
     for key, value in changes.items():
-        if key in ("normalizer",):
+        if key in ("normalizer", "pre_tokenizer"):
             spec[key] = value
         elif key == "extra_token":
             spec["model"]["vocab"][value] = len(spec["model"]["vocab"])
@@ -111,6 +111,11 @@ VARIANTS = {
     "no-normalizer": dict(byte_fallback=True, fuse_unk=True, normalizer=None),
     # a token with "▁" after another character: no cut between those two
     "token-across-a-space": dict(byte_fallback=True, fuse_unk=True, extra_token="a▁b"),
+    # the newer conversions (legacy=False): no normalizer, a Metaspace pre-tokenizer
+    "metaspace-first": dict(byte_fallback=True, fuse_unk=True, normalizer=None, pre_tokenizer={
+        "type": "Metaspace", "replacement": "▁", "prepend_scheme": "first", "split": False}),
+    "metaspace-always-split": dict(byte_fallback=True, fuse_unk=True, normalizer=None, pre_tokenizer={
+        "type": "Metaspace", "replacement": "▁", "prepend_scheme": "always", "split": True}),
 }
 
 
@@ -121,7 +126,8 @@ def test_trained_variants(name: str) -> None:
     assert plan["model"]["path"] == "fast", plan
     # ignore_merges looks the whole piece up: it is never cut
     assert ("words cut between" in plan["pre_tokenize"]["reason"]) == (name != "ignore-merges")
-    texts = TRICKY + ["xa b a▁b ab▁ a▁▁b"] + edge_cases() + [t[:2000] for t in corpus_sample()[80:140]]
+    texts = TRICKY + ["xa b a▁b ab▁ a▁▁b", "<s>lead", " <s> x"] + edge_cases()
+    texts += [t[:2000] for t in corpus_sample()[80:140]]
     assert_matches(json_text, texts, name)
 
 

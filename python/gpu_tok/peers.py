@@ -176,9 +176,26 @@ def _flash_tokenizer(json_text: str) -> Engine:
     return Engine("flash-tokenizer", _version("flash_tokenizer"), encode, ids)
 
 
-def _sentencepiece() -> Engine:
-    _require("sentencepiece")
-    raise Skipped("sentencepiece loads a .model file, which a tokenizer.json does not carry")
+def _sentencepiece(json_text: str, path: str | None, threads: int) -> Engine:
+    """sentencepiece with the .model file beside the tokenizer.json (as a
+    converted T5 / XLM-R / Llama folder keeps it). Its piece ids are mapped to
+    the tokenizer.json's ids by piece text, untimed, for the parity column."""
+    spm = _require("sentencepiece")
+    folder = os.path.dirname(_file(path, "sentencepiece"))
+    models = sorted(f for f in os.listdir(folder) if f.endswith(".model"))
+    if not models:
+        raise Skipped("sentencepiece loads a .model file, and none is beside this tokenizer.json")
+    sp = spm.SentencePieceProcessor(model_file=os.path.join(folder, models[0]))
+    vocab = json.loads(json_text)["model"].get("vocab")
+    ids_of = dict(vocab.items()) if isinstance(vocab, dict) else {piece: i for i, (piece, _) in enumerate(vocab)}
+    unk = ids_of.get(sp.id_to_piece(sp.unk_id()), 0)
+    to_ours = [ids_of.get(sp.id_to_piece(i), unk) for i in range(sp.get_piece_size())]
+
+    def encode(texts: list[str]) -> Any:
+        return sp.encode(texts, num_threads=threads)
+
+    return Engine("sentencepiece", _version("sentencepiece"), encode,
+                  lambda rows: [[to_ours[i] for i in row] for row in rows])
 
 
 PEERS = ("tokenizers", "tokenizers-encode", "tiktoken", "tokie", "kitoken", "flash-tokenizer", "sentencepiece")
@@ -200,7 +217,7 @@ def load_peer(name: str, json_text: str, path: str | None, threads: int) -> Engi
         if name == "flash-tokenizer":
             return _flash_tokenizer(json_text)
         if name == "sentencepiece":
-            return _sentencepiece()
+            return _sentencepiece(json_text, path, threads)
     except Skipped:
         raise
     except Exception as err:  # a peer's own loader failing is a skip, not our error

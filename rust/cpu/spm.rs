@@ -1,6 +1,6 @@
 //! One sequence of a SentencePiece-style BPE tokenizer on the CPU: split out
-//! plain added tokens (the crate's split), normalize each piece, cut it into
-//! words where the plan proved it safe, and BPE each word through the
+//! plain added tokens (the crate's split), normalize each piece, split it as
+//! the pre-tokenizer does, cut it into words where the plan proved it safe, and BPE each word through the
 //! per-thread cache and the shared kernel (`gt_spm_word`).
 
 use super::encode::Encoded;
@@ -18,19 +18,21 @@ pub fn encode(plan: &SpmPlan, plan_id: u64, text: &str, offsets: bool) -> Option
     let pieces = PlainAdded::pieces(plan.plain_added.as_ref(), text);
     let mut ids = Vec::with_capacity(text.len() / 3 + 1);
     word_cache::with_cache(plan_id, |cache| {
-        for (piece, _, token) in pieces {
+        for (piece, (start, _), token) in pieces {
             if let Some((id, _)) = token {
                 ids.push(id);
                 continue;
             }
             let normalized = plan.normalize(piece);
-            for word in words(&normalized, plan.cuts.as_ref()) {
-                let kernel = |w: &[u8], s: &mut WordScratch, o: &mut Vec<u32>| {
-                    kernels::spm_word(plan.model(), w, &mut s.bpe, o);
-                    true
-                };
-                cache.encode_word(word.as_bytes(), &mut ids, kernel);
-            }
+            plan.words.each(&normalized, start == 0, |pre_token| {
+                for word in words(pre_token, plan.cuts.as_ref()) {
+                    let kernel = |w: &[u8], s: &mut WordScratch, o: &mut Vec<u32>| {
+                        kernels::spm_word(plan.model(), w, &mut s.bpe, o);
+                        true
+                    };
+                    cache.encode_word(word.as_bytes(), &mut ids, kernel);
+                }
+            });
         }
     });
     Some(Encoded {

@@ -10,6 +10,7 @@
 
 pub mod bytelevel;
 pub mod char_table;
+pub mod metaspace;
 pub mod normalize;
 pub mod spm;
 pub mod unicode;
@@ -38,9 +39,10 @@ impl FastPlan {
         match spec["model"]["type"].as_str() {
             Some("WordPiece") => wordpiece::WordPiecePlan::build(spec).map(FastPlan::WordPiece),
             Some("Unigram") => unigram::UnigramPlan::build(spec).map(FastPlan::Unigram),
-            // BPE without a pre-tokenizer is SentencePiece-style (the crate's
-            // BPE over characters); with one, byte-level.
-            _ if spec["pre_tokenizer"].is_null() => {
+            // BPE without a pre-tokenizer, or with Metaspace, is
+            // SentencePiece-style (the crate's BPE over characters); with
+            // another, byte-level.
+            _ if metaspace::Words::from_spec(&spec["pre_tokenizer"]).is_ok() => {
                 spm::SpmPlan::build(spec).map(FastPlan::SentencePiece)
             }
             _ => bytelevel::ByteLevelPlan::build(spec).map(FastPlan::ByteLevel),
@@ -79,7 +81,8 @@ impl FastPlan {
                     .into(),
             ],
             FastPlan::SentencePiece(plan) => [
-                "Prepend / Replace steps per piece between added tokens; offsets on the exact path".into(),
+                "Prepend / Replace steps (or none) per piece between added tokens; offsets on the exact path"
+                    .into(),
                 plan.describe(),
                 "BPE kernel over characters with byte fallback (cuda/gt_spm.cuh) and a per-thread word cache"
                     .into(),

@@ -1,6 +1,7 @@
-//! The fast plan for SentencePiece-style BPE (Llama-2, Mistral, Gemma): no
-//! pre-tokenizer, a normalizer made of `Prepend` and string `Replace` steps
-//! (`"▁"` before the text, spaces as `"▁"`), and a BPE model over characters
+//! The fast plan for SentencePiece-style BPE (Llama-2, Mistral, Gemma): a
+//! normalizer made of `Prepend` and string `Replace` steps (`"▁"` before the
+//! text, spaces as `"▁"`), or none and a `Metaspace` pre-tokenizer doing the
+//! same (the newer conversions; [`Words`]), and a BPE model over characters
 //! with `byte_fallback`, `fuse_unk` and `ignore_merges` (`GtSpmModel`,
 //! cuda/gt_spm.cuh: the crate's own BPE rule, for any BPE without a
 //! pre-tokenizer).
@@ -12,6 +13,7 @@
 //! character), and go through the per-thread word cache like byte-level words.
 
 use super::bytelevel::{check_bpe_model, merge_table, MergeTable};
+use super::metaspace::Words;
 use super::PlainAdded;
 use crate::kernels::{BytesTable, GtSpmModel, NONE};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -28,6 +30,8 @@ enum Step {
 
 pub struct SpmPlan {
     steps: Vec<Step>,
+    /// The pre-tokenizer's words (one per piece without one).
+    pub words: Words,
     /// Where pieces can be cut into words; None when no cut is proven safe.
     pub cuts: Option<Cuts>,
     model: GtSpmModel,
@@ -47,10 +51,15 @@ unsafe impl Sync for SpmPlan {}
 impl SpmPlan {
     /// The plan, or why this tokenizer is not for it.
     pub fn build(spec: &Value) -> Result<Self, String> {
-        if !spec["pre_tokenizer"].is_null() {
-            return Err("a pre-tokenizer: the SentencePiece plan covers BPE without one".into());
-        }
+        let words = Words::from_spec(&spec["pre_tokenizer"])?;
         let steps = normalizer_steps(&spec["normalizer"])?;
+        if !steps.is_empty() && words.reads_original_offsets() {
+            return Err(
+                "Metaspace prepend_scheme \"first\" after a normalizer (it reads \
+                        original offsets)"
+                    .into(),
+            );
+        }
         let model = &spec["model"];
         check_bpe_model(model)?;
         let added = &spec["added_tokens"];
@@ -101,18 +110,21 @@ impl SpmPlan {
             ignore_merges: u32::from(ignore_merges),
             _pad: 0,
         };
+        let split = match words.is_identity() {
+            true => super::describe(&spec["normalizer"]),
+            false => super::describe(&spec["pre_tokenizer"]),
+        };
         let description = match cuts {
             Some(_) => format!(
-                "{}; words cut between two characters no token joins (no merge can span them)",
-                super::describe(&spec["normalizer"])
+                "{split}; words cut between two characters no token joins (no merge can span them)"
             ),
             None => format!(
-                "{}; each piece whole (ignore_merges, or merges over byte-fallback tokens)",
-                super::describe(&spec["normalizer"])
+                "{split}; each word whole (ignore_merges, or merges over byte-fallback tokens)"
             ),
         };
         Ok(SpmPlan {
             steps,
+            words,
             cuts,
             model,
             _tables: (merges, table),

@@ -12,28 +12,12 @@
 //! where a piece came from in the original text; the plan takes it only
 //! without a normalizer, where that is the piece's own position.
 
+use super::metaspace::Words;
 use super::normalize::PieceNormalizer;
 use super::PlainAdded;
 use crate::kernels::{BytesTable, GtUnigramModel, NONE};
 use rustc_hash::FxHashMap;
 use serde_json::Value;
-
-/// Where `Metaspace` puts its replacement before a piece (`prepend_scheme`).
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Prepend {
-    Always,
-    /// Only before the piece that starts the original text.
-    First,
-    Never,
-}
-
-/// The pre-tokenizer: optional `WhitespaceSplit`, then optional `Metaspace`.
-#[derive(Clone, Debug, PartialEq)]
-struct Words {
-    whitespace_split: bool,
-    /// (replacement, prepend scheme, split at the replacement)
-    metaspace: Option<(char, Prepend, bool)>,
-}
 
 pub struct UnigramPlan {
     normalizer: PieceNormalizer,
@@ -57,12 +41,8 @@ impl UnigramPlan {
     pub fn build(spec: &Value) -> Result<Self, String> {
         let model = &spec["model"];
         let normalizer = PieceNormalizer::from_spec(&spec["normalizer"])?;
-        let words = pre_tokenizer_words(&spec["pre_tokenizer"])?;
-        if !normalizer.is_identity()
-            && words
-                .metaspace
-                .is_some_and(|(_, prepend, _)| prepend == Prepend::First)
-        {
+        let words = Words::from_spec(&spec["pre_tokenizer"])?;
+        if !normalizer.is_identity() && words.reads_original_offsets() {
             return Err(
                 "Metaspace prepend_scheme \"first\" after a normalizer (it reads \
                         original offsets)"
@@ -136,38 +116,8 @@ impl UnigramPlan {
 
     /// The words of a normalized piece that starts the original text
     /// (`first`) or not, each passed to `word`.
-    pub fn words(&self, piece: &str, first: bool, mut word: impl FnMut(&str)) {
-        let mut metaspace = |text: &str, first: bool| match self.words.metaspace {
-            None => word(text),
-            Some((replacement, prepend, split)) => {
-                let mut buffer = [0u8; 4];
-                let rep: &str = replacement.encode_utf8(&mut buffer);
-                let mut text = text.replace(' ', rep);
-                let before = match prepend {
-                    Prepend::Always => true,
-                    Prepend::First => first,
-                    Prepend::Never => false,
-                };
-                if before && !text.is_empty() && !text.starts_with(replacement) {
-                    text.insert(0, replacement);
-                }
-                match split {
-                    true => split_before(&text, replacement).for_each(&mut word),
-                    false if !text.is_empty() => word(&text),
-                    false => {}
-                }
-            }
-        };
-        match self.words.whitespace_split {
-            true => {
-                let mut at_start = first;
-                for (start, part) in whitespace_words(piece) {
-                    metaspace(part, at_start && start == 0);
-                    at_start = false;
-                }
-            }
-            false => metaspace(piece, first),
-        }
+    pub fn words(&self, piece: &str, first: bool, word: impl FnMut(&str)) {
+        self.words.each(piece, first, word)
     }
 
     /// How the plan normalizes and splits, for `tok.plan`.
@@ -179,73 +129,6 @@ impl UnigramPlan {
     pub fn resolve_added_ids(&mut self, id_of: impl Fn(&str) -> Option<u32>) -> Result<(), String> {
         PlainAdded::resolve_all(&mut self.plain_added, id_of)
     }
-}
-
-/// `text` cut before every `at` (the crate's `MergedWithNext` split): pieces
-/// that each start with `at`, but perhaps the first.
-fn split_before(text: &str, at: char) -> impl Iterator<Item = &str> {
-    let mut rest = text;
-    std::iter::from_fn(move || {
-        if rest.is_empty() {
-            return None;
-        }
-        let skip = rest.chars().next().map_or(0, char::len_utf8);
-        let end = rest[skip..].find(at).map_or(rest.len(), |i| i + skip);
-        let (word, tail) = rest.split_at(end);
-        rest = tail;
-        Some(word)
-    })
-}
-
-/// Words between runs of Unicode whitespace (`WhitespaceSplit`), with their
-/// byte starts.
-fn whitespace_words(text: &str) -> impl Iterator<Item = (usize, &str)> {
-    text.split(char::is_whitespace)
-        .filter(|w| !w.is_empty())
-        .map(move |w| (w.as_ptr() as usize - text.as_ptr() as usize, w))
-}
-
-/// The pre-tokenizer as `Words`, or why it is not one.
-fn pre_tokenizer_words(pre: &Value) -> Result<Words, String> {
-    let items: Vec<&Value> = match pre {
-        Value::Null => Vec::new(),
-        p if p["type"] == "Sequence" => p["pretokenizers"]
-            .as_array()
-            .ok_or("unreadable pre-tokenizer Sequence")?
-            .iter()
-            .collect(),
-        p => vec![p],
-    };
-    let mut words = Words {
-        whitespace_split: false,
-        metaspace: None,
-    };
-    for (at, item) in items.iter().enumerate() {
-        match item["type"].as_str() {
-            Some("WhitespaceSplit") if at == 0 => words.whitespace_split = true,
-            Some("Metaspace") if at + 1 == items.len() => {
-                let mut chars = item["replacement"].as_str().unwrap_or("").chars();
-                let (Some(replacement), None) = (chars.next(), chars.next()) else {
-                    return Err("Metaspace replacement is not one character".into());
-                };
-                let prepend = match item["prepend_scheme"].as_str() {
-                    Some("always") => Prepend::Always,
-                    Some("first") => Prepend::First,
-                    Some("never") => Prepend::Never,
-                    other => return Err(format!("Metaspace prepend_scheme {other:?}")),
-                };
-                let split = item["split"].as_bool().unwrap_or(true);
-                words.metaspace = Some((replacement, prepend, split));
-            }
-            _ => {
-                return Err(format!(
-                    "pre-tokenizer {}: the Unigram plan covers [WhitespaceSplit,] Metaspace",
-                    super::describe(pre)
-                ))
-            }
-        }
-    }
-    Ok(words)
 }
 
 /// The hash table of tokens and their prefixes (see cuda/gt_unigram.cuh),
@@ -291,32 +174,4 @@ fn pieces(vocab: &Value) -> Result<(BytesTable, Vec<f64>, f64), String> {
     }
     let table = BytesTable::build(table.iter().map(|(t, &v)| (t.as_bytes(), v)));
     Ok((table, scores, min_score - 10.0))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn split_before_keeps_the_mark_with_the_next_word() {
-        let words: Vec<&str> = split_before("▁a▁▁b c", '▁').collect();
-        assert_eq!(words, ["▁a", "▁", "▁b c"]);
-        let words: Vec<&str> = split_before("ab▁", '▁').collect();
-        assert_eq!(words, ["ab", "▁"]);
-    }
-
-    #[test]
-    fn whitespace_words_have_their_starts() {
-        let words: Vec<(usize, &str)> = whitespace_words(" a\u{3000}bc  d").collect();
-        assert_eq!(words, [(1, "a"), (5, "bc"), (9, "d")]);
-    }
-
-    #[test]
-    fn pre_tokenizers_outside_the_plan_are_refused() {
-        let whitespace_last = serde_json::json!({"type": "Sequence", "pretokenizers": [
-            {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always", "split": true},
-            {"type": "WhitespaceSplit"}]});
-        assert!(pre_tokenizer_words(&whitespace_last).is_err());
-        assert!(pre_tokenizer_words(&serde_json::json!({"type": "Whitespace"})).is_err());
-    }
 }

@@ -1,0 +1,195 @@
+//! The SentencePiece-style pre-tokenizer of converted tokenizers: optional
+//! `WhitespaceSplit`, then `Metaspace` (spaces as its replacement character,
+//! prepended per `prepend_scheme`, the text cut before each replacement when
+//! `split`), exactly as the crate applies them to a normalized piece
+//! (pre_tokenizers/metaspace.rs, whitespace.rs). Shared by the Unigram and
+//! SentencePiece-BPE plans; no pre-tokenizer at all is one word per piece.
+
+use serde_json::Value;
+
+/// Where `Metaspace` puts its replacement before a piece (`prepend_scheme`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Prepend {
+    Always,
+    /// Only before the piece that starts the original text.
+    First,
+    Never,
+}
+
+/// The pre-tokenizer: optional `WhitespaceSplit`, then optional `Metaspace`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Words {
+    whitespace_split: bool,
+    /// (replacement, prepend scheme, split at the replacement)
+    metaspace: Option<(char, Prepend, bool)>,
+}
+
+impl Words {
+    /// The pre-tokenizer of tokenizer.json's `pre_tokenizer` value, or why it is not one.
+    pub fn from_spec(pre: &Value) -> Result<Words, String> {
+        let items: Vec<&Value> = match pre {
+            Value::Null => Vec::new(),
+            p if p["type"] == "Sequence" => p["pretokenizers"]
+                .as_array()
+                .ok_or("unreadable pre-tokenizer Sequence")?
+                .iter()
+                .collect(),
+            p => vec![p],
+        };
+        let mut words = Words {
+            whitespace_split: false,
+            metaspace: None,
+        };
+        for (at, item) in items.iter().enumerate() {
+            match item["type"].as_str() {
+                Some("WhitespaceSplit") if at == 0 => words.whitespace_split = true,
+                Some("Metaspace") if at + 1 == items.len() => {
+                    let mut chars = item["replacement"].as_str().unwrap_or("").chars();
+                    let (Some(replacement), None) = (chars.next(), chars.next()) else {
+                        return Err("Metaspace replacement is not one character".into());
+                    };
+                    let prepend = match item["prepend_scheme"].as_str() {
+                        Some("always") => Prepend::Always,
+                        Some("first") => Prepend::First,
+                        Some("never") => Prepend::Never,
+                        other => return Err(format!("Metaspace prepend_scheme {other:?}")),
+                    };
+                    let split = item["split"].as_bool().unwrap_or(true);
+                    words.metaspace = Some((replacement, prepend, split));
+                }
+                _ => {
+                    return Err(format!(
+                        "pre-tokenizer {}: covered are [WhitespaceSplit,] Metaspace or none",
+                        super::describe(pre)
+                    ))
+                }
+            }
+        }
+        Ok(words)
+    }
+
+    /// True for `prepend_scheme: first`, which reads where a piece sat in the
+    /// original text: plans take it only where no normalizer moves that.
+    pub fn reads_original_offsets(&self) -> bool {
+        self.metaspace
+            .is_some_and(|(_, prepend, _)| prepend == Prepend::First)
+    }
+
+    /// True when every piece is one word, as it is.
+    pub fn is_identity(&self) -> bool {
+        !self.whitespace_split && self.metaspace.is_none()
+    }
+
+    /// The words of a normalized piece that starts the original text
+    /// (`first`) or not, each passed to `word`.
+    pub fn each(&self, piece: &str, first: bool, mut word: impl FnMut(&str)) {
+        let mut metaspace = |text: &str, first: bool| match self.metaspace {
+            None => word(text),
+            Some((replacement, prepend, split)) => {
+                let mut buffer = [0u8; 4];
+                let mut text = text.replace(' ', replacement.encode_utf8(&mut buffer));
+                let before = match prepend {
+                    Prepend::Always => true,
+                    Prepend::First => first,
+                    Prepend::Never => false,
+                };
+                // The crate's `prepend` does nothing to an empty string.
+                if before && !text.is_empty() && !text.starts_with(replacement) {
+                    text.insert(0, replacement);
+                }
+                match split {
+                    true => split_before(&text, replacement).for_each(&mut word),
+                    false if !text.is_empty() => word(&text),
+                    false => {}
+                }
+            }
+        };
+        match self.whitespace_split {
+            true => {
+                for (n, (start, part)) in whitespace_words(piece).enumerate() {
+                    metaspace(part, first && n == 0 && start == 0);
+                }
+            }
+            false => metaspace(piece, first),
+        }
+    }
+}
+
+/// `text` cut before every `at` (the crate's `MergedWithNext` split): pieces
+/// that each start with `at`, but perhaps the first.
+fn split_before(text: &str, at: char) -> impl Iterator<Item = &str> {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let skip = rest.chars().next().map_or(0, char::len_utf8);
+        let end = rest[skip..].find(at).map_or(rest.len(), |i| i + skip);
+        let (word, tail) = rest.split_at(end);
+        rest = tail;
+        Some(word)
+    })
+}
+
+/// Words between runs of Unicode whitespace (`WhitespaceSplit`), with their
+/// byte starts.
+fn whitespace_words(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    text.split(char::is_whitespace)
+        .filter(|w| !w.is_empty())
+        .map(move |w| (w.as_ptr() as usize - text.as_ptr() as usize, w))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_before_keeps_the_mark_with_the_next_word() {
+        let words: Vec<&str> = split_before("▁a▁▁b c", '▁').collect();
+        assert_eq!(words, ["▁a", "▁", "▁b c"]);
+        let words: Vec<&str> = split_before("ab▁", '▁').collect();
+        assert_eq!(words, ["ab", "▁"]);
+    }
+
+    #[test]
+    fn whitespace_words_have_their_starts() {
+        let words: Vec<(usize, &str)> = whitespace_words(" a\u{3000}bc  d").collect();
+        assert_eq!(words, [(1, "a"), (5, "bc"), (9, "d")]);
+    }
+
+    #[test]
+    fn pre_tokenizers_outside_the_plan_are_refused() {
+        let whitespace_last = serde_json::json!({"type": "Sequence", "pretokenizers": [
+            {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always", "split": true},
+            {"type": "WhitespaceSplit"}]});
+        assert!(Words::from_spec(&whitespace_last).is_err());
+        assert!(Words::from_spec(&serde_json::json!({"type": "Whitespace"})).is_err());
+    }
+
+    #[test]
+    fn words_follow_each_prepend_scheme() {
+        let words = |spec: Value, text: &str, first: bool| {
+            let mut out = Vec::new();
+            Words::from_spec(&spec)
+                .unwrap()
+                .each(text, first, |w| out.push(w.to_string()));
+            out
+        };
+        let metaspace = |scheme: &str, split: bool| {
+            serde_json::json!({"type": "Metaspace", "replacement": "▁",
+                               "prepend_scheme": scheme, "split": split})
+        };
+        assert_eq!(words(metaspace("always", true), "a b", false), ["▁a", "▁b"]);
+        assert_eq!(words(metaspace("first", true), "a b", false), ["a", "▁b"]);
+        assert_eq!(words(metaspace("first", false), "a b", true), ["▁a▁b"]);
+        assert_eq!(words(metaspace("never", false), "▁a", true), ["▁a"]);
+        assert_eq!(
+            words(metaspace("always", true), "", true),
+            Vec::<String>::new()
+        );
+        let whitespace_first = serde_json::json!({"type": "Sequence", "pretokenizers": [
+            {"type": "WhitespaceSplit"}, metaspace("first", true)]});
+        assert_eq!(words(whitespace_first.clone(), "a b", true), ["▁a", "b"]);
+        assert_eq!(words(whitespace_first, " a b", true), ["a", "b"]);
+    }
+}
