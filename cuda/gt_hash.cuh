@@ -90,20 +90,28 @@ GT_HD int gt_filter_has(const gt_u64* filter, gt_u64 filter_mask, gt_u64 h) {
     return (filter[a >> 6] >> (a & 63) & 1) && (filter[b >> 6] >> (b & 63) & 1);
 }
 
-// FNV-1a over the bytes, finished with gt_mix64; never 0.
-GT_HD gt_u64 gt_bytes_hash(const gt_u8* bytes, gt_u32 n) {
-    gt_u64 h = 0xCBF29CE484222325ull;
+// FNV-1a over the bytes, finished with gt_mix64; never 0. In two steps, so
+// a search that grows a string a character at a time (Unigram's prefix walk)
+// extends one running state instead of hashing every prefix again.
+#define GT_FNV_BASIS 0xCBF29CE484222325ull
+
+GT_HD gt_u64 gt_fnv_extend(gt_u64 state, const gt_u8* bytes, gt_u32 n) {
     for (gt_u32 i = 0; i < n; ++i) {
-        h ^= bytes[i];
-        h *= 0x100000001B3ull;
+        state ^= bytes[i];
+        state *= 0x100000001B3ull;
     }
-    h = gt_mix64(h ^ n);
+    return state;
+}
+
+GT_HD gt_u64 gt_hash_finish(gt_u64 state, gt_u32 n) {
+    gt_u64 h = gt_mix64(state ^ n);
     return h ? h : 1;
 }
 
-// Id of the exact byte string, or GT_NONE.
-GT_HD gt_u32 gt_bytes_find(const GtBytesTable* t, const gt_u8* bytes, gt_u32 n) {
-    gt_u64 h = gt_bytes_hash(bytes, n);
+GT_HD gt_u64 gt_bytes_hash(const gt_u8* bytes, gt_u32 n) { return gt_hash_finish(gt_fnv_extend(GT_FNV_BASIS, bytes, n), n); }
+
+// Id of the exact byte string whose gt_bytes_hash is h, or GT_NONE.
+GT_HD gt_u32 gt_bytes_find_hashed(const GtBytesTable* t, const gt_u8* bytes, gt_u32 n, gt_u64 h) {
     if (!gt_filter_has(t->filter, t->filter_mask, h)) return GT_NONE;
     for (gt_u64 slot = h & t->mask;; slot = (slot + 1) & t->mask) {
         GtBytesSlot e = t->slots[slot];
@@ -116,6 +124,11 @@ GT_HD gt_u32 gt_bytes_find(const GtBytesTable* t, const gt_u8* bytes, gt_u32 n) 
             if (len == n && i == n) return e.id;
         }
     }
+}
+
+// Id of the exact byte string, or GT_NONE.
+GT_HD gt_u32 gt_bytes_find(const GtBytesTable* t, const gt_u8* bytes, gt_u32 n) {
+    return gt_bytes_find_hashed(t, bytes, n, gt_bytes_hash(bytes, n));
 }
 
 // Host-side builder: adds bytes -> id at a free slot (the caller adds each

@@ -81,10 +81,14 @@ GT_HD gt_u32 gt_unigram_word(const GtUnigramModel* m, const gt_u8* bytes, gt_u32
     for (gt_u32 start = 0; start < n;) {
         gt_u32 char_len = gt_uni_char_len(bytes[start]);
         int single = 0;
+        gt_u64 state = GT_FNV_BASIS;
         for (gt_u32 end = start; end < n;) {
+            gt_u32 from = end;
             end += gt_uni_char_len(bytes[end]);
             if (end > n) break;  // a cut-off character: no token ends inside it
-            gt_u32 entry = gt_bytes_find(&m->pieces, bytes + start, end - start);
+            state = gt_fnv_extend(state, bytes + from, end - from);
+            gt_u32 len = end - start;
+            gt_u32 entry = gt_bytes_find_hashed(&m->pieces, bytes + start, len, gt_hash_finish(state, len));
             if (entry == GT_NONE) break;
             gt_u32 id = entry & ~GT_UNI_LONGER;
             if (id != GT_UNI_PREFIX) {

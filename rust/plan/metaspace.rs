@@ -83,19 +83,26 @@ impl Words {
     /// The words of a normalized piece that starts the original text
     /// (`first`) or not, each passed to `word`.
     pub fn each(&self, piece: &str, first: bool, mut word: impl FnMut(&str)) {
-        let mut metaspace = |text: &str, first: bool| match self.metaspace {
-            None => word(text),
+        // One buffer for the whole piece: Metaspace rewrites each part into it.
+        let mut text = String::new();
+        let mut metaspace = |part: &str, first: bool| match self.metaspace {
+            None => word(part),
             Some((replacement, prepend, split)) => {
-                let mut buffer = [0u8; 4];
-                let mut text = text.replace(' ', replacement.encode_utf8(&mut buffer));
                 let before = match prepend {
                     Prepend::Always => true,
                     Prepend::First => first,
                     Prepend::Never => false,
                 };
+                text.clear();
                 // The crate's `prepend` does nothing to an empty string.
-                if before && !text.is_empty() && !text.starts_with(replacement) {
-                    text.insert(0, replacement);
+                if before && !part.is_empty() && !part.starts_with([replacement, ' ']) {
+                    text.push(replacement);
+                }
+                for (n, between_spaces) in part.split(' ').enumerate() {
+                    if n > 0 {
+                        text.push(replacement);
+                    }
+                    text.push_str(between_spaces);
                 }
                 match split {
                     true => split_before(&text, replacement).for_each(&mut word),

@@ -28,6 +28,8 @@ struct Charsmap {
     /// What each code point needs (`Class`), a block of 256 at a time, filled
     /// on first use.
     blocks: Vec<OnceLock<[Class; 256]>>,
+    /// The first block, read without the lock on the hot path.
+    ascii: [Class; 128],
 }
 
 /// What a code point needs from the charsmap normalization.
@@ -44,6 +46,13 @@ enum Class {
 
 impl Charsmap {
     fn class(&self, c: char) -> Class {
+        if c.is_ascii() {
+            return self.ascii[c as usize];
+        }
+        self.class_of(c)
+    }
+
+    fn class_of(&self, c: char) -> Class {
         let code = c as usize;
         self.blocks[code >> 8].get_or_init(|| {
             std::array::from_fn(|low| {
@@ -103,7 +112,13 @@ impl PieceNormalizer {
                     let blocks = (0..=char::MAX as usize >> 8)
                         .map(|_| OnceLock::new())
                         .collect();
-                    Ok(Step::Precompiled(Box::new(Charsmap { map, blocks })))
+                    let mut charsmap = Charsmap {
+                        map,
+                        blocks,
+                        ascii: [Class::Plain; 128],
+                    };
+                    charsmap.ascii = std::array::from_fn(|b| charsmap.class_of(b as u8 as char));
+                    Ok(Step::Precompiled(Box::new(charsmap)))
                 }
                 Some("Replace")
                     if item["pattern"]["Regex"] == " {2,}" && item["content"] == " " =>
