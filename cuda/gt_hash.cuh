@@ -8,14 +8,20 @@
 #pragma once
 #include "gt_common.cuh"
 
-// Merge table: key (left id << 32 | right id) -> (rank, merged id).
+// Merge table: key (left id << 32 | right id) -> (rank, merged id). A slot
+// holds all three, so a probe that hits reads one 16-byte slot (one cache
+// line on the host, one load on the device).
 #define GT_PAIR_EMPTY 0xFFFFFFFFFFFFFFFFull
 
+struct GtPairSlot {
+    gt_u64 key;  // GT_PAIR_EMPTY marks a free slot
+    gt_u32 rank;
+    gt_u32 merged;
+};
+
 struct GtPairTable {
-    const gt_u64* keys;   // capacity entries; GT_PAIR_EMPTY marks a free slot
-    const gt_u32* ranks;  // capacity entries
-    const gt_u32* merged; // capacity entries
-    gt_u64 mask;          // capacity - 1
+    const GtPairSlot* slots;  // capacity entries
+    gt_u64 mask;              // capacity - 1
 };
 
 GT_HD gt_u64 gt_mix64(gt_u64 x) {
@@ -36,27 +42,26 @@ GT_HD gt_u64 gt_pair_key(gt_u32 left, gt_u32 right) {
 GT_HD int gt_pair_find(const GtPairTable* t, gt_u32 left, gt_u32 right, gt_u32* rank, gt_u32* merged) {
     gt_u64 key = gt_pair_key(left, right);
     for (gt_u64 slot = gt_mix64(key) & t->mask;; slot = (slot + 1) & t->mask) {
-        gt_u64 k = t->keys[slot];
-        if (k == key) {
-            *rank = t->ranks[slot];
-            *merged = t->merged[slot];
+        GtPairSlot e = t->slots[slot];
+        if (e.key == key) {
+            *rank = e.rank;
+            *merged = e.merged;
             return 1;
         }
-        if (k == GT_PAIR_EMPTY) return 0;
+        if (e.key == GT_PAIR_EMPTY) return 0;
     }
 }
 
 // Host-side builder: inserts (left, right) -> (rank, merged), overwriting an
 // existing entry (the oracle keeps the last of duplicate merges). The table
 // must have a free slot.
-GT_HD void gt_pair_insert(gt_u64* keys, gt_u32* ranks, gt_u32* merged, gt_u64 mask, gt_u32 left, gt_u32 right,
-                          gt_u32 rank, gt_u32 merged_id) {
+GT_HD void gt_pair_insert(GtPairSlot* slots, gt_u64 mask, gt_u32 left, gt_u32 right, gt_u32 rank, gt_u32 merged_id) {
     gt_u64 key = gt_pair_key(left, right);
     gt_u64 slot = gt_mix64(key) & mask;
-    while (keys[slot] != GT_PAIR_EMPTY && keys[slot] != key) slot = (slot + 1) & mask;
-    keys[slot] = key;
-    ranks[slot] = rank;
-    merged[slot] = merged_id;
+    while (slots[slot].key != GT_PAIR_EMPTY && slots[slot].key != key) slot = (slot + 1) & mask;
+    slots[slot].key = key;
+    slots[slot].rank = rank;
+    slots[slot].merged = merged_id;
 }
 
 // Byte-string table: token bytes -> id. A slot holds the hash, the id and

@@ -22,9 +22,8 @@ gt_u32 gt_host_unigram_word(const GtUnigramModel* model, const gt_u8* bytes, gt_
     return gt_unigram_word(model, bytes, n, scratch, out);
 }
 
-void gt_host_pair_insert(gt_u64* keys, gt_u32* ranks, gt_u32* merged, gt_u64 mask, gt_u32 left, gt_u32 right,
-                         gt_u32 rank, gt_u32 merged_id) {
-    gt_pair_insert(keys, ranks, merged, mask, left, right, rank, merged_id);
+void gt_host_pair_insert(GtPairSlot* slots, gt_u64 mask, gt_u32 left, gt_u32 right, gt_u32 rank, gt_u32 merged_id) {
+    gt_pair_insert(slots, mask, left, right, rank, merged_id);
 }
 
 void gt_host_bytes_insert(GtBytesSlot* slots, gt_u64 mask, gt_u64* filter, gt_u64 filter_mask, const gt_u8* bytes,
@@ -86,7 +85,7 @@ gt_u32 gt_host_struct_sizes(gt_u64* out, gt_u32 n) {
     const gt_u64 others[] = {sizeof(GtRowSpan), sizeof(GtMergeEntry), sizeof(GtBpeModel), sizeof(GtSplits),
                              sizeof(GtTemplate), sizeof(GtRowSource), sizeof(GtCharTable),
                              sizeof(GtWordPieceModel), sizeof(GtWpScratch), sizeof(GtSpmModel), sizeof(GtBytesSlot),
-                             sizeof(GtUnigramModel), sizeof(GtUnigramScratch)};
+                             sizeof(GtUnigramModel), sizeof(GtUnigramScratch), sizeof(GtPairSlot)};
     for (gt_u64 size : others)
         if (k < n) out[k++] = size;
     return k;

@@ -13,8 +13,8 @@ use super::stream::{DevBuf, DeviceStream, DeviceStreamExt, Mark};
 use crate::error::{Error, Result};
 use crate::kernels::{
     next_cut, GtBpeArgs, GtBpeModel, GtBytesSlot, GtBytesTable, GtCompactArgs, GtMergeEntry,
-    GtPackArgs, GtPairTable, GtPretokArgs, GtRowArgs, GtRowSource, GtRowSpan, GtScanArgs, GtSplits,
-    GtTemplate, Kernel, KernelArgs,
+    GtPackArgs, GtPairSlot, GtPairTable, GtPretokArgs, GtRowArgs, GtRowSource, GtRowSpan,
+    GtScanArgs, GtSplits, GtTemplate, Kernel, KernelArgs,
 };
 use crate::layout::{row_layout, Batch, Outputs};
 use crate::plan::bytelevel::ByteLevelPlan;
@@ -127,9 +127,7 @@ pub fn upload_tables(dev: &dyn DeviceStream, plan: &ByteLevelPlan) -> Result<Dev
     let shortcut = own.as_ref().unwrap_or(t.words);
     let words = shortcut.arrays();
     let bufs = vec![
-        dev.upload_new(t.pair_keys)?,
-        dev.upload_new(t.pair_ranks)?,
-        dev.upload_new(t.pair_merged)?,
+        dev.upload_new(t.merges)?,
         dev.upload_new(words.slots)?,
         dev.upload_new(words.blob)?,
         dev.upload_new(words.filter)?,
@@ -138,15 +136,13 @@ pub fn upload_tables(dev: &dyn DeviceStream, plan: &ByteLevelPlan) -> Result<Dev
     let at = |i: usize| bufs[i].ptr();
     let model = GtBpeModel {
         merges: GtPairTable {
-            keys: at(0) as *const u64,
-            ranks: at(1) as *const u32,
-            merged: at(2) as *const u32,
+            slots: at(0) as *const GtPairSlot,
             mask: host.merges.mask,
         },
         vocab: GtBytesTable {
-            slots: at(3) as *const GtBytesSlot,
-            blob: at(4) as *const u8,
-            filter: at(5) as *const u64,
+            slots: at(1) as *const GtBytesSlot,
+            blob: at(2) as *const u8,
+            filter: at(3) as *const u64,
             mask: shortcut.view().mask,
             filter_mask: shortcut.view().filter_mask,
         },

@@ -85,11 +85,29 @@ macro_rules! c_mirror {
 // ---- per-word kernels (cuda/gt_hash.cuh, gt_bpe.cuh, gt_pretok.cuh) --------
 
 c_mirror! {
+    /// `GtPairSlot` (cuda/gt_hash.cuh): one slot of a merge table.
+    pub struct GtPairSlot {
+        pub key: u64,
+        pub rank: u32,
+        pub merged: u32,
+    }
+}
+
+impl Default for GtPairSlot {
+    /// A free slot.
+    fn default() -> Self {
+        GtPairSlot {
+            key: PAIR_EMPTY,
+            rank: 0,
+            merged: 0,
+        }
+    }
+}
+
+c_mirror! {
     /// `GtPairTable` (cuda/gt_hash.cuh): merge (left, right) -> (rank, merged id).
     pub struct GtPairTable {
-        pub keys: *const u64,
-        pub ranks: *const u32,
-        pub merged: *const u32,
+        pub slots: *const GtPairSlot,
         pub mask: u64,
     }
 }
@@ -196,9 +214,7 @@ impl GtBpeModel {
     pub fn null() -> Self {
         GtBpeModel {
             merges: GtPairTable {
-                keys: std::ptr::null(),
-                ranks: std::ptr::null(),
-                merged: std::ptr::null(),
+                slots: std::ptr::null(),
                 mask: 0,
             },
             vocab: GtBytesTable {
@@ -463,6 +479,7 @@ mod tests {
             size_of::<GtBytesSlot>(),
             size_of::<GtUnigramModel>(),
             size_of::<GtUnigramScratch>(),
+            size_of::<GtPairSlot>(),
         ];
         let c: Vec<usize> = super::super::host::c_struct_sizes()
             .into_iter()

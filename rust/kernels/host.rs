@@ -4,8 +4,8 @@
 //! them.
 
 use super::abi::{
-    GtBpeModel, GtBpeScratch, GtBytesSlot, GtBytesTable, GtMergeEntry, GtSplits, GtSpmModel,
-    GtUnigramModel, GtUnigramScratch, GtWordPieceModel, GtWpScratch, Kernel, NONE,
+    GtBpeModel, GtBpeScratch, GtBytesSlot, GtBytesTable, GtMergeEntry, GtPairSlot, GtSplits,
+    GtSpmModel, GtUnigramModel, GtUnigramScratch, GtWordPieceModel, GtWpScratch, Kernel, NONE,
 };
 use std::ffi::c_void;
 
@@ -32,9 +32,7 @@ extern "C" {
         out: *mut u32,
     ) -> u32;
     fn gt_host_pair_insert(
-        keys: *mut u64,
-        ranks: *mut u32,
-        merged: *mut u32,
+        slots: *mut GtPairSlot,
         mask: u64,
         left: u32,
         right: u32,
@@ -358,27 +356,15 @@ pub fn wordpiece_text(
     true
 }
 
-/// Inserts a merge into pair-table arrays (`gt_pair_insert`); the last insert of a pair wins.
-pub fn pair_insert(
-    keys: &mut [u64],
-    ranks: &mut [u32],
-    merged: &mut [u32],
-    pair: (u32, u32),
-    rank: u32,
-    id: u32,
-) {
-    let mask = keys.len() as u64 - 1;
-    assert!(
-        keys.len().is_power_of_two() && ranks.len() == keys.len() && merged.len() == keys.len()
-    );
-    // SAFETY: the three arrays have the same power-of-two length (checked), and
-    // the caller sized them to keep free slots, so the probe ends inside them.
+/// Inserts a merge into a pair table (`gt_pair_insert`); the last insert of a pair wins.
+pub fn pair_insert(slots: &mut [GtPairSlot], pair: (u32, u32), rank: u32, id: u32) {
+    assert!(slots.len().is_power_of_two());
+    // SAFETY: a power-of-two slot array (checked) that the caller sized to keep
+    // free slots, so the probe ends inside it.
     unsafe {
         gt_host_pair_insert(
-            keys.as_mut_ptr(),
-            ranks.as_mut_ptr(),
-            merged.as_mut_ptr(),
-            mask,
+            slots.as_mut_ptr(),
+            slots.len() as u64 - 1,
             pair.0,
             pair.1,
             rank,

@@ -26,7 +26,7 @@
 //! Why not: each refusal is a reason string shown by `tok.plan`.
 
 use super::PlainAdded;
-use crate::kernels::{self, BytesTable, GtBpeModel, GtPairTable, GtSplits};
+use crate::kernels::{self, BytesTable, GtBpeModel, GtPairSlot, GtPairTable, GtSplits};
 use aho_corasick::AhoCorasick;
 use serde_json::Value;
 use std::borrow::Cow;
@@ -132,9 +132,7 @@ pub struct ByteLevelPlan {
     /// (what the shared kernels, and so the GPU, can run).
     pub scanner_chain: Option<GtSplits>,
     model: GtBpeModel,
-    pair_keys: Vec<u64>,
-    pair_ranks: Vec<u32>,
-    pair_merged: Vec<u32>,
+    merges: MergeTable,
     /// Whole-word table the model view points into (empty without ignore_merges).
     words: BytesTable,
     /// Without ignore_merges: every vocabulary token as bytes, with its id.
@@ -145,9 +143,7 @@ pub struct ByteLevelPlan {
 
 /// The arrays behind [`GtBpeModel`], for copying to a device.
 pub struct ModelTables<'a> {
-    pub pair_keys: &'a [u64],
-    pub pair_ranks: &'a [u32],
-    pub pair_merged: &'a [u32],
+    pub merges: &'a [GtPairSlot],
     /// Whole words (every token with ignore_merges, else empty).
     pub words: &'a BytesTable,
 }
@@ -206,12 +202,7 @@ impl ByteLevelPlan {
                 id_of(&c.to_string()).ok_or(format!("no vocabulary token for byte {b:#04x}"))?;
         }
 
-        let MergeTable {
-            keys,
-            ranks,
-            merged,
-        } = merge_table(&model["merges"], id_of)?;
-        let capacity = keys.len();
+        let merges = merge_table(&model["merges"], id_of)?;
         let ignore_merges = model["ignore_merges"].as_bool().unwrap_or(false);
         let mut vocab_words: Vec<(Vec<u8>, u32)> = vocab
             .iter()
@@ -234,12 +225,7 @@ impl ByteLevelPlan {
             vocab_words = Vec::new(); // `words` holds them
         }
         let view = GtBpeModel {
-            merges: GtPairTable {
-                keys: keys.as_ptr(),
-                ranks: ranks.as_ptr(),
-                merged: merged.as_ptr(),
-                mask: capacity as u64 - 1,
-            },
+            merges: merges.view(),
             vocab: words.view(),
             byte_ids,
             ignore_merges: u32::from(ignore_merges),
@@ -260,9 +246,7 @@ impl ByteLevelPlan {
             added,
             plain_added,
             model: view,
-            pair_keys: keys,
-            pair_ranks: ranks,
-            pair_merged: merged,
+            merges,
             words,
             vocab_words,
             token_bytes,
@@ -309,9 +293,7 @@ impl ByteLevelPlan {
     /// The arrays the model view points into.
     pub fn tables(&self) -> ModelTables<'_> {
         ModelTables {
-            pair_keys: &self.pair_keys,
-            pair_ranks: &self.pair_ranks,
-            pair_merged: &self.pair_merged,
+            merges: &self.merges.slots,
             words: &self.words,
         }
     }
@@ -511,21 +493,17 @@ pub(super) fn check_bpe_model(model: &Value) -> Result<(), String> {
     Ok(())
 }
 
-/// The arrays of a `GtPairTable`: (left id, right id) -> (rank, id of the joined token).
+/// The slots of a `GtPairTable`: (left id, right id) -> (rank, id of the joined token).
 pub(super) struct MergeTable {
-    pub keys: Vec<u64>,
-    pub ranks: Vec<u32>,
-    pub merged: Vec<u32>,
+    pub slots: Vec<GtPairSlot>,
 }
 
 impl MergeTable {
     /// The C view; valid while `self` lives and is not mutated.
     pub fn view(&self) -> GtPairTable {
         GtPairTable {
-            keys: self.keys.as_ptr(),
-            ranks: self.ranks.as_ptr(),
-            merged: self.merged.as_ptr(),
-            mask: self.keys.len() as u64 - 1,
+            slots: self.slots.as_ptr(),
+            mask: self.slots.len() as u64 - 1,
         }
     }
 }
@@ -537,11 +515,7 @@ pub(super) fn merge_table(
 ) -> Result<MergeTable, String> {
     let merges = merges.as_array().ok_or("model.merges is not a list")?;
     let capacity = (2 * merges.len()).next_power_of_two().max(2);
-    let (mut keys, mut ranks, mut merged) = (
-        vec![kernels::PAIR_EMPTY; capacity],
-        vec![0; capacity],
-        vec![0; capacity],
-    );
+    let mut slots = vec![GtPairSlot::default(); capacity];
     let mut joined = String::new();
     for (rank, merge) in merges.iter().enumerate() {
         let (a, b) = merge_parts(merge)?;
@@ -553,20 +527,9 @@ pub(super) fn merge_table(
                 "merge {a:?} {b:?} uses tokens outside the vocabulary"
             ));
         };
-        kernels::pair_insert(
-            &mut keys,
-            &mut ranks,
-            &mut merged,
-            (ia, ib),
-            rank as u32,
-            im,
-        );
+        kernels::pair_insert(&mut slots, (ia, ib), rank as u32, im);
     }
-    Ok(MergeTable {
-        keys,
-        ranks,
-        merged,
-    })
+    Ok(MergeTable { slots })
 }
 
 pub(super) fn merge_parts(merge: &Value) -> Result<(&str, &str), String> {
