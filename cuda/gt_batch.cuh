@@ -11,6 +11,8 @@
 //   scan          word_counts -> first word of each piece       (exclusive, + total)
 //   pretok_fill   piece  -> (start, length) of its words
 //   bpe_words     word   -> ids at the word's byte offset       (tok_counts)
+//                 (spm_words / unigram_words for the families whose words
+//                 the host cuts: each of their pieces is one word)
 //   scan          tok_counts -> first token of each word
 //   compact       word   -> ids moved to their final place      (raw ids, CSR by word)
 //   row_spans     row    -> its raw token range, truncation, final length
@@ -21,9 +23,9 @@
 #pragma once
 #include "gt_bpe.cuh"
 #include "gt_pretok.cuh"
-#include "gt_spm.cuh"        // compile-checked with the batch kernels by NVRTC
-#include "gt_unigram.cuh"    // (the same)
-#include "gt_wordpiece.cuh"  // (the same)
+#include "gt_spm.cuh"
+#include "gt_unigram.cuh"
+#include "gt_wordpiece.cuh"  // compile-checked with the batch kernels by NVRTC
 
 // ---- pre-tokenization ------------------------------------------------------
 struct GtPretokArgs {
@@ -87,6 +89,54 @@ GT_HD void gt_bpe_words_thread(const GtBpeArgs* a, gt_u32 w) {
     GtBpeScratch s = {a->scratch_ids + start, a->scratch_prev + start, a->scratch_next + start,
                       a->scratch_len + start, a->scratch_heap + 3ull * start};
     a->tok_counts[w] = gt_bpe_word(&a->model, a->text + start, a->word_lens[w], s, a->out + start);
+}
+
+// ---- SentencePiece-style BPE, one thread per word --------------------------
+// The host normalized the rows and cut them into words (one per piece, so
+// pretok_* with an empty chain lists them); scratch as for bpe_words.
+struct GtSpmArgs {
+    GtSpmModel model;
+    const gt_u8* text;
+    const gt_u32* word_starts;
+    const gt_u32* word_lens;
+    gt_u32* scratch_ids;
+    gt_i32* scratch_prev;
+    gt_i32* scratch_next;
+    gt_u32* scratch_len;
+    GtMergeEntry* scratch_heap;
+    gt_u32* out;         // as long as the text
+    gt_u32* tok_counts;  // ids per word; later scanned in place
+};
+
+GT_HD void gt_spm_words_thread(const GtSpmArgs* a, gt_u32 w) {
+    gt_u32 start = a->word_starts[w];
+    GtBpeScratch s = {a->scratch_ids + start, a->scratch_prev + start, a->scratch_next + start,
+                      a->scratch_len + start, a->scratch_heap + 3ull * start};
+    a->tok_counts[w] = gt_spm_word(&a->model, a->text + start, a->word_lens[w], s, a->out + start);
+}
+
+// ---- Unigram, one thread per word ------------------------------------------
+// Words as for spm_words. A word of n bytes needs n + 1 scratch entries: word
+// w's start at byte b + w (words are disjoint and in order, so these are too).
+// The host sends only rows the model can encode whole (it has an unknown
+// token), so no word fails here.
+struct GtUnigramArgs {
+    GtUnigramModel model;
+    const gt_u8* text;
+    const gt_u32* word_starts;
+    const gt_u32* word_lens;
+    double* scratch_best;  // text length + words entries
+    gt_u32* scratch_from;  // (the same)
+    gt_u32* scratch_id;    // (the same)
+    gt_u32* out;           // as long as the text
+    gt_u32* tok_counts;    // ids per word; later scanned in place
+};
+
+GT_HD void gt_unigram_words_thread(const GtUnigramArgs* a, gt_u32 w) {
+    gt_u32 start = a->word_starts[w];
+    gt_u64 at = (gt_u64)start + w;
+    GtUnigramScratch s = {a->scratch_best + at, a->scratch_from + at, a->scratch_id + at};
+    a->tok_counts[w] = gt_unigram_word(&a->model, a->text + start, a->word_lens[w], s, a->out + start);
 }
 
 // ---- compaction: word-major ids into one dense array ------------------------
@@ -243,6 +293,8 @@ GT_HD void gt_pack_thread(const GtPackArgs* a, gt_u32 e) {
     X(gt_pretok_count, GtPretokArgs)      \
     X(gt_pretok_fill, GtPretokArgs)       \
     X(gt_bpe_words, GtBpeArgs)            \
+    X(gt_spm_words, GtSpmArgs)            \
+    X(gt_unigram_words, GtUnigramArgs)    \
     X(gt_compact, GtCompactArgs)          \
     X(gt_scan_sum, GtScanArgs)            \
     X(gt_scan_apply, GtScanArgs)          \

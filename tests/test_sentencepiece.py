@@ -138,3 +138,20 @@ def test_a_pre_tokenizer_or_other_normalizer_is_left_to_the_crate() -> None:
     row = stages(tok)["normalize"]
     assert row["path"] == "exact" and "Prepend" in row["reason"]
     assert_matches(json.dumps(spec), TRICKY + edge_cases()[:30], "NFKC")
+
+
+@pytest.mark.parametrize("name", ["byte-fallback", "unk-separate", "ignore-merges", "no-unknown-token",
+                                  "metaspace-first", "metaspace-always-split"])
+def test_emulated_device_pipeline_equals_cpu(name: str) -> None:
+    """The device pipeline (on the host emulator): the host normalizes and cuts
+    words, the SentencePiece BPE kernel (gt_spm_words) encodes them; rows with
+    added tokens are encoded by the host."""
+    from gpu_tok._core import Padding, Truncation
+
+    core = gpu_tok.Tokenizer.from_str(variant(**VARIANTS[name]))._core  # type: ignore[arg-type]
+    texts = TRICKY + ["<s>lead", " <s> x"] + edge_cases() + [t[:3000] for t in corpus_sample()[80:120]]
+    for options in ({}, {"truncation": Truncation(48, side="left"),
+                         "padding": Padding(side="left", pad_id=2, pad_token="</s>"), "attention_mask": True}):
+        cpu = core.encode_batch(texts, device="cpu", **options)
+        for device in ("emulator", "emulator:700"):
+            assert cpu.to_lists() == core.encode_batch(texts, device=device, **options).to_lists(), (name, device)

@@ -155,3 +155,28 @@ def test_no_unknown_token_fails_like_the_crate() -> None:
         hf.encode("\U0001f9ff")
     with pytest.raises(gpu_tok.GpuTokError, match="unk"):
         tok.encode_batch(["fine", "\U0001f9ff"], padding=False, truncation=False)
+
+
+@pytest.mark.parametrize("name", ["xlmr", "t5", "byte-fallback", "whitespace-split", "no-unk"])
+def test_emulated_device_pipeline_equals_cpu(name: str) -> None:
+    """The device pipeline (on the host emulator): the host cuts words, the
+    Unigram kernel (gt_unigram_words) encodes them; rows with added tokens, or
+    of a model without an unknown token, are encoded by the host."""
+    from gpu_tok._core import Padding, Truncation
+
+    if name in ("xlmr", "t5"):
+        json_text = converted(name)
+    elif name == "no-unk":
+        json_text = variant(unk=False)
+    else:
+        json_text = variant(**VARIANTS[name])  # type: ignore[arg-type]
+    core = gpu_tok.Tokenizer.from_str(json_text)._core
+    texts = TRICKY + MARKS + ["<s>x</s> y"] + edge_cases() + corpus_sample()[:60]
+    if name == "no-unk":
+        texts = ["the the", "", "a b c"]
+    for options in ({}, {"truncation": Truncation(40), "padding": Padding(pad_id=1, pad_token="<pad>"),
+                         "attention_mask": True, "special_tokens_mask": True}):
+        cpu = core.encode_batch(texts, device="cpu", **options)
+        for device in ("emulator", "emulator:900"):
+            dev = core.encode_batch(texts, device=device, **options)
+            assert cpu.to_lists() == dev.to_lists(), (name, device, options)

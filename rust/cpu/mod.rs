@@ -9,3 +9,11 @@ pub mod spm;
 pub mod unigram;
 pub mod word_cache;
 pub mod wordpiece;
+
+/// A piece of a text as a per-word model sees it.
+pub enum Part<'w> {
+    /// An added token's id.
+    Added(u32),
+    /// A word to encode.
+    Word(&'w str),
+}

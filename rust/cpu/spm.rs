@@ -5,6 +5,7 @@
 
 use super::encode::Encoded;
 use super::word_cache::{self, WordScratch};
+use super::Part;
 use crate::kernels;
 use crate::plan::spm::{Cuts, SpmPlan};
 use crate::plan::PlainAdded;
@@ -15,31 +16,40 @@ pub fn encode(plan: &SpmPlan, plan_id: u64, text: &str, offsets: bool) -> Option
     if offsets {
         return None;
     }
-    let pieces = PlainAdded::pieces(plan.plain_added.as_ref(), text);
     let mut ids = Vec::with_capacity(text.len() / 3 + 1);
     word_cache::with_cache(plan_id, |cache| {
-        for (piece, (start, _), token) in pieces {
-            if let Some((id, _)) = token {
-                ids.push(id);
-                continue;
+        each_part(plan, text, |part| match part {
+            Part::Added(id) => ids.push(id),
+            Part::Word(word) => {
+                let kernel = |w: &[u8], s: &mut WordScratch, o: &mut Vec<u32>| {
+                    kernels::spm_word(plan.model(), w, &mut s.bpe, o);
+                    true
+                };
+                cache.encode_word(word.as_bytes(), &mut ids, kernel);
             }
-            let normalized = plan.normalize(piece);
-            plan.words.each(&normalized, start == 0, |pre_token| {
-                for word in words(pre_token, plan.cuts.as_ref()) {
-                    let kernel = |w: &[u8], s: &mut WordScratch, o: &mut Vec<u32>| {
-                        kernels::spm_word(plan.model(), w, &mut s.bpe, o);
-                        true
-                    };
-                    cache.encode_word(word.as_bytes(), &mut ids, kernel);
-                }
-            });
-        }
+        })
     });
     Some(Encoded {
         ids,
         offsets: None,
         added: Vec::new(),
     })
+}
+
+/// `text` as the model sees it, in order: plain added tokens (the crate's
+/// split) and the words of each piece between them (normalized, split as the
+/// pre-tokenizer does, cut where the plan proved it safe).
+pub fn each_part(plan: &SpmPlan, text: &str, mut part: impl FnMut(Part<'_>)) {
+    for (piece, (start, _), token) in PlainAdded::pieces(plan.plain_added.as_ref(), text) {
+        if let Some((id, _)) = token {
+            part(Part::Added(id));
+            continue;
+        }
+        let normalized = plan.normalize(piece);
+        plan.words.each(&normalized, start == 0, |pre_token| {
+            words(pre_token, plan.cuts.as_ref()).for_each(|word| part(Part::Word(word)))
+        });
+    }
 }
 
 /// The words of a normalized piece: cut wherever `cuts` allows (the whole

@@ -6,6 +6,7 @@
 
 use super::encode::Encoded;
 use super::word_cache::{self, WordScratch};
+use super::Part;
 use crate::kernels;
 use crate::plan::unigram::UnigramPlan;
 use crate::plan::PlainAdded;
@@ -19,29 +20,39 @@ pub fn encode(plan: &UnigramPlan, plan_id: u64, text: &str, offsets: bool) -> Op
         return None;
     }
     let mut ids = Vec::with_capacity(text.len() / 3 + 1);
-    let encoded = word_cache::with_cache(plan_id, |cache| {
-        for (piece, (start, _), token) in PlainAdded::pieces(plan.plain_added.as_ref(), text) {
-            if let Some((id, _)) = token {
-                ids.push(id);
-                continue;
-            }
-            let normalized = plan.normalize(piece)?;
-            let mut all = true;
-            plan.words(&normalized, start == 0, |word| {
+    let mut all = true;
+    let normalized = word_cache::with_cache(plan_id, |cache| {
+        each_part(plan, text, |part| match part {
+            Part::Added(id) => ids.push(id),
+            Part::Word(word) => {
                 let kernel = |w: &[u8], s: &mut WordScratch, o: &mut Vec<u32>| {
                     kernels::unigram_word(plan.model(), w, &mut s.unigram, o)
                 };
                 all &= cache.encode_word(word.as_bytes(), &mut ids, kernel);
-            });
-            if !all {
-                return None;
             }
-        }
-        Some(())
+        })
     });
-    encoded.map(|()| Encoded {
+    (normalized && all).then_some(Encoded {
         ids,
         offsets: None,
         added: Vec::new(),
     })
+}
+
+/// `text` as the model sees it, in order: plain added tokens (the crate's
+/// split) and the words of each piece between them (normalized, split as the
+/// pre-tokenizer does). False when the normalizer failed (the exact path
+/// reports it).
+pub fn each_part(plan: &UnigramPlan, text: &str, mut part: impl FnMut(Part<'_>)) -> bool {
+    for (piece, (start, _), token) in PlainAdded::pieces(plan.plain_added.as_ref(), text) {
+        if let Some((id, _)) = token {
+            part(Part::Added(id));
+            continue;
+        }
+        let Some(normalized) = plan.normalize(piece) else {
+            return false;
+        };
+        plan.words(&normalized, start == 0, |word| part(Part::Word(word)));
+    }
+    true
 }

@@ -12,12 +12,14 @@
 use super::stream::{DevBuf, DeviceStream, DeviceStreamExt, Mark};
 use crate::error::{Error, Result};
 use crate::kernels::{
-    next_cut, GtBpeArgs, GtBpeModel, GtBytesSlot, GtBytesTable, GtCompactArgs, GtMergeEntry,
-    GtPackArgs, GtPairSlot, GtPairTable, GtPretokArgs, GtRowArgs, GtRowSource, GtRowSpan,
-    GtScanArgs, GtSplits, GtTemplate, Kernel, KernelArgs,
+    next_cut, BytesTable, GtBpeArgs, GtBpeModel, GtBytesSlot, GtBytesTable, GtCompactArgs,
+    GtMergeEntry, GtPackArgs, GtPairSlot, GtPairTable, GtPretokArgs, GtRowArgs, GtRowSource,
+    GtRowSpan, GtScanArgs, GtSplits, GtSpmArgs, GtSpmModel, GtTemplate, GtUnigramArgs,
+    GtUnigramModel, Kernel, KernelArgs,
 };
 use crate::layout::{row_layout, Batch, Outputs};
 use crate::plan::bytelevel::ByteLevelPlan;
+use crate::plan::FastPlan;
 use std::borrow::Cow;
 use std::ops::Range;
 use tokenizers::{PaddingDirection, PaddingParams};
@@ -26,8 +28,22 @@ use tokenizers::{PaddingDirection, PaddingParams};
 pub enum Row<'a> {
     /// Text the device pre-tokenizes and encodes.
     Text(Cow<'a, str>),
+    /// Words the host cut (normalized, back to back in `text`; word i ends
+    /// at `ends[i]`), which the device encodes.
+    Words { text: String, ends: Vec<u32> },
     /// Ids the host encoded (before truncation and the template).
     Ids(Vec<u32>),
+}
+
+impl Row<'_> {
+    /// The text the device reads for this row (none for host ids).
+    fn text(&self) -> &str {
+        match self {
+            Row::Text(text) => text,
+            Row::Words { text, .. } => text,
+            Row::Ids(_) => "",
+        }
+    }
 }
 
 /// Truncation of a single sequence, as the engine resolved it.
@@ -40,8 +56,8 @@ pub struct Truncation {
 
 /// Everything one call needs.
 pub struct Job<'a> {
-    /// The BPE tables on the device (null when every row is host ids).
-    pub model: GtBpeModel,
+    /// The model on the device (a null byte-level one when every row is host ids).
+    pub model: DeviceModel,
     pub splits: GtSplits,
     pub rows: Vec<Row<'a>>,
     pub template: GtTemplate,
@@ -105,9 +121,20 @@ impl DeviceBatch {
     }
 }
 
-/// The BPE tables on one device: the model view points into `_buffers`.
+/// The model a device call runs per word, its pointers on that device.
+#[derive(Clone, Copy)]
+pub enum DeviceModel {
+    /// Byte-level BPE over the device's own pre-tokenization (`gt_bpe_words`).
+    ByteLevel(GtBpeModel),
+    /// SentencePiece-style BPE over words the host cut (`gt_spm_words`).
+    SentencePiece(GtSpmModel),
+    /// Unigram over words the host cut (`gt_unigram_words`).
+    Unigram(GtUnigramModel),
+}
+
+/// A fast plan's tables on one device: the model view points into `_buffers`.
 pub struct DeviceTables {
-    pub model: GtBpeModel,
+    pub model: DeviceModel,
     _buffers: Vec<DevBuf>,
 }
 
@@ -118,42 +145,90 @@ unsafe impl Send for DeviceTables {}
 unsafe impl Sync for DeviceTables {}
 
 /// Uploads a plan's tables (once per tokenizer per device; the engine caches
-/// it). The words table on the device holds the tokens that are their own
-/// BPE, so most words skip the merge loop (`ignore_merges` then means "look
-/// the word up first", exact either way).
-pub fn upload_tables(dev: &dyn DeviceStream, plan: &ByteLevelPlan) -> Result<DeviceTables> {
+/// it); None for a plan the device does not run (WordPiece).
+pub fn upload_tables(dev: &dyn DeviceStream, plan: &FastPlan) -> Result<Option<DeviceTables>> {
+    let mut bufs = Vec::new();
+    let model = match plan {
+        FastPlan::ByteLevel(plan) => {
+            DeviceModel::ByteLevel(byte_level_model(dev, plan, &mut bufs)?)
+        }
+        FastPlan::SentencePiece(plan) => {
+            let (merges, vocab) = plan.tables();
+            let mut model = *plan.model();
+            model.merges = upload_pairs(dev, merges, &mut bufs)?;
+            model.vocab = upload_bytes(dev, vocab, &mut bufs)?;
+            DeviceModel::SentencePiece(model)
+        }
+        FastPlan::Unigram(plan) => {
+            let (pieces, scores) = plan.tables();
+            let mut model = *plan.model();
+            model.pieces = upload_bytes(dev, pieces, &mut bufs)?;
+            bufs.push(dev.upload_new(scores)?);
+            model.scores = bufs[bufs.len() - 1].ptr() as *const f64;
+            DeviceModel::Unigram(model)
+        }
+        FastPlan::WordPiece(_) => return Ok(None),
+    };
+    Ok(Some(DeviceTables {
+        model,
+        _buffers: bufs,
+    }))
+}
+
+/// The byte-level model on the device. Its words table holds the tokens that
+/// are their own BPE, so most words skip the merge loop (`ignore_merges` then
+/// means "look the word up first", exact either way).
+fn byte_level_model(
+    dev: &dyn DeviceStream,
+    plan: &ByteLevelPlan,
+    bufs: &mut Vec<DevBuf>,
+) -> Result<GtBpeModel> {
     let t = plan.tables();
     let own = plan.self_encoding_words();
     let shortcut = own.as_ref().unwrap_or(t.words);
-    let words = shortcut.arrays();
-    let bufs = vec![
-        dev.upload_new(t.merges)?,
-        dev.upload_new(words.slots)?,
-        dev.upload_new(words.blob)?,
-        dev.upload_new(words.filter)?,
-    ];
     let host = plan.model();
-    let at = |i: usize| bufs[i].ptr();
-    let model = GtBpeModel {
-        merges: GtPairTable {
-            slots: at(0) as *const GtPairSlot,
-            mask: host.merges.mask,
-        },
-        vocab: GtBytesTable {
-            slots: at(1) as *const GtBytesSlot,
-            blob: at(2) as *const u8,
-            filter: at(3) as *const u64,
-            mask: shortcut.view().mask,
-            filter_mask: shortcut.view().filter_mask,
-        },
+    Ok(GtBpeModel {
+        merges: upload_pairs(dev, t.merges, bufs)?,
+        vocab: upload_bytes(dev, shortcut, bufs)?,
         byte_ids: host.byte_ids,
         ignore_merges: 1,
         _pad: 0,
-    };
-    Ok(DeviceTables {
-        model,
-        _buffers: bufs,
     })
+}
+
+/// A merge table on the device (its buffer kept in `bufs`).
+fn upload_pairs(
+    dev: &dyn DeviceStream,
+    slots: &[GtPairSlot],
+    bufs: &mut Vec<DevBuf>,
+) -> Result<GtPairTable> {
+    bufs.push(dev.upload_new(slots)?);
+    Ok(GtPairTable {
+        slots: bufs[bufs.len() - 1].ptr() as *const GtPairSlot,
+        mask: slots.len() as u64 - 1,
+    })
+}
+
+/// A byte-string table on the device (its buffers kept in `bufs`).
+fn upload_bytes(
+    dev: &dyn DeviceStream,
+    table: &BytesTable,
+    bufs: &mut Vec<DevBuf>,
+) -> Result<GtBytesTable> {
+    let arrays = table.arrays();
+    let host = table.view();
+    let slots = dev.upload_new(arrays.slots)?;
+    let blob = dev.upload_new(arrays.blob)?;
+    let filter = dev.upload_new(arrays.filter)?;
+    let view = GtBytesTable {
+        slots: slots.ptr() as *const GtBytesSlot,
+        blob: blob.ptr() as *const u8,
+        filter: filter.ptr() as *const u64,
+        mask: host.mask,
+        filter_mask: host.filter_mask,
+    };
+    bufs.extend([slots, blob, filter]);
+    Ok(view)
 }
 
 /// Longest piece of text one device thread scans before a cut is looked for.
@@ -268,8 +343,8 @@ fn chunk_rows(rows: &[Row<'_>], chunk_bytes: usize) -> Vec<Range<usize>> {
     let (mut begin, mut bytes) = (0, 0);
     for (i, row) in rows.iter().enumerate() {
         let n = match row {
-            Row::Text(t) => t.len(),
             Row::Ids(ids) => 4 * ids.len(),
+            row => row.text().len(),
         };
         if i > begin && bytes + n > chunk_bytes {
             groups.push(begin..i);
@@ -334,6 +409,16 @@ fn lay_out(rows: &[Row<'_>], cuts: bool) -> Result<Layout> {
                         .push(u32::try_from(l.text_len).map_err(|_| too_big())?);
                 }
             }
+            Row::Words { text, ends } => {
+                let base = l.text_len;
+                l.text_len += text.len();
+                for &end in ends {
+                    let end = u32::try_from(base + end as usize).map_err(|_| too_big())?;
+                    if end > *l.piece_bounds.last().unwrap_or(&0) {
+                        l.piece_bounds.push(end);
+                    }
+                }
+            }
             Row::Ids(ids) => l.host_ids.extend_from_slice(ids),
         }
         l.sources.push(GtRowSource {
@@ -366,9 +451,7 @@ fn copy_texts(rows: &[Row<'_>], starts: &[usize], out: &mut [u8]) {
     let _ = crate::pool::current().map(tasks, |t| {
         let end = ((t + 1) * ROWS_PER_TASK).min(rows.len());
         for i in t * ROWS_PER_TASK..end {
-            if let Row::Text(text) = &rows[i] {
-                target.write(starts[i], text.as_bytes());
-            }
+            target.write(starts[i], rows[i].text().as_bytes());
         }
         Ok::<(), Error>(())
     });
@@ -418,34 +501,73 @@ fn tokenize_chunk(
     pretok.word_lens = word_lens.ptr();
     dev.run(Kernel::PretokFill, &pretok, n_pieces)?;
 
-    // BPE per word into scratch indexed by byte offset, then compaction.
+    // The model per word into scratch indexed by byte offset, then compaction.
     let tok_counts = dev.alloc(4 * (n_words as usize + 1))?;
     let raw_ids = {
         let scratch = |bytes_per_byte: usize| dev.alloc(bytes_per_byte * text_len);
-        let (ids, prev, next, len) = (scratch(4)?, scratch(4)?, scratch(4)?, scratch(4)?);
-        let heap = scratch(3 * std::mem::size_of::<GtMergeEntry>())?;
-        let bpe_out = scratch(4)?;
-        let bpe = GtBpeArgs {
-            model: job.model,
-            text: text.ptr(),
-            word_starts: word_starts.ptr(),
-            word_lens: word_lens.ptr(),
-            scratch_ids: ids.ptr(),
-            scratch_prev: prev.ptr(),
-            scratch_next: next.ptr(),
-            scratch_len: len.ptr(),
-            scratch_heap: heap.ptr(),
-            out: bpe_out.ptr(),
-            tok_counts: tok_counts.ptr(),
+        let model_out = scratch(4)?;
+        let words = (word_starts.ptr(), word_lens.ptr());
+        // Kept until the kernels that use them are queued (freed in stream order).
+        let _scratch: Vec<DevBuf> = match job.model {
+            DeviceModel::Unigram(model) => {
+                // n + 1 entries per word of n bytes (see gt_unigram_words).
+                let entries = text_len + n_words as usize + 1;
+                let (best, from, id) = (
+                    dev.alloc(8 * entries)?,
+                    dev.alloc(4 * entries)?,
+                    dev.alloc(4 * entries)?,
+                );
+                let args = GtUnigramArgs {
+                    model,
+                    text: text.ptr(),
+                    word_starts: words.0,
+                    word_lens: words.1,
+                    scratch_best: best.ptr(),
+                    scratch_from: from.ptr(),
+                    scratch_id: id.ptr(),
+                    out: model_out.ptr(),
+                    tok_counts: tok_counts.ptr(),
+                };
+                dev.run(Kernel::UnigramWords, &args, n_words)?;
+                vec![best, from, id]
+            }
+            DeviceModel::ByteLevel(_) | DeviceModel::SentencePiece(_) => {
+                let heap = scratch(3 * std::mem::size_of::<GtMergeEntry>())?;
+                let bufs = vec![scratch(4)?, scratch(4)?, scratch(4)?, scratch(4)?, heap];
+                let args = GtBpeArgs {
+                    model: GtBpeModel::null(),
+                    text: text.ptr(),
+                    word_starts: words.0,
+                    word_lens: words.1,
+                    scratch_ids: bufs[0].ptr(),
+                    scratch_prev: bufs[1].ptr(),
+                    scratch_next: bufs[2].ptr(),
+                    scratch_len: bufs[3].ptr(),
+                    scratch_heap: bufs[4].ptr(),
+                    out: model_out.ptr(),
+                    tok_counts: tok_counts.ptr(),
+                };
+                match job.model {
+                    DeviceModel::SentencePiece(model) => dev.run(
+                        Kernel::SpmWords,
+                        &GtSpmArgs::with_model(model, &args),
+                        n_words,
+                    )?,
+                    DeviceModel::ByteLevel(model) => {
+                        dev.run(Kernel::BpeWords, &GtBpeArgs { model, ..args }, n_words)?
+                    }
+                    DeviceModel::Unigram(_) => unreachable!("matched above"),
+                }
+                bufs
+            }
         };
-        dev.run(Kernel::BpeWords, &bpe, n_words)?;
         scan(dev, &tok_counts, n_words)?;
         let n_tokens = dev.read_u32(&tok_counts, n_words as usize)?;
         let raw_ids = dev.alloc(4 * n_tokens as usize)?;
         let compact = GtCompactArgs {
             word_starts: word_starts.ptr(),
             tok_offsets: tok_counts.ptr(),
-            bpe_out: bpe_out.ptr(),
+            bpe_out: model_out.ptr(),
             raw_ids: raw_ids.ptr(),
         };
         dev.run(Kernel::Compact, &compact, n_words)?;

@@ -10,11 +10,11 @@
 //! device, so a device call never gives different results.
 
 use super::{Engine, Input, Settings};
-use crate::cuda::pipeline::{self, DeviceBatch, DeviceTables, Job, Row, Truncation};
+use crate::cpu::{self, Part};
+use crate::cuda::pipeline::{self, DeviceBatch, DeviceModel, DeviceTables, Job, Row, Truncation};
 use crate::cuda::stream::{DeviceStream, Location};
 use crate::error::Result;
 use crate::kernels::GtBpeModel;
-use crate::plan::bytelevel::ByteLevelPlan;
 use crate::plan::FastPlan;
 use crate::pool;
 use std::sync::{Arc, Mutex};
@@ -36,13 +36,13 @@ impl Engine {
             return DeviceBatch::upload(dev, self.encode_batch(inputs, settings)?);
         };
 
-        let plan = self
-            .fast
-            .as_ref()
-            .ok()
-            .and_then(FastPlan::byte_level)
-            .filter(|p| p.scanner_chain.is_some());
-        let tables = plan.map(|p| self.tables_on(dev, p)).transpose()?;
+        let plan = self.fast.as_ref().ok().filter(|p| runs_on_device(p));
+        let tables = match plan {
+            Some(plan) => self.tables_on(dev, plan)?,
+            None => None,
+        };
+        // A device with no model for this plan gets every row as host ids.
+        let plan = plan.filter(|_| tables.is_some());
         let rows = pool::current().map(inputs.len(), |i| {
             self.device_row(inputs[i].0, plan, settings)
         })?;
@@ -52,8 +52,13 @@ impl Engine {
             0
         };
         let job = Job {
-            model: tables.as_ref().map_or_else(GtBpeModel::null, |t| t.model),
-            splits: plan.and_then(|p| p.scanner_chain).unwrap_or_default(),
+            model: tables
+                .as_ref()
+                .map_or(DeviceModel::ByteLevel(GtBpeModel::null()), |t| t.model),
+            splits: plan
+                .and_then(FastPlan::byte_level)
+                .and_then(|p| p.scanner_chain)
+                .unwrap_or_default(),
             rows,
             template,
             truncation: settings.truncation.as_ref().map(|t| Truncation {
@@ -66,32 +71,118 @@ impl Engine {
         pipeline::encode(dev, &job)
     }
 
-    /// A row for the device: its normalized text when the device can encode
-    /// it, else the ids of the CPU engine (fast or exact path).
+    /// A row for the device: its normalized text (byte-level) or words
+    /// (families whose words the host cuts) when the device can encode it,
+    /// else the ids of the CPU engine (fast or exact path).
     fn device_row<'t>(
         &self,
         text: &'t str,
-        plan: Option<&ByteLevelPlan>,
+        plan: Option<&FastPlan>,
         settings: &Settings,
     ) -> Result<Row<'t>> {
-        if let Some(prepared) = plan.and_then(|p| p.prepare(text)) {
-            return Ok(Row::Text(prepared));
+        let row = match plan {
+            Some(FastPlan::ByteLevel(plan)) => plan.prepare(text).map(Row::Text),
+            Some(FastPlan::SentencePiece(plan)) => words_row(|part| {
+                cpu::spm::each_part(plan, text, part);
+                true
+            }),
+            Some(FastPlan::Unigram(plan)) => {
+                words_row(|part| cpu::unigram::each_part(plan, text, part))
+            }
+            Some(FastPlan::WordPiece(_)) | None => None,
+        };
+        match row {
+            Some(row) => Ok(row),
+            None => Ok(Row::Ids(
+                self.encode_sequence(text, 0, settings)?.get_ids().to_vec(),
+            )),
         }
-        Ok(Row::Ids(
-            self.encode_sequence(text, 0, settings)?.get_ids().to_vec(),
-        ))
     }
 
-    /// The plan's tables on `dev`, uploaded at first use.
-    fn tables_on(&self, dev: &dyn DeviceStream, plan: &ByteLevelPlan) -> Result<Arc<DeviceTables>> {
+    /// The plan's tables on `dev`, uploaded at first use (None: the device
+    /// has no model for this plan).
+    fn tables_on(
+        &self,
+        dev: &dyn DeviceStream,
+        plan: &FastPlan,
+    ) -> Result<Option<Arc<DeviceTables>>> {
         let mut cache = self.device_tables.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((_, tables)) = cache.iter().find(|(at, _)| *at == dev.location()) {
-            return Ok(tables.clone());
+            return Ok(Some(tables.clone()));
         }
-        let tables = Arc::new(pipeline::upload_tables(dev, plan)?);
+        let Some(tables) = pipeline::upload_tables(dev, plan)? else {
+            return Ok(None);
+        };
+        let tables = Arc::new(tables);
         // Other calls use the tables on other streams: the copies must be done.
         dev.synchronize()?;
         cache.push((dev.location(), tables.clone()));
-        Ok(tables)
+        Ok(Some(tables))
+    }
+}
+
+/// True when the device runs this plan's model: byte-level BPE whose splits
+/// are scanners, SentencePiece-style BPE, Unigram with an unknown token (so
+/// no word can fail there).
+fn runs_on_device(plan: &FastPlan) -> bool {
+    match plan {
+        FastPlan::ByteLevel(plan) => plan.scanner_chain.is_some(),
+        FastPlan::SentencePiece(_) => true,
+        FastPlan::Unigram(plan) => plan.encodes_every_word(),
+        FastPlan::WordPiece(_) => false,
+    }
+}
+
+/// The words a per-word model family makes of a text (`each_part` passes
+/// them, returning false when the text needs the exact path), as a device
+/// row; None when the text holds an added token (the host encodes that row).
+fn words_row<'t>(each_part: impl FnOnce(&mut dyn FnMut(Part<'_>)) -> bool) -> Option<Row<'t>> {
+    let (mut text, mut ends, mut added) = (String::new(), Vec::new(), false);
+    let fine = each_part(&mut |part| match part {
+        Part::Added(_) => added = true,
+        Part::Word(word) => {
+            text.push_str(word);
+            ends.push(text.len() as u32);
+        }
+    });
+    (fine && !added && u32::try_from(text.len()).is_ok()).then_some(Row::Words { text, ends })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::Settings;
+
+    /// A SentencePiece-style BPE tokenizer with one plain added token.
+    const SPM: &str = r#"{"version": "1.0", "truncation": null, "padding": null,
+        "added_tokens": [{"id": 4, "content": "<s>", "single_word": false, "lstrip": false,
+                          "rstrip": false, "normalized": false, "special": true}],
+        "normalizer": {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "▁"},
+            {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}]},
+        "pre_tokenizer": null, "post_processor": null, "decoder": null,
+        "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null,
+                  "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false,
+                  "ignore_merges": false, "vocab": {"▁": 0, "a": 1, "b": 2, "▁a": 3, "<s>": 4},
+                  "merges": ["▁ a"]}}"#;
+
+    #[test]
+    fn host_cut_words_go_to_the_device_and_added_tokens_stay_on_the_host() {
+        let engine = Engine::from_json(SPM).unwrap();
+        let plan = engine.fast.as_ref().ok().filter(|p| runs_on_device(p));
+        let settings = Settings::default();
+        match engine.device_row("a ab", plan, &settings).unwrap() {
+            Row::Words { text, ends } => {
+                assert_eq!(text, "▁a▁ab");
+                // "▁a" | "▁a" "b" cut between b's known neighbours; never inside "▁a"
+                assert!(ends.iter().all(|&e| text.is_char_boundary(e as usize)));
+                assert_eq!(*ends.last().unwrap() as usize, text.len());
+                assert!(ends.contains(&("▁a".len() as u32)));
+            }
+            _ => panic!("expected words for the device"),
+        }
+        assert!(matches!(
+            engine.device_row("<s>a", plan, &settings).unwrap(),
+            Row::Ids(ids) if ids == [4, 3]
+        ));
     }
 }

@@ -277,6 +277,8 @@ pub enum Kernel {
     PretokCount,
     PretokFill,
     BpeWords,
+    SpmWords,
+    UnigramWords,
     Compact,
     ScanSum,
     ScanApply,
@@ -285,10 +287,12 @@ pub enum Kernel {
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 8] = [
+    pub const ALL: [Kernel; 10] = [
         Kernel::PretokCount,
         Kernel::PretokFill,
         Kernel::BpeWords,
+        Kernel::SpmWords,
+        Kernel::UnigramWords,
         Kernel::Compact,
         Kernel::ScanSum,
         Kernel::ScanApply,
@@ -302,6 +306,8 @@ impl Kernel {
             Kernel::PretokCount => "gt_pretok_count",
             Kernel::PretokFill => "gt_pretok_fill",
             Kernel::BpeWords => "gt_bpe_words",
+            Kernel::SpmWords => "gt_spm_words",
+            Kernel::UnigramWords => "gt_unigram_words",
             Kernel::Compact => "gt_compact",
             Kernel::ScanSum => "gt_scan_sum",
             Kernel::ScanApply => "gt_scan_apply",
@@ -350,6 +356,36 @@ c_mirror! {
         pub scratch_next: DevPtr,
         pub scratch_len: DevPtr,
         pub scratch_heap: DevPtr,
+        pub out: DevPtr,
+        pub tok_counts: DevPtr,
+    }
+}
+
+c_mirror! {
+    pub struct GtSpmArgs {
+        pub model: GtSpmModel,
+        pub text: DevPtr,
+        pub word_starts: DevPtr,
+        pub word_lens: DevPtr,
+        pub scratch_ids: DevPtr,
+        pub scratch_prev: DevPtr,
+        pub scratch_next: DevPtr,
+        pub scratch_len: DevPtr,
+        pub scratch_heap: DevPtr,
+        pub out: DevPtr,
+        pub tok_counts: DevPtr,
+    }
+}
+
+c_mirror! {
+    pub struct GtUnigramArgs {
+        pub model: GtUnigramModel,
+        pub text: DevPtr,
+        pub word_starts: DevPtr,
+        pub word_lens: DevPtr,
+        pub scratch_best: DevPtr,
+        pub scratch_from: DevPtr,
+        pub scratch_id: DevPtr,
         pub out: DevPtr,
         pub tok_counts: DevPtr,
     }
@@ -443,8 +479,29 @@ c_mirror! {
     }
 }
 
+impl GtSpmArgs {
+    /// The arguments of `bpe` (same words, scratch and outputs) for `model`.
+    pub fn with_model(model: GtSpmModel, bpe: &GtBpeArgs) -> Self {
+        GtSpmArgs {
+            model,
+            text: bpe.text,
+            word_starts: bpe.word_starts,
+            word_lens: bpe.word_lens,
+            scratch_ids: bpe.scratch_ids,
+            scratch_prev: bpe.scratch_prev,
+            scratch_next: bpe.scratch_next,
+            scratch_len: bpe.scratch_len,
+            scratch_heap: bpe.scratch_heap,
+            out: bpe.out,
+            tok_counts: bpe.tok_counts,
+        }
+    }
+}
+
 impl KernelArgs for GtPretokArgs {}
 impl KernelArgs for GtBpeArgs {}
+impl KernelArgs for GtSpmArgs {}
+impl KernelArgs for GtUnigramArgs {}
 impl KernelArgs for GtCompactArgs {}
 impl KernelArgs for GtScanArgs {}
 impl KernelArgs for GtRowArgs {}
@@ -461,6 +518,8 @@ mod tests {
             size_of::<GtPretokArgs>(),
             size_of::<GtPretokArgs>(),
             size_of::<GtBpeArgs>(),
+            size_of::<GtSpmArgs>(),
+            size_of::<GtUnigramArgs>(),
             size_of::<GtCompactArgs>(),
             size_of::<GtScanArgs>(),
             size_of::<GtScanArgs>(),

@@ -36,7 +36,7 @@ pub struct SpmPlan {
     pub cuts: Option<Cuts>,
     model: GtSpmModel,
     /// Owned here: `model` points into them (merges, vocabulary).
-    _tables: (MergeTable, BytesTable),
+    tables: (MergeTable, BytesTable),
     /// When every added token is plain: the crate's split, without its alignments.
     pub plain_added: Option<PlainAdded>,
     description: String,
@@ -127,7 +127,7 @@ impl SpmPlan {
             words,
             cuts,
             model,
-            _tables: (merges, table),
+            tables: (merges, table),
             plain_added,
             description,
         })
@@ -136,6 +136,11 @@ impl SpmPlan {
     /// The C view of the tables.
     pub fn model(&self) -> &GtSpmModel {
         &self.model
+    }
+
+    /// The arrays the model view points into (merges, vocabulary), for a device.
+    pub fn tables(&self) -> (&[crate::kernels::GtPairSlot], &BytesTable) {
+        (&self.tables.0.slots, &self.tables.1)
     }
 
     /// A piece of text (between added tokens) after the normalizer.

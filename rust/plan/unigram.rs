@@ -24,7 +24,7 @@ pub struct UnigramPlan {
     words: Words,
     model: GtUnigramModel,
     /// Owned here: `model` points into them.
-    _tables: (BytesTable, Vec<f64>),
+    tables: (BytesTable, Vec<f64>),
     /// When every added token is plain: the crate's split, without its alignments.
     pub plain_added: Option<PlainAdded>,
     description: String,
@@ -97,7 +97,7 @@ impl UnigramPlan {
             normalizer,
             words,
             model,
-            _tables: (table, scores),
+            tables: (table, scores),
             plain_added,
             description,
         })
@@ -106,6 +106,16 @@ impl UnigramPlan {
     /// The C view of the tables.
     pub fn model(&self) -> &GtUnigramModel {
         &self.model
+    }
+
+    /// The arrays the model view points into (pieces, scores), for a device.
+    pub fn tables(&self) -> (&BytesTable, &[f64]) {
+        (&self.tables.0, &self.tables.1)
+    }
+
+    /// True when every word can be encoded (there is an unknown token).
+    pub fn encodes_every_word(&self) -> bool {
+        self.model.unk_id != NONE
     }
 
     /// A piece of text (between added tokens) after the normalizer; None
