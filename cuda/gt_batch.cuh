@@ -139,6 +139,30 @@ GT_HD void gt_unigram_words_thread(const GtUnigramArgs* a, gt_u32 w) {
     a->tok_counts[w] = gt_unigram_word(&a->model, a->text + start, a->word_lens[w], s, a->out + start);
 }
 
+// ---- WordPiece, one thread per piece of raw text ---------------------------
+// The host cuts each row before ASCII spaces (BERT's normalizer maps each
+// code point on its own and words never span whitespace, so the pieces'
+// tokens are the row's), sends only rows without exact-path code points
+// (gt_wp_needs_exact), and only for tables whose code points normalize to at
+// most one character per input byte: a piece of n bytes then has at most n
+// tokens, its room in `out`.
+struct GtWordPieceArgs {
+    GtWordPieceModel model;
+    const gt_u8* text;
+    const gt_u32* word_starts;
+    const gt_u32* word_lens;
+    gt_u8* scratch_norm;  // growth bytes per text byte
+    gt_u64 growth;
+    gt_u32* out;          // as long as the text
+    gt_u32* tok_counts;   // ids per piece; later scanned in place
+};
+
+GT_HD void gt_wordpiece_words_thread(const GtWordPieceArgs* a, gt_u32 w) {
+    gt_u32 start = a->word_starts[w];
+    GtWpScratch s = {a->scratch_norm + a->growth * start, 0, 0};
+    a->tok_counts[w] = gt_wordpiece_text(&a->model, a->text + start, a->word_lens[w], s, a->out + start, 0, 0);
+}
+
 // ---- compaction: word-major ids into one dense array ------------------------
 struct GtCompactArgs {
     const gt_u32* word_starts;
@@ -295,6 +319,7 @@ GT_HD void gt_pack_thread(const GtPackArgs* a, gt_u32 e) {
     X(gt_bpe_words, GtBpeArgs)            \
     X(gt_spm_words, GtSpmArgs)            \
     X(gt_unigram_words, GtUnigramArgs)    \
+    X(gt_wordpiece_words, GtWordPieceArgs)\
     X(gt_compact, GtCompactArgs)          \
     X(gt_scan_sum, GtScanArgs)            \
     X(gt_scan_apply, GtScanArgs)          \

@@ -56,6 +56,10 @@ gt_u32 gt_host_wordpiece_text(const GtWordPieceModel* model, const gt_u8* text, 
     return gt_wordpiece_text(model, text, n, scratch, ids, starts, ends);
 }
 
+int gt_host_wp_needs_exact(const GtWordPieceModel* model, const gt_u8* text, gt_u32 n) {
+    return gt_wp_needs_exact(&model->chars, text, n);
+}
+
 gt_u32 gt_host_next_cut(const gt_u8* text, gt_u32 end, gt_u32 from) { return gt_next_cut(text, end, from); }
 
 int gt_host_chain_can_cut(const GtSplits* splits) { return gt_chain_can_cut(splits); }

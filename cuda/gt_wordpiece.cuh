@@ -91,6 +91,18 @@ GT_HD gt_u32 gt_wp_normalize(const GtCharTable* t, const gt_u8* text, gt_u32 n, 
     return k;
 }
 
+// True when text[0, n) holds a code point that sends its document to the
+// exact path (gt_wp_normalize would return GT_NONE): the host asks before it
+// sends a row to the device, where there is no exact path.
+GT_HD int gt_wp_needs_exact(const GtCharTable* t, const gt_u8* text, gt_u32 n) {
+    for (gt_u32 pos = 0; pos < n;) {
+        gt_u32 cp, len = gt_decode(text, pos, &cp);
+        if (gt_char_entry(t, cp) & GT_CHAR_EXACT) return 1;
+        pos += len;
+    }
+    return 0;
+}
+
 GT_HD int gt_is_continuation(gt_u8 b) { return (b & 0xC0) == 0x80; }
 
 // WordPiece of the word s[begin, end): its ids into ids and, when starts is

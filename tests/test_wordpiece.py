@@ -146,3 +146,21 @@ def test_missing_unknown_token_fails_as_the_crate_does() -> None:
         unpadded_oracle(json_text).encode("\u2603\u2603")
     with pytest.raises(gpu_tok.GpuTokError, match="(?i)unk"):
         gpu_tok.Tokenizer.from_str(json_text).encode("\u2603\u2603")
+
+
+@pytest.mark.parametrize("variant", [*VARIANTS, "trained-max-6"])
+def test_emulated_device_pipeline_equals_cpu(variant: str) -> None:
+    """The device pipeline (on the host emulator): the host cuts rows before
+    spaces, the WordPiece kernel (gt_wordpiece_words) normalizes, splits and
+    encodes each piece; rows with added tokens or exact-path code points are
+    encoded by the host."""
+    from gpu_tok._core import Padding, Truncation
+
+    json_text = trained(6) if variant == "trained-max-6" else with_components(*VARIANTS[variant])
+    core = gpu_tok.Tokenizer.from_str(json_text)._core
+    texts = TRICKY + ["[CLS] x [SEP]", "a" * 9000 + " b " * 3000] + edge_cases() + corpus_sample()[:40]
+    for options in ({}, {"truncation": Truncation(64), "padding": Padding(pad_id=0, pad_token="[PAD]"),
+                         "attention_mask": True, "type_ids": True}):
+        cpu = core.encode_batch(texts, device="cpu", **options)
+        for device in ("emulator", "emulator:2000"):
+            assert cpu.to_lists() == core.encode_batch(texts, device=device, **options).to_lists(), (variant, device)

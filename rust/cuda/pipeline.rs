@@ -12,10 +12,10 @@
 use super::stream::{DevBuf, DeviceStream, DeviceStreamExt, Mark};
 use crate::error::{Error, Result};
 use crate::kernels::{
-    next_cut, BytesTable, GtBpeArgs, GtBpeModel, GtBytesSlot, GtBytesTable, GtCompactArgs,
-    GtMergeEntry, GtPackArgs, GtPairSlot, GtPairTable, GtPretokArgs, GtRowArgs, GtRowSource,
-    GtRowSpan, GtScanArgs, GtSplits, GtSpmArgs, GtSpmModel, GtTemplate, GtUnigramArgs,
-    GtUnigramModel, Kernel, KernelArgs,
+    next_cut, BytesTable, GtBpeArgs, GtBpeModel, GtBytesSlot, GtBytesTable, GtCharTable,
+    GtCompactArgs, GtMergeEntry, GtPackArgs, GtPairSlot, GtPairTable, GtPretokArgs, GtRowArgs,
+    GtRowSource, GtRowSpan, GtScanArgs, GtSplits, GtSpmArgs, GtSpmModel, GtTemplate, GtUnigramArgs,
+    GtUnigramModel, GtWordPieceArgs, GtWordPieceModel, Kernel, KernelArgs,
 };
 use crate::layout::{row_layout, Batch, Outputs};
 use crate::plan::bytelevel::ByteLevelPlan;
@@ -30,7 +30,7 @@ pub enum Row<'a> {
     Text(Cow<'a, str>),
     /// Words the host cut (normalized, back to back in `text`; word i ends
     /// at `ends[i]`), which the device encodes.
-    Words { text: String, ends: Vec<u32> },
+    Words { text: Cow<'a, str>, ends: Vec<u32> },
     /// Ids the host encoded (before truncation and the template).
     Ids(Vec<u32>),
 }
@@ -130,6 +130,9 @@ pub enum DeviceModel {
     SentencePiece(GtSpmModel),
     /// Unigram over words the host cut (`gt_unigram_words`).
     Unigram(GtUnigramModel),
+    /// WordPiece over pieces of raw text the host cut (`gt_wordpiece_words`),
+    /// with the most bytes of normalized text per input byte.
+    WordPiece(GtWordPieceModel, u64),
 }
 
 /// A fast plan's tables on one device: the model view points into `_buffers`.
@@ -145,8 +148,8 @@ unsafe impl Send for DeviceTables {}
 unsafe impl Sync for DeviceTables {}
 
 /// Uploads a plan's tables (once per tokenizer per device; the engine caches
-/// it); None for a plan the device does not run (WordPiece).
-pub fn upload_tables(dev: &dyn DeviceStream, plan: &FastPlan) -> Result<Option<DeviceTables>> {
+/// it).
+pub fn upload_tables(dev: &dyn DeviceStream, plan: &FastPlan) -> Result<DeviceTables> {
     let mut bufs = Vec::new();
     let model = match plan {
         FastPlan::ByteLevel(plan) => {
@@ -167,12 +170,30 @@ pub fn upload_tables(dev: &dyn DeviceStream, plan: &FastPlan) -> Result<Option<D
             model.scores = bufs[bufs.len() - 1].ptr() as *const f64;
             DeviceModel::Unigram(model)
         }
-        FastPlan::WordPiece(_) => return Ok(None),
+        FastPlan::WordPiece(plan) => {
+            let (chars, first, rest) = plan.tables();
+            let (blocks, entries, blob) = chars.arrays();
+            let mut model = *plan.model();
+            bufs.extend([
+                dev.upload_new(blocks)?,
+                dev.upload_new(entries)?,
+                dev.upload_new(blob)?,
+            ]);
+            let at = |i: usize| bufs[i].ptr();
+            model.chars = GtCharTable {
+                blocks: at(0) as *const u16,
+                entries: at(1) as *const u32,
+                blob: at(2) as *const u8,
+            };
+            model.first = upload_bytes(dev, first, &mut bufs)?;
+            model.rest = upload_bytes(dev, rest, &mut bufs)?;
+            DeviceModel::WordPiece(model, plan.growth() as u64)
+        }
     };
-    Ok(Some(DeviceTables {
+    Ok(DeviceTables {
         model,
         _buffers: bufs,
-    }))
+    })
 }
 
 /// The byte-level model on the device. Its words table holds the tokens that
@@ -509,6 +530,21 @@ fn tokenize_chunk(
         let words = (word_starts.ptr(), word_lens.ptr());
         // Kept until the kernels that use them are queued (freed in stream order).
         let _scratch: Vec<DevBuf> = match job.model {
+            DeviceModel::WordPiece(model, growth) => {
+                let norm = dev.alloc(growth as usize * text_len)?;
+                let args = GtWordPieceArgs {
+                    model,
+                    text: text.ptr(),
+                    word_starts: words.0,
+                    word_lens: words.1,
+                    scratch_norm: norm.ptr(),
+                    growth,
+                    out: model_out.ptr(),
+                    tok_counts: tok_counts.ptr(),
+                };
+                dev.run(Kernel::WordPieceWords, &args, n_words)?;
+                vec![norm]
+            }
             DeviceModel::Unigram(model) => {
                 // n + 1 entries per word of n bytes (see gt_unigram_words).
                 let entries = text_len + n_words as usize + 1;
@@ -556,7 +592,9 @@ fn tokenize_chunk(
                     DeviceModel::ByteLevel(model) => {
                         dev.run(Kernel::BpeWords, &GtBpeArgs { model, ..args }, n_words)?
                     }
-                    DeviceModel::Unigram(_) => unreachable!("matched above"),
+                    DeviceModel::Unigram(_) | DeviceModel::WordPiece(..) => {
+                        unreachable!("matched above")
+                    }
                 }
                 bufs
             }

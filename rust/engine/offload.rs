@@ -17,6 +17,7 @@ use crate::error::Result;
 use crate::kernels::GtBpeModel;
 use crate::plan::FastPlan;
 use crate::pool;
+use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 use tokenizers::TruncationDirection;
 
@@ -37,12 +38,7 @@ impl Engine {
         };
 
         let plan = self.fast.as_ref().ok().filter(|p| runs_on_device(p));
-        let tables = match plan {
-            Some(plan) => self.tables_on(dev, plan)?,
-            None => None,
-        };
-        // A device with no model for this plan gets every row as host ids.
-        let plan = plan.filter(|_| tables.is_some());
+        let tables = plan.map(|plan| self.tables_on(dev, plan)).transpose()?;
         let rows = pool::current().map(inputs.len(), |i| {
             self.device_row(inputs[i].0, plan, settings)
         })?;
@@ -89,7 +85,14 @@ impl Engine {
             Some(FastPlan::Unigram(plan)) => {
                 words_row(|part| cpu::unigram::each_part(plan, text, part))
             }
-            Some(FastPlan::WordPiece(_)) | None => None,
+            Some(FastPlan::WordPiece(plan)) => {
+                plan.device_pieces(text, pipeline::PIECE_BYTES)
+                    .map(|ends| Row::Words {
+                        text: Cow::Borrowed(text),
+                        ends,
+                    })
+            }
+            None => None,
         };
         match row {
             Some(row) => Ok(row),
@@ -99,37 +102,29 @@ impl Engine {
         }
     }
 
-    /// The plan's tables on `dev`, uploaded at first use (None: the device
-    /// has no model for this plan).
-    fn tables_on(
-        &self,
-        dev: &dyn DeviceStream,
-        plan: &FastPlan,
-    ) -> Result<Option<Arc<DeviceTables>>> {
+    /// The plan's tables on `dev`, uploaded at first use.
+    fn tables_on(&self, dev: &dyn DeviceStream, plan: &FastPlan) -> Result<Arc<DeviceTables>> {
         let mut cache = self.device_tables.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((_, tables)) = cache.iter().find(|(at, _)| *at == dev.location()) {
-            return Ok(Some(tables.clone()));
+            return Ok(tables.clone());
         }
-        let Some(tables) = pipeline::upload_tables(dev, plan)? else {
-            return Ok(None);
-        };
-        let tables = Arc::new(tables);
+        let tables = Arc::new(pipeline::upload_tables(dev, plan)?);
         // Other calls use the tables on other streams: the copies must be done.
         dev.synchronize()?;
         cache.push((dev.location(), tables.clone()));
-        Ok(Some(tables))
+        Ok(tables)
     }
 }
 
 /// True when the device runs this plan's model: byte-level BPE whose splits
 /// are scanners, SentencePiece-style BPE, Unigram with an unknown token (so
-/// no word can fail there).
+/// no word can fail there), WordPiece whose pieces fit their room.
 fn runs_on_device(plan: &FastPlan) -> bool {
     match plan {
         FastPlan::ByteLevel(plan) => plan.scanner_chain.is_some(),
         FastPlan::SentencePiece(_) => true,
         FastPlan::Unigram(plan) => plan.encodes_every_word(),
-        FastPlan::WordPiece(_) => false,
+        FastPlan::WordPiece(plan) => plan.tokens_fit_bytes(),
     }
 }
 
@@ -145,7 +140,11 @@ fn words_row<'t>(each_part: impl FnOnce(&mut dyn FnMut(Part<'_>)) -> bool) -> Op
             ends.push(text.len() as u32);
         }
     });
-    (fine && !added && u32::try_from(text.len()).is_ok()).then_some(Row::Words { text, ends })
+    let fits = u32::try_from(text.len()).is_ok();
+    (fine && !added && fits).then_some(Row::Words {
+        text: Cow::Owned(text),
+        ends,
+    })
 }
 
 #[cfg(test)]

@@ -279,6 +279,7 @@ pub enum Kernel {
     BpeWords,
     SpmWords,
     UnigramWords,
+    WordPieceWords,
     Compact,
     ScanSum,
     ScanApply,
@@ -287,12 +288,13 @@ pub enum Kernel {
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 10] = [
+    pub const ALL: [Kernel; 11] = [
         Kernel::PretokCount,
         Kernel::PretokFill,
         Kernel::BpeWords,
         Kernel::SpmWords,
         Kernel::UnigramWords,
+        Kernel::WordPieceWords,
         Kernel::Compact,
         Kernel::ScanSum,
         Kernel::ScanApply,
@@ -308,6 +310,7 @@ impl Kernel {
             Kernel::BpeWords => "gt_bpe_words",
             Kernel::SpmWords => "gt_spm_words",
             Kernel::UnigramWords => "gt_unigram_words",
+            Kernel::WordPieceWords => "gt_wordpiece_words",
             Kernel::Compact => "gt_compact",
             Kernel::ScanSum => "gt_scan_sum",
             Kernel::ScanApply => "gt_scan_apply",
@@ -386,6 +389,19 @@ c_mirror! {
         pub scratch_best: DevPtr,
         pub scratch_from: DevPtr,
         pub scratch_id: DevPtr,
+        pub out: DevPtr,
+        pub tok_counts: DevPtr,
+    }
+}
+
+c_mirror! {
+    pub struct GtWordPieceArgs {
+        pub model: GtWordPieceModel,
+        pub text: DevPtr,
+        pub word_starts: DevPtr,
+        pub word_lens: DevPtr,
+        pub scratch_norm: DevPtr,
+        pub growth: u64,
         pub out: DevPtr,
         pub tok_counts: DevPtr,
     }
@@ -502,6 +518,7 @@ impl KernelArgs for GtPretokArgs {}
 impl KernelArgs for GtBpeArgs {}
 impl KernelArgs for GtSpmArgs {}
 impl KernelArgs for GtUnigramArgs {}
+impl KernelArgs for GtWordPieceArgs {}
 impl KernelArgs for GtCompactArgs {}
 impl KernelArgs for GtScanArgs {}
 impl KernelArgs for GtRowArgs {}
@@ -520,6 +537,7 @@ mod tests {
             size_of::<GtBpeArgs>(),
             size_of::<GtSpmArgs>(),
             size_of::<GtUnigramArgs>(),
+            size_of::<GtWordPieceArgs>(),
             size_of::<GtCompactArgs>(),
             size_of::<GtScanArgs>(),
             size_of::<GtScanArgs>(),

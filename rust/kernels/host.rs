@@ -67,6 +67,7 @@ extern "C" {
         starts: *mut u32,
         ends: *mut u32,
     ) -> u32;
+    fn gt_host_wp_needs_exact(model: *const GtWordPieceModel, text: *const u8, n: u32) -> i32;
     fn gt_host_next_cut(text: *const u8, end: u32, from: u32) -> u32;
     fn gt_host_chain_can_cut(splits: *const GtSplits) -> i32;
     fn gt_host_run(kernel: u32, args: *const u8, begin: u32, end: u32) -> i32;
@@ -273,6 +274,14 @@ pub fn unigram_word(
     }
     out.truncate(at + count as usize);
     true
+}
+
+/// True when `text` holds a code point that only the exact path encodes
+/// (`gt_wp_needs_exact`).
+pub fn wordpiece_needs_exact(model: &GtWordPieceModel, text: &[u8]) -> bool {
+    let n = u32::try_from(text.len()).expect("text over 4 GiB");
+    // SAFETY: the model's tables outlive the call (owned by the plan); reads n bytes of text.
+    unsafe { gt_host_wp_needs_exact(model, text.as_ptr(), n) != 0 }
 }
 
 /// Per-thread buffers for [`wordpiece_text`], grown to the longest text seen.

@@ -50,6 +50,9 @@ pub struct CharTable {
     blob: Vec<u8>,
     /// The most bytes of normalized text one byte of input can become.
     pub growth: usize,
+    /// Every code point becomes at most one character per byte of its own,
+    /// so a text of n bytes has at most n tokens (what the device assumes).
+    pub tokens_fit: bool,
 }
 
 impl CharTable {
@@ -74,6 +77,7 @@ impl CharTable {
             entries: Vec::new(),
             blob: Vec::new(),
             growth: 1,
+            tokens_fit: true,
         };
         let mut blocks_seen: HashMap<Vec<u32>, u16> = HashMap::new();
         let mut blob_seen: HashMap<String, u32> = HashMap::new();
@@ -85,6 +89,7 @@ impl CharTable {
                     };
                     let (entry, out) = entry(c, normalizer, splitter);
                     table.growth = table.growth.max(out.len().div_ceil(c.len_utf8()));
+                    table.tokens_fit &= out.chars().count() <= c.len_utf8();
                     if entry & MAP == 0 {
                         return entry;
                     }
@@ -106,6 +111,11 @@ impl CharTable {
         }
         assert!(table.blob.len() < 1 << 24, "blob offsets are 24 bits");
         table
+    }
+
+    /// The arrays behind the view (blocks, entries, blob), for a device.
+    pub fn arrays(&self) -> (&[u16], &[u32], &[u8]) {
+        (&self.blocks, &self.entries, &self.blob)
     }
 
     /// The C view; valid while `self` lives.
@@ -239,7 +249,15 @@ mod tests {
                 }
                 let bytes = normalized.get().len();
                 assert!(bytes <= table.growth * c.len_utf8(), "U+{:04X}", c as u32);
+                let chars = normalized.get().chars().count();
+                assert!(
+                    !table.tokens_fit || chars <= c.len_utf8(),
+                    "U+{:04X}",
+                    c as u32
+                );
             }
+            // BERT's normalizers leave the device one token of room per byte.
+            assert!(table.tokens_fit);
             // Only kept marks with a combining class go to the exact path: 96
             // rare ones (musical symbols, Glagolitic, Arabic annotation marks...),
             // newer than the crate's Unicode categories, which so do not strip them.

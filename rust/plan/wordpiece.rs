@@ -14,7 +14,7 @@ use std::sync::Arc;
 pub struct WordPiecePlan {
     chars: Arc<CharTable>,
     /// The hashes of whole tokens and of continuing pieces, owned here: `model` points into them.
-    _vocab_tables: [BytesTable; 2],
+    vocab_tables: [BytesTable; 2],
     /// Points into `chars` and the vocabulary tables.
     model: GtWordPieceModel,
     /// When every added token is plain: the crate's split, without its alignments.
@@ -93,7 +93,7 @@ impl WordPiecePlan {
         );
         Ok(WordPiecePlan {
             chars,
-            _vocab_tables: [first, rest],
+            vocab_tables: [first, rest],
             model,
             plain_added,
             description,
@@ -108,6 +108,45 @@ impl WordPiecePlan {
     /// The most bytes of normalized text one byte of input can become.
     pub fn growth(&self) -> usize {
         self.chars.growth
+    }
+
+    /// The arrays the model view points into (code points, first pieces,
+    /// continuing pieces), for a device.
+    pub fn tables(&self) -> (&CharTable, &BytesTable, &BytesTable) {
+        (&*self.chars, &self.vocab_tables[0], &self.vocab_tables[1])
+    }
+
+    /// True when a text of n bytes has at most n tokens (the device's room).
+    pub fn tokens_fit_bytes(&self) -> bool {
+        self.chars.tokens_fit
+    }
+
+    /// The pieces of a row for the device: `text` cut before ASCII spaces
+    /// into pieces of about `piece_bytes` (whitespace splits words and
+    /// normalization maps each code point alone, so the pieces' tokens are
+    /// the text's), or None when a code point needs the exact path or an
+    /// added token is in the text.
+    pub fn device_pieces(&self, text: &str, piece_bytes: usize) -> Option<Vec<u32>> {
+        if self.plain_added.as_ref().is_some_and(|p| p.occurs_in(text))
+            || crate::kernels::wordpiece_needs_exact(&self.model, text.as_bytes())
+        {
+            return None;
+        }
+        let bytes = text.as_bytes();
+        let mut ends = Vec::new();
+        let mut from = 0;
+        while bytes.len() - from > piece_bytes {
+            match bytes[from + piece_bytes..].iter().position(|&b| b == b' ') {
+                Some(at) => {
+                    let cut = from + piece_bytes + at;
+                    ends.push(u32::try_from(cut).ok()?);
+                    from = cut;
+                }
+                None => break,
+            }
+        }
+        ends.push(u32::try_from(bytes.len()).ok()?);
+        Some(ends)
     }
 
     /// How the plan normalizes and pre-tokenizes, for `tok.plan`.
