@@ -1,11 +1,13 @@
 """GPU throughput of gpu_tok: list[str] or Arrow strings to CUDA tensors, against
 gpu_tok on the CPU and Hugging Face `tokenizers`, with a parity check.
 
-    python benches/gpu_bench.py [--tokenizers qwen3 gpt-oss] [--shared ../shared] [--mb 256]
+    python benches/gpu_bench.py [--tokenizers qwen3 llama2 bert-minilm unigram-xlmr gpt-oss]
+                                [--shared ../shared] [--mb 256]
                                 [--ref-mb 32] [--repeats 3] [--json out.json]
 
-For each tokenizer (from <shared>/tokenizers/<name>; without a shared folder,
-the embedded Qwen3 and the embedded sample corpus) the corpus documents are
+For each tokenizer (from <shared>/tokenizers/<name>, else tests/fixtures/<name>
+(the Unigram one lives only there); without a shared folder, the embedded
+Qwen3 and the embedded sample corpus) the corpus documents are
 repeated to --mb megabytes (10^6 bytes of UTF-8) and measured, medians of
 --repeats timed runs after an untimed warm-up:
 
@@ -127,6 +129,14 @@ def load_tokenizers(name: str, shared: Path | None) -> tuple[gpu_tok.Tokenizer, 
     if name == _data.DEFAULT_TOKENIZER:
         return (gpu_tok.Tokenizer.default(), tokenizers.Tokenizer.from_str(_data.default_tokenizer_json()),
                 "embedded default")
+    fixture = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / name
+    if (fixture / "tokenizer.json.xz").is_file():
+        import lzma
+
+        json_text = lzma.decompress((fixture / "tokenizer.json.xz").read_bytes()).decode("utf-8")
+        config = json.loads((fixture / "tokenizer_config.json").read_text(encoding="utf-8"))
+        return (gpu_tok.Tokenizer.from_str(json_text, config), tokenizers.Tokenizer.from_str(json_text),
+                str(fixture))
     return None
 
 
@@ -411,8 +421,10 @@ def write_json(path: str | None, report: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--tokenizers", nargs="+", default=["qwen3", "gpt-oss"],
-                        help="names under <shared>/tokenizers (space or comma separated)")
+    # one of each family first (byte-level BPE, SentencePiece BPE, WordPiece, Unigram), as time allows
+    families = ["qwen3", "llama2", "bert-minilm", "unigram-xlmr", "gpt-oss"]
+    parser.add_argument("--tokenizers", nargs="+", default=families,
+                        help="names under <shared>/tokenizers or tests/fixtures (space or comma separated)")
     parser.add_argument("--shared", help="the shared folder (default: $GPU_TOK_SHARED, ../shared, ./shared, "
                                          "else the embedded tokenizer and sample corpus; 'none': the embedded ones)")
     parser.add_argument("--mb", type=float, default=256.0, help="corpus size, MB (documents repeated)")

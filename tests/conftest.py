@@ -27,12 +27,14 @@ HAVE_SHARED = (SHARED_TOKENIZERS / "qwen3" / "tokenizer.json").is_file()
 
 SHARED_NAMES = ["qwen3", "deepseek_v3", "gpt-oss", "llama2", "bert-minilm", "claude"]
 FIXTURE_NAMES = ["qwen3", "llama2", "bert-minilm"]
-TOKENIZER_NAMES = SHARED_NAMES if HAVE_SHARED else FIXTURE_NAMES
+# Families ../shared has no tokenizer of: always the committed fixture.
+FIXTURE_ONLY = ["unigram-xlmr"]
+TOKENIZER_NAMES = (SHARED_NAMES if HAVE_SHARED else FIXTURE_NAMES) + FIXTURE_ONLY
 
 
 @cache
 def tokenizer_json(name: str) -> str:
-    if HAVE_SHARED:
+    if HAVE_SHARED and name not in FIXTURE_ONLY:
         return (SHARED_TOKENIZERS / name / "tokenizer.json").read_text(encoding="utf-8")
     if name == _data.DEFAULT_TOKENIZER:
         return _data.default_tokenizer_json()
@@ -41,7 +43,7 @@ def tokenizer_json(name: str) -> str:
 
 @cache
 def tokenizer_config(name: str) -> dict:
-    folder = SHARED_TOKENIZERS / name if HAVE_SHARED else FIXTURES / name
+    folder = SHARED_TOKENIZERS / name if HAVE_SHARED and name not in FIXTURE_ONLY else FIXTURES / name
     if not HAVE_SHARED and name == _data.DEFAULT_TOKENIZER:
         return _data.default_tokenizer_config()
     return json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))

@@ -1,42 +1,45 @@
 """Unigram (T5, XLM-R, ALBERT form) on the fast engine (cuda/gt_unigram.cuh),
-against the oracle: SentencePiece models trained here and converted the way
-users get their tokenizer.json (transformers' XLM-R and T5 converters:
-`Precompiled` charsmap normalizer, `WhitespaceSplit` + `Metaspace`), and
-vocabularies from the `tokenizers` Unigram trainer with every Metaspace form,
-normalizers the crate runs, byte fallback and no unknown token."""
+against the oracle: a SentencePiece model converted the way users get their
+tokenizer.json (transformers' XLM-R converter: `Precompiled` charsmap
+normalizer, `WhitespaceSplit` + `Metaspace`; tests/fixtures/unigram-xlmr),
+the same in T5's form, and vocabularies from the `tokenizers` Unigram
+trainer with every Metaspace form, normalizers the crate runs, byte fallback
+and no unknown token."""
 
 from __future__ import annotations
 
 import json
-import sys
-import warnings
 from functools import cache
-from pathlib import Path
 
 import gpu_tok
 import pytest
 import tokenizers
-from conftest import HAVE_SHARED, corpus_sample, edge_cases, unpadded_oracle, whole_corpus
+from conftest import HAVE_SHARED, corpus_sample, edge_cases, tokenizer_json, unpadded_oracle, whole_corpus
 from test_sentencepiece import TRICKY, assert_matches, stages
 from tokenizers import models, normalizers, pre_tokenizers, trainers
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benches"))
-from make_unigram import convert, train_sentencepiece  # noqa: E402
 
 MARKS = ["▁▁x ▁ y▁", "a\u0301 e\u0301\u0302 ＡＢＣ ﬁ ｶﾞ \r\n x\r y\u200b z\u00a0w", "🇫🇷👨‍👩‍👧 ก่ำ 각 \u1100\u1161"]
 
 
 @cache
-def converted(kind: str, tmp: str = "") -> str:
-    """A SentencePiece Unigram model (nmt_nfkc charsmap) trained on the sample
-    corpus, as transformers converts it for `kind` ("xlmr" or "t5")."""
-    import tempfile
-
-    folder = Path(tempfile.mkdtemp(prefix="gpu_tok_unigram_"))
-    model = train_sentencepiece(corpus_sample()[:200], folder, vocab_size=1500)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return convert(model, kind, folder / kind)
+def converted(kind: str) -> str:
+    """The converted SentencePiece model as XLM-R ("xlmr": <s> A </s>) or T5
+    ("t5": A </s>, sentinel tokens) writes it."""
+    spec = json.loads(tokenizer_json("unigram-xlmr"))
+    if kind == "t5":
+        eos = {"id": "</s>", "type_id": 0}
+        spec["post_processor"] = {
+            "type": "TemplateProcessing",
+            "single": [{"Sequence": {"id": "A", "type_id": 0}}, {"SpecialToken": eos}],
+            "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"SpecialToken": eos},
+                     {"Sequence": {"id": "B", "type_id": 0}}, {"SpecialToken": eos}],
+            "special_tokens": {"</s>": {"id": "</s>", "ids": [2], "tokens": ["</s>"]}}}
+        vocab = spec["model"]["vocab"]
+        for k in range(3):
+            spec["added_tokens"].append({"id": len(vocab), "content": f"<extra_id_{k}>", "single_word": False,
+                                         "lstrip": False, "rstrip": False, "normalized": False, "special": True})
+            vocab.append([f"<extra_id_{k}>", 0.0])
+    return json.dumps(spec)
 
 
 @pytest.mark.parametrize("kind", ["xlmr", "t5"])
@@ -45,7 +48,7 @@ def test_converted_sentencepiece_models_run_fast_with_identical_ids(kind: str) -
     plan = stages(gpu_tok.Tokenizer.from_str(json_text))
     assert [plan[s]["path"] for s in ("normalize", "pre_tokenize", "model")] == ["fast"] * 3, plan
     assert plan["normalize"]["component"] == "Precompiled"
-    assert_matches(json_text, TRICKY + MARKS + edge_cases() + corpus_sample(), kind)
+    assert_matches(json_text, TRICKY + MARKS + ["<extra_id_1> x</s>"] + edge_cases() + corpus_sample(), kind)
 
 
 def test_every_code_point_through_the_charsmap() -> None:
