@@ -100,7 +100,8 @@ impl SpmPlan {
             .chain([unk_id])
             .filter(|&id| id != NONE)
             .collect();
-        let cuts = Cuts::proven(&ids, &model["merges"], &special, ignore_merges);
+        let every_byte = byte_ids.iter().all(|&id| id != NONE);
+        let cuts = Cuts::proven(&ids, &model["merges"], &special, ignore_merges, every_byte);
         let model = GtSpmModel {
             merges: merges.view(),
             vocab: table.view(),
@@ -217,13 +218,20 @@ fn normalizer_steps(normalizer: &Value) -> Result<Vec<Step>, String> {
 /// unknown token as a part (checked). A symbol spanning the cut would be a
 /// token holding `ab`. Not with `ignore_merges`: the crate looks up the whole
 /// piece, and a word found whole in the vocabulary might not be.
+///
+/// With byte fallback for every byte, a character that is not a token is cut
+/// off on both sides too: it becomes `<0xXX>` tokens, which no merge takes
+/// (checked), and it never becomes the unknown token, which could fuse.
 pub struct Cuts {
     /// ASCII characters that are tokens (bit per character).
     ascii_known: u128,
     /// ASCII pairs adjacent inside a token: bit `b` of `ascii_joined[a]`.
     ascii_joined: [u128; 128],
-    known: FxHashSet<char>,
+    /// Characters that are tokens, one bit per code point (up to the highest).
+    known: Vec<u64>,
     joined: FxHashSet<(char, char)>,
+    /// A character that is not a token is its bytes alone (see above).
+    unknown_alone: bool,
 }
 
 impl Cuts {
@@ -232,6 +240,7 @@ impl Cuts {
         merges: &Value,
         special: &[u32],
         ignore_merges: bool,
+        every_byte: bool,
     ) -> Option<Cuts> {
         let parts_are_plain = merges.as_array()?.iter().all(|merge| {
             let (a, b) = super::bytelevel::merge_parts(merge).unwrap_or(("", ""));
@@ -245,8 +254,9 @@ impl Cuts {
         let mut cuts = Cuts {
             ascii_known: 0,
             ascii_joined: [0; 128],
-            known: FxHashSet::default(),
+            known: Vec::new(),
             joined: FxHashSet::default(),
+            unknown_alone: every_byte,
         };
         for (token, id) in ids {
             if special.contains(id) {
@@ -254,10 +264,14 @@ impl Cuts {
             }
             let mut chars = token.chars();
             if let (Some(c), None) = (chars.next(), chars.next()) {
-                match c.is_ascii() {
-                    true => cuts.ascii_known |= 1 << c as u32,
-                    false => drop(cuts.known.insert(c)),
+                if c.is_ascii() {
+                    cuts.ascii_known |= 1 << c as u32;
                 }
+                let (word, bit) = (c as usize / 64, c as usize % 64);
+                if cuts.known.len() <= word {
+                    cuts.known.resize(word + 1, 0);
+                }
+                cuts.known[word] |= 1 << bit;
             }
             for (a, b) in token.chars().zip(token.chars().skip(1)) {
                 match a.is_ascii() && b.is_ascii() {
@@ -273,13 +287,19 @@ impl Cuts {
     pub fn between(&self, a: char, b: char) -> bool {
         if a.is_ascii() && b.is_ascii() {
             let known = self.ascii_known >> a as u32 & self.ascii_known >> b as u32 & 1 == 1;
-            return known && self.ascii_joined[a as usize] >> b as u32 & 1 == 0;
+            return match known {
+                true => self.ascii_joined[a as usize] >> b as u32 & 1 == 0,
+                false => self.unknown_alone,
+            };
         }
-        let known = |c: char| match c.is_ascii() {
-            true => self.ascii_known >> c as u32 & 1 == 1,
-            false => self.known.contains(&c),
+        let known = |c: char| {
+            let word = self.known.get(c as usize / 64).copied().unwrap_or(0);
+            word >> (c as usize % 64) & 1 == 1
         };
-        known(a) && known(b) && !self.joined.contains(&(a, b))
+        match (known(a), known(b)) {
+            (true, true) => !self.joined.contains(&(a, b)),
+            _ => self.unknown_alone,
+        }
     }
 }
 
@@ -310,7 +330,7 @@ mod tests {
             .collect();
         let merges = serde_json::json!(["▁ a", "a b", "東 京"]);
         let special = [9, 10];
-        let cuts = Cuts::proven(&ids, &merges, &special, false).unwrap();
+        let cuts = Cuts::proven(&ids, &merges, &special, false, false).unwrap();
         assert!(!cuts.between('▁', 'a') && !cuts.between('a', 'b') && !cuts.between('東', '京'));
         assert!(cuts.between('b', '▁') && cuts.between('b', 'c') && cuts.between('京', 'a'));
         assert!(
@@ -318,10 +338,12 @@ mod tests {
             "x is not a token: its bytes or [UNK] may fuse"
         );
         assert!(
-            Cuts::proven(&ids, &merges, &special, true).is_none(),
+            Cuts::proven(&ids, &merges, &special, true, false).is_none(),
             "ignore_merges"
         );
         let over_bytes = serde_json::json!(["<0xE2> a"]);
-        assert!(Cuts::proven(&ids, &over_bytes, &special, false).is_none());
+        assert!(Cuts::proven(&ids, &over_bytes, &special, false, true).is_none());
+        let alone = Cuts::proven(&ids, &merges, &special, false, true).unwrap();
+        assert!(alone.between('c', 'x') && alone.between('x', 'y') && !alone.between('a', 'b'));
     }
 }
