@@ -131,13 +131,26 @@ def test_trained_variants(name: str) -> None:
     assert_matches(json_text, texts, name)
 
 
-def test_a_pre_tokenizer_or_other_normalizer_is_left_to_the_crate() -> None:
+def test_other_normalizers_run_in_the_crate_per_piece() -> None:
+    """NFKC, Strip, Lowercase... run as the crate's own normalizer on each
+    piece between added tokens; the words and BPE stay on the fast path."""
+    for normalizer in ({"type": "NFKC"}, {"type": "Sequence", "normalizers": [
+            {"type": "Strip", "strip_left": True, "strip_right": True}, {"type": "Lowercase"},
+            {"type": "Prepend", "prepend": "▁"}, {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}]}):
+        spec = json.loads(trained(True, True))
+        spec["normalizer"] = normalizer
+        tok = gpu_tok.Tokenizer.from_str(json.dumps(spec))
+        assert stages(tok)["model"]["path"] == "fast"
+        assert_matches(json.dumps(spec), TRICKY + ["<s> Lead </s>  X "] + edge_cases()[:60], str(normalizer))
+
+
+def test_a_pre_tokenizer_outside_the_plan_is_left_to_the_crate() -> None:
     spec = json.loads(trained(True, True))
-    spec["normalizer"] = {"type": "NFKC"}
+    spec["pre_tokenizer"] = {"type": "Whitespace"}
     tok = gpu_tok.Tokenizer.from_str(json.dumps(spec))
-    row = stages(tok)["normalize"]
-    assert row["path"] == "exact" and "Prepend" in row["reason"]
-    assert_matches(json.dumps(spec), TRICKY + edge_cases()[:30], "NFKC")
+    row = stages(tok)["pre_tokenize"]
+    assert row["path"] == "exact", row
+    assert_matches(json.dumps(spec), TRICKY + edge_cases()[:30], "Whitespace")
 
 
 @pytest.mark.parametrize("name", ["byte-fallback", "unk-separate", "ignore-merges", "no-unknown-token",

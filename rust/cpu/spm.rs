@@ -11,13 +11,14 @@ use crate::plan::spm::{Cuts, SpmPlan};
 use crate::plan::PlainAdded;
 
 /// `text` on the fast path, or None when offsets are asked for (the plan
-/// leaves them to the exact path: the normalizer changes the text).
+/// leaves them to the exact path: the normalizer changes the text) or the
+/// normalizer fails.
 pub fn encode(plan: &SpmPlan, plan_id: u64, text: &str, offsets: bool) -> Option<Encoded> {
     if offsets {
         return None;
     }
     let mut ids = Vec::with_capacity(text.len() / 3 + 1);
-    word_cache::with_cache(plan_id, |cache| {
+    let normalized = word_cache::with_cache(plan_id, |cache| {
         each_part(plan, text, |part| match part {
             Part::Added(id) => ids.push(id),
             Part::Word(word) => {
@@ -29,7 +30,7 @@ pub fn encode(plan: &SpmPlan, plan_id: u64, text: &str, offsets: bool) -> Option
             }
         })
     });
-    Some(Encoded {
+    normalized.then_some(Encoded {
         ids,
         offsets: None,
         added: Vec::new(),
@@ -38,18 +39,22 @@ pub fn encode(plan: &SpmPlan, plan_id: u64, text: &str, offsets: bool) -> Option
 
 /// `text` as the model sees it, in order: plain added tokens (the crate's
 /// split) and the words of each piece between them (normalized, split as the
-/// pre-tokenizer does, cut where the plan proved it safe).
-pub fn each_part(plan: &SpmPlan, text: &str, mut part: impl FnMut(Part<'_>)) {
+/// pre-tokenizer does, cut where the plan proved it safe). False when the
+/// normalizer failed (the exact path reports it).
+pub fn each_part(plan: &SpmPlan, text: &str, mut part: impl FnMut(Part<'_>)) -> bool {
     for (piece, (start, _), token) in PlainAdded::pieces(plan.plain_added.as_ref(), text) {
         if let Some((id, _)) = token {
             part(Part::Added(id));
             continue;
         }
-        let normalized = plan.normalize(piece);
+        let Some(normalized) = plan.normalize(piece) else {
+            return false;
+        };
         plan.words.each(&normalized, start == 0, |pre_token| {
             words(pre_token, plan.cuts.as_ref()).for_each(|word| part(Part::Word(word)))
         });
     }
+    true
 }
 
 /// The words of a normalized piece: cut wherever `cuts` allows (the whole

@@ -78,10 +78,9 @@ impl Engine {
     ) -> Result<Row<'t>> {
         let row = match plan {
             Some(FastPlan::ByteLevel(plan)) => plan.prepare(text).map(Row::Text),
-            Some(FastPlan::SentencePiece(plan)) => words_row(|part| {
-                cpu::spm::each_part(plan, text, part);
-                true
-            }),
+            Some(FastPlan::SentencePiece(plan)) => {
+                words_row(|part| cpu::spm::each_part(plan, text, part))
+            }
             Some(FastPlan::Unigram(plan)) => {
                 words_row(|part| cpu::unigram::each_part(plan, text, part))
             }

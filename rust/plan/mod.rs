@@ -81,7 +81,8 @@ impl FastPlan {
                     .into(),
             ],
             FastPlan::SentencePiece(plan) => [
-                "Prepend / Replace steps (or none) per piece between added tokens; offsets on the exact path"
+                "per piece between added tokens: Prepend and string Replace without alignments, other \
+                 steps the crate's own; offsets on the exact path"
                     .into(),
                 plan.describe(),
                 "BPE kernel over characters with byte fallback (cuda/gt_spm.cuh) and a per-thread word cache"

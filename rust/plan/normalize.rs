@@ -1,7 +1,9 @@
 //! A normalizer run on the host, piece by piece, with the text it writes and
-//! nothing else (no alignments): the crate's own components, except two that
-//! real Unigram tokenizers (T5, XLM-R, ALBERT) carry and that are cheap to
-//! run without the crate's per-byte alignment vectors:
+//! nothing else (no alignments): the crate's own components, except those
+//! that real SentencePiece-style tokenizers carry and that are cheap to run
+//! without the crate's per-byte alignment vectors:
+//! - `Prepend` (before a non-empty piece) and `Replace` of a string, left to
+//!   right (Llama-2, Mistral, Gemma);
 //! - `Precompiled` (SentencePiece's charsmap), grapheme by grapheme exactly
 //!   as the crate applies it (normalizers/precompiled.rs), through the
 //!   crate's own charsmap lookup;
@@ -18,6 +20,8 @@ use tokenizers::{NormalizedString, Normalizer, NormalizerWrapper};
 use unicode_segmentation::UnicodeSegmentation;
 
 enum Step {
+    Prepend(String),
+    Replace(String, String),
     Precompiled(Box<Charsmap>),
     CollapseSpaces,
     Crate(Box<NormalizerWrapper>),
@@ -125,6 +129,20 @@ impl PieceNormalizer {
                 {
                     Ok(Step::CollapseSpaces)
                 }
+                Some("Prepend") => item["prepend"]
+                    .as_str()
+                    .map(|p| Step::Prepend(p.to_string()))
+                    .ok_or_else(|| "unreadable Prepend".to_string()),
+                Some("Replace") => {
+                    match (item["pattern"]["String"].as_str(), item["content"].as_str()) {
+                        (Some(from), Some(to)) if !from.is_empty() => {
+                            Ok(Step::Replace(from.to_string(), to.to_string()))
+                        }
+                        _ => Ok(Step::Crate(Box::new(
+                            serde_json::from_value(item.clone()).map_err(unreadable)?,
+                        ))),
+                    }
+                }
                 _ => Ok(Step::Crate(Box::new(
                     serde_json::from_value(item.clone()).map_err(unreadable)?,
                 ))),
@@ -145,6 +163,12 @@ impl PieceNormalizer {
         let mut text = Cow::Borrowed(piece);
         for step in &self.steps {
             text = match step {
+                Step::Prepend(p) if !text.is_empty() => Cow::Owned(format!("{p}{text}")),
+                Step::Prepend(_) => text,
+                Step::Replace(from, to) if text.contains(from.as_str()) => {
+                    Cow::Owned(text.replace(from.as_str(), to))
+                }
+                Step::Replace(..) => text,
                 Step::Precompiled(charsmap) => match precompiled(charsmap, &text) {
                     Cow::Borrowed(_) => text,
                     Cow::Owned(changed) => Cow::Owned(changed),
@@ -232,6 +256,16 @@ mod tests {
     #[test]
     fn collapse_spaces_keeps_one_of_each_run() {
         assert_eq!(collapse_spaces("a  b   c d \t  e"), "a b c d \t e");
+    }
+
+    #[test]
+    fn prepend_and_replace_apply_per_piece_in_order() {
+        let spec = serde_json::json!({"type": "Sequence", "normalizers": [
+            {"type": "Prepend", "prepend": "▁"},
+            {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}]});
+        let normalizer = PieceNormalizer::from_spec(&spec).unwrap();
+        assert_eq!(normalizer.normalize("a b  c").unwrap(), "▁a▁b▁▁c");
+        assert_eq!(normalizer.normalize("").unwrap(), "");
     }
 
     #[test]

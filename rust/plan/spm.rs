@@ -1,7 +1,9 @@
 //! The fast plan for SentencePiece-style BPE (Llama-2, Mistral, Gemma): a
-//! normalizer made of `Prepend` and string `Replace` steps (`"▁"` before the
-//! text, spaces as `"▁"`), or none and a `Metaspace` pre-tokenizer doing the
-//! same (the newer conversions; [`Words`]), and a BPE model over characters
+//! normalizer run per piece ([`PieceNormalizer`]: `Prepend` and string
+//! `Replace` steps, `"▁"` before the text and spaces as `"▁"`, without
+//! alignments; any other step the crate's own), or none and a `Metaspace`
+//! pre-tokenizer doing the same (the newer conversions; [`Words`]), and a
+//! BPE model over characters
 //! with `byte_fallback`, `fuse_unk` and `ignore_merges` (`GtSpmModel`,
 //! cuda/gt_spm.cuh: the crate's own BPE rule, for any BPE without a
 //! pre-tokenizer).
@@ -14,22 +16,14 @@
 
 use super::bytelevel::{check_bpe_model, merge_table, MergeTable};
 use super::metaspace::Words;
+use super::normalize::PieceNormalizer;
 use super::PlainAdded;
 use crate::kernels::{BytesTable, GtSpmModel, NONE};
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde_json::Value;
 
-/// One normalizer step, applied to each piece of text between added tokens.
-#[derive(Clone, Debug, PartialEq)]
-enum Step {
-    /// `Prepend`: this text before a non-empty piece.
-    Prepend(String),
-    /// `Replace` with a string pattern: every occurrence, left to right.
-    Replace(String, String),
-}
-
 pub struct SpmPlan {
-    steps: Vec<Step>,
+    normalizer: PieceNormalizer,
     /// The pre-tokenizer's words (one per piece without one).
     pub words: Words,
     /// Where pieces can be cut into words; None when no cut is proven safe.
@@ -52,8 +46,8 @@ impl SpmPlan {
     /// The plan, or why this tokenizer is not for it.
     pub fn build(spec: &Value) -> Result<Self, String> {
         let words = Words::from_spec(&spec["pre_tokenizer"])?;
-        let steps = normalizer_steps(&spec["normalizer"])?;
-        if !steps.is_empty() && words.reads_original_offsets() {
+        let normalizer = PieceNormalizer::from_spec(&spec["normalizer"])?;
+        if !normalizer.is_identity() && words.reads_original_offsets() {
             return Err(
                 "Metaspace prepend_scheme \"first\" after a normalizer (it reads \
                         original offsets)"
@@ -124,7 +118,7 @@ impl SpmPlan {
             ),
         };
         Ok(SpmPlan {
-            steps,
+            normalizer,
             words,
             cuts,
             model,
@@ -144,9 +138,10 @@ impl SpmPlan {
         (&self.tables.0.slots, &self.tables.1)
     }
 
-    /// A piece of text (between added tokens) after the normalizer.
-    pub fn normalize(&self, piece: &str) -> String {
-        normalize(&self.steps, piece)
+    /// A piece of text (between added tokens) after the normalizer; None
+    /// when the normalizer fails (the exact path reports it).
+    pub fn normalize<'t>(&self, piece: &'t str) -> Option<std::borrow::Cow<'t, str>> {
+        self.normalizer.normalize(piece)
     }
 
     /// How the plan normalizes and splits, for `tok.plan`.
@@ -158,54 +153,6 @@ impl SpmPlan {
     pub fn resolve_added_ids(&mut self, id_of: impl Fn(&str) -> Option<u32>) -> Result<(), String> {
         PlainAdded::resolve_all(&mut self.plain_added, id_of)
     }
-}
-
-fn normalize(steps: &[Step], piece: &str) -> String {
-    let mut text = piece.to_string();
-    for step in steps {
-        match step {
-            Step::Prepend(p) if !text.is_empty() => text.insert_str(0, p),
-            Step::Prepend(_) => {}
-            Step::Replace(from, to) => {
-                if text.contains(from.as_str()) {
-                    text = text.replace(from.as_str(), to);
-                }
-            }
-        }
-    }
-    text
-}
-
-/// The normalizer as Prepend / string Replace steps, or why it is not one.
-fn normalizer_steps(normalizer: &Value) -> Result<Vec<Step>, String> {
-    let items: Vec<&Value> = match normalizer {
-        Value::Null => return Ok(Vec::new()),
-        n if n["type"] == "Sequence" => n["normalizers"]
-            .as_array()
-            .ok_or("unreadable normalizer Sequence")?
-            .iter()
-            .collect(),
-        n => vec![n],
-    };
-    items
-        .into_iter()
-        .map(
-            |step| match (step["type"].as_str(), step["pattern"]["String"].as_str()) {
-                (Some("Prepend"), _) => step["prepend"]
-                    .as_str()
-                    .map(|p| Step::Prepend(p.to_string()))
-                    .ok_or_else(|| "unreadable Prepend".to_string()),
-                (Some("Replace"), Some(from)) if !from.is_empty() => step["content"]
-                    .as_str()
-                    .map(|to| Step::Replace(from.to_string(), to.to_string()))
-                    .ok_or_else(|| "unreadable Replace".to_string()),
-                _ => Err(format!(
-                    "normalizer step {}: the SentencePiece plan covers Prepend and string Replace",
-                    super::describe(step)
-                )),
-            },
-        )
-        .collect()
 }
 
 /// Where the BPE of a normalized piece can be cut into independent words.
@@ -306,17 +253,6 @@ impl Cuts {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn normalizer_steps_apply_per_piece_in_order() {
-        let spec = serde_json::json!({"type": "Sequence", "normalizers": [
-            {"type": "Prepend", "prepend": "▁"},
-            {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}]});
-        let steps = normalizer_steps(&spec).unwrap();
-        assert_eq!(normalize(&steps, "a b  c"), "▁a▁b▁▁c");
-        assert_eq!(normalize(&steps, ""), "");
-        assert!(normalizer_steps(&serde_json::json!({"type": "NFKC"})).is_err());
-    }
 
     #[test]
     fn cuts_fall_between_known_characters_no_token_joins() {
