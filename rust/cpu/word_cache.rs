@@ -9,10 +9,15 @@ use crate::kernels::{Scratch, UnigramScratch};
 use rustc_hash::FxHashMap;
 use std::cell::RefCell;
 
-/// Words longer than this are not cached (rare, and they would crowd the cache).
-const MAX_CACHED_WORD: usize = 64;
+/// Words longer than this are not cached (rare, and they would crowd the
+/// cache). Long enough for code's identifier chains and the whitespace-free
+/// runs a Unigram tokenizer's words can be, which do repeat.
+const MAX_CACHED_WORD: usize = 256;
 /// Entries kept before the cache starts over.
 const MAX_ENTRIES: usize = 1 << 18;
+/// Bytes of cached words over 15 bytes and of cached ids kept before the
+/// cache starts over: bounds a thread's cache at a few tens of MB.
+const MAX_BYTES: usize = 16 << 20;
 
 /// Cached word -> (start, len) into `ids`, plus the kernel's scratch. Words
 /// of up to 15 bytes (most of them) are keyed by their bytes packed into a
@@ -22,6 +27,8 @@ pub struct WordCache {
     plan_id: u64,
     short_words: FxHashMap<u128, (u32, u32)>,
     words: FxHashMap<Box<[u8]>, (u32, u32)>,
+    /// Bytes of the keys in `words`.
+    long_bytes: usize,
     ids: Vec<u32>,
     scratch: WordScratch,
 }
@@ -64,6 +71,7 @@ impl WordCache {
     fn clear(&mut self) {
         self.short_words.clear();
         self.words.clear();
+        self.long_bytes = 0;
         self.ids.clear();
     }
 
@@ -89,7 +97,8 @@ impl WordCache {
             out.extend_from_slice(&self.ids[start as usize..(start + len) as usize]);
             return true;
         }
-        if self.short_words.len() + self.words.len() >= MAX_ENTRIES {
+        let entries = self.short_words.len() + self.words.len();
+        if entries >= MAX_ENTRIES || self.long_bytes + 4 * self.ids.len() >= MAX_BYTES {
             self.clear();
         }
         let at = out.len();
@@ -100,7 +109,10 @@ impl WordCache {
         self.ids.extend_from_slice(&out[at..]);
         match key {
             Some(k) => self.short_words.insert(k, entry),
-            None => self.words.insert(word.into(), entry),
+            None => {
+                self.long_bytes += word.len();
+                self.words.insert(word.into(), entry)
+            }
         };
         true
     }

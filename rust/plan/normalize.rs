@@ -193,27 +193,40 @@ impl PieceNormalizer {
 /// `transform`) becomes that mapping whole; otherwise each character is
 /// mapped or kept.
 fn precompiled<'t>(charsmap: &Charsmap, text: &'t str) -> Cow<'t, str> {
-    let mut out: Option<String> = None;
+    let bytes = text.as_bytes();
+    // Kept characters are copied in runs, up to each mapped one.
+    let (mut out, mut copied, mut at) = (None::<String>, 0, 0);
     let mut buffer = [0u8; 4];
-    for (at, c) in text.char_indices() {
+    while at < bytes.len() {
+        let b = bytes[at];
+        if b < 0x80 && charsmap.ascii[b as usize] == Class::Plain {
+            at += 1;
+            continue;
+        }
+        let c = text[at..].chars().next().unwrap_or_default();
         match charsmap.class(c) {
-            Class::Plain => {
-                if let Some(out) = &mut out {
-                    out.push(c);
-                }
-            }
+            Class::Plain => {}
             Class::Mapped => {
                 let mapped = charsmap
                     .map
                     .transform(c.encode_utf8(&mut buffer))
                     .unwrap_or_default();
-                out.get_or_insert_with(|| text[..at].to_string())
-                    .push_str(mapped);
+                let out = out.get_or_insert_with(|| String::with_capacity(text.len()));
+                out.push_str(&text[copied..at]);
+                out.push_str(mapped);
+                copied = at + c.len_utf8();
             }
             Class::Joins => return Cow::Owned(by_graphemes(&charsmap.map, text)),
         }
+        at += c.len_utf8();
     }
-    out.map_or(Cow::Borrowed(text), Cow::Owned)
+    match out {
+        Some(mut out) => {
+            out.push_str(&text[copied..]);
+            Cow::Owned(out)
+        }
+        None => Cow::Borrowed(text),
+    }
 }
 
 /// The crate's rule, grapheme by grapheme.
