@@ -66,101 +66,100 @@ GT_HD void gt_pretok_fill_thread(const GtPretokArgs* a, gt_u32 i) {
     gt_split_words<0>(&a->splits, a->text, a->piece_bounds[i], a->piece_bounds[i + 1], fill);
 }
 
-// ---- BPE, one thread per word ---------------------------------------------
-// Scratch arrays are indexed by byte offset in the text (heap: 3x), so each
-// word's scratch and output slots are its own: ids for the word starting at
-// byte b go to out[b..], at most one id per byte.
-struct GtBpeArgs {
-    GtBpeModel model;
+// ---- the model, one thread per word ----------------------------------------
+// Every per-word kernel reads the chunk's words and writes the ids of the
+// word starting at byte b to out[b..] (at most one id per byte), their count
+// to tok_counts. Scratch is indexed by byte offset too, so each word's
+// scratch and output slots are its own.
+struct GtWords {
     const gt_u8* text;
     const gt_u32* word_starts;
     const gt_u32* word_lens;
-    gt_u32* scratch_ids;
-    gt_i32* scratch_prev;
-    gt_i32* scratch_next;
-    gt_u32* scratch_len;
-    GtMergeEntry* scratch_heap;
     gt_u32* out;         // as long as the text
     gt_u32* tok_counts;  // ids per word; later scanned in place
+};
+
+// Merge-loop scratch of the BPE families: n entries per byte (heap: 3n).
+struct GtMergeScratch {
+    gt_u32* ids;
+    gt_i32* prev;
+    gt_i32* next;
+    gt_u32* len;
+    GtMergeEntry* heap;
+};
+
+GT_HD GtBpeScratch gt_merge_scratch_at(const GtMergeScratch* m, gt_u32 start) {
+    GtBpeScratch s = {m->ids + start, m->prev + start, m->next + start, m->len + start, m->heap + 3ull * start};
+    return s;
+}
+
+// Byte-level BPE over the words the scanners found.
+struct GtBpeArgs {
+    GtBpeModel model;
+    GtWords words;
+    GtMergeScratch scratch;
 };
 
 GT_HD void gt_bpe_words_thread(const GtBpeArgs* a, gt_u32 w) {
-    gt_u32 start = a->word_starts[w];
-    GtBpeScratch s = {a->scratch_ids + start, a->scratch_prev + start, a->scratch_next + start,
-                      a->scratch_len + start, a->scratch_heap + 3ull * start};
-    a->tok_counts[w] = gt_bpe_word(&a->model, a->text + start, a->word_lens[w], s, a->out + start);
+    const GtWords* x = &a->words;
+    gt_u32 start = x->word_starts[w];
+    GtBpeScratch s = gt_merge_scratch_at(&a->scratch, start);
+    x->tok_counts[w] = gt_bpe_word(&a->model, x->text + start, x->word_lens[w], s, x->out + start);
 }
 
-// ---- SentencePiece-style BPE, one thread per word --------------------------
-// The host normalized the rows and cut them into words (one per piece, so
-// pretok_* with an empty chain lists them); scratch as for bpe_words.
+// SentencePiece-style BPE. The host normalized the rows and cut them into
+// words (one per piece, so pretok_* with an empty chain lists them).
 struct GtSpmArgs {
     GtSpmModel model;
-    const gt_u8* text;
-    const gt_u32* word_starts;
-    const gt_u32* word_lens;
-    gt_u32* scratch_ids;
-    gt_i32* scratch_prev;
-    gt_i32* scratch_next;
-    gt_u32* scratch_len;
-    GtMergeEntry* scratch_heap;
-    gt_u32* out;         // as long as the text
-    gt_u32* tok_counts;  // ids per word; later scanned in place
+    GtWords words;
+    GtMergeScratch scratch;
 };
 
 GT_HD void gt_spm_words_thread(const GtSpmArgs* a, gt_u32 w) {
-    gt_u32 start = a->word_starts[w];
-    GtBpeScratch s = {a->scratch_ids + start, a->scratch_prev + start, a->scratch_next + start,
-                      a->scratch_len + start, a->scratch_heap + 3ull * start};
-    a->tok_counts[w] = gt_spm_word(&a->model, a->text + start, a->word_lens[w], s, a->out + start);
+    const GtWords* x = &a->words;
+    gt_u32 start = x->word_starts[w];
+    GtBpeScratch s = gt_merge_scratch_at(&a->scratch, start);
+    x->tok_counts[w] = gt_spm_word(&a->model, x->text + start, x->word_lens[w], s, x->out + start);
 }
 
-// ---- Unigram, one thread per word ------------------------------------------
-// Words as for spm_words. A word of n bytes needs n + 1 scratch entries: word
-// w's start at byte b + w (words are disjoint and in order, so these are too).
-// The host sends only rows the model can encode whole (it has an unknown
-// token), so no word fails here.
+// Unigram, words as for spm_words. A word of n bytes needs n + 1 scratch
+// entries: word w's start at byte b + w (words are disjoint and in order, so
+// these are too). The host sends only rows the model can encode whole (it
+// has an unknown token), so no word fails here.
 struct GtUnigramArgs {
     GtUnigramModel model;
-    const gt_u8* text;
-    const gt_u32* word_starts;
-    const gt_u32* word_lens;
-    double* scratch_best;  // text length + words entries
-    gt_u32* scratch_from;  // (the same)
-    gt_u32* scratch_id;    // (the same)
-    gt_u32* out;           // as long as the text
-    gt_u32* tok_counts;    // ids per word; later scanned in place
+    GtWords words;
+    double* best;  // text length + words entries
+    gt_u32* from;  // (the same)
+    gt_u32* id;    // (the same)
 };
 
 GT_HD void gt_unigram_words_thread(const GtUnigramArgs* a, gt_u32 w) {
-    gt_u32 start = a->word_starts[w];
+    const GtWords* x = &a->words;
+    gt_u32 start = x->word_starts[w];
     gt_u64 at = (gt_u64)start + w;
-    GtUnigramScratch s = {a->scratch_best + at, a->scratch_from + at, a->scratch_id + at};
-    a->tok_counts[w] = gt_unigram_word(&a->model, a->text + start, a->word_lens[w], s, a->out + start);
+    GtUnigramScratch s = {a->best + at, a->from + at, a->id + at};
+    x->tok_counts[w] = gt_unigram_word(&a->model, x->text + start, x->word_lens[w], s, x->out + start);
 }
 
-// ---- WordPiece, one thread per piece of raw text ---------------------------
-// The host cuts each row before ASCII spaces (BERT's normalizer maps each
-// code point on its own and words never span whitespace, so the pieces'
-// tokens are the row's), sends only rows without exact-path code points
-// (gt_wp_needs_exact), and only for tables whose code points normalize to at
-// most one character per input byte: a piece of n bytes then has at most n
-// tokens, its room in `out`.
+// WordPiece, one thread per piece of raw text. The host cuts each row before
+// ASCII spaces (BERT's normalizer maps each code point on its own and words
+// never span whitespace, so the pieces' tokens are the row's), sends only
+// rows without exact-path code points (gt_wp_needs_exact), and only for
+// tables whose code points normalize to at most one character per input
+// byte: a piece of n bytes then has at most n tokens, its room in `out`.
 struct GtWordPieceArgs {
     GtWordPieceModel model;
-    const gt_u8* text;
-    const gt_u32* word_starts;
-    const gt_u32* word_lens;
-    gt_u8* scratch_norm;  // growth bytes per text byte
+    GtWords words;
+    gt_u8* norm;  // growth bytes per text byte
     gt_u64 growth;
-    gt_u32* out;          // as long as the text
-    gt_u32* tok_counts;   // ids per piece; later scanned in place
 };
 
 GT_HD void gt_wordpiece_words_thread(const GtWordPieceArgs* a, gt_u32 w) {
-    gt_u32 start = a->word_starts[w];
-    GtWpScratch s = {a->scratch_norm + a->growth * start, 0, 0};
-    a->tok_counts[w] = gt_wordpiece_text(&a->model, a->text + start, a->word_lens[w], s, a->out + start, 0, 0);
+    const GtWords* x = &a->words;
+    gt_u32 start = x->word_starts[w];
+    GtWpScratch s = {a->norm + a->growth * start, 0, 0};
+    x->tok_counts[w] = gt_wordpiece_text(&a->model, x->text + start, x->word_lens[w], s, x->out + start, 0, 0);
 }
 
 // ---- compaction: word-major ids into one dense array ------------------------

@@ -13,9 +13,9 @@ use super::stream::{DevBuf, DeviceStream, DeviceStreamExt, Mark};
 use crate::error::{Error, Result};
 use crate::kernels::{
     next_cut, BytesTable, GtBpeArgs, GtBpeModel, GtBytesSlot, GtBytesTable, GtCharTable,
-    GtCompactArgs, GtMergeEntry, GtPackArgs, GtPairSlot, GtPairTable, GtPretokArgs, GtRowArgs,
-    GtRowSource, GtRowSpan, GtScanArgs, GtSplits, GtSpmArgs, GtSpmModel, GtTemplate, GtUnigramArgs,
-    GtUnigramModel, GtWordPieceArgs, GtWordPieceModel, Kernel, KernelArgs,
+    GtCompactArgs, GtMergeEntry, GtMergeScratch, GtPackArgs, GtPairSlot, GtPairTable, GtPretokArgs,
+    GtRowArgs, GtRowSource, GtRowSpan, GtScanArgs, GtSplits, GtSpmArgs, GtSpmModel, GtTemplate,
+    GtUnigramArgs, GtUnigramModel, GtWordPieceArgs, GtWordPieceModel, GtWords, Kernel, KernelArgs,
 };
 use crate::layout::{row_layout, Batch, Outputs};
 use crate::plan::bytelevel::ByteLevelPlan;
@@ -527,20 +527,35 @@ fn tokenize_chunk(
     let raw_ids = {
         let scratch = |bytes_per_byte: usize| dev.alloc(bytes_per_byte * text_len);
         let model_out = scratch(4)?;
-        let words = (word_starts.ptr(), word_lens.ptr());
+        let words = GtWords {
+            text: text.ptr(),
+            word_starts: word_starts.ptr(),
+            word_lens: word_lens.ptr(),
+            out: model_out.ptr(),
+            tok_counts: tok_counts.ptr(),
+        };
+        // The BPE families' merge scratch (see gt_bpe_words).
+        let merge_scratch = || -> Result<(Vec<DevBuf>, GtMergeScratch)> {
+            let heap = scratch(3 * std::mem::size_of::<GtMergeEntry>())?;
+            let bufs = vec![scratch(4)?, scratch(4)?, scratch(4)?, scratch(4)?, heap];
+            let merge = GtMergeScratch {
+                ids: bufs[0].ptr(),
+                prev: bufs[1].ptr(),
+                next: bufs[2].ptr(),
+                len: bufs[3].ptr(),
+                heap: bufs[4].ptr(),
+            };
+            Ok((bufs, merge))
+        };
         // Kept until the kernels that use them are queued (freed in stream order).
         let _scratch: Vec<DevBuf> = match job.model {
             DeviceModel::WordPiece(model, growth) => {
                 let norm = dev.alloc(growth as usize * text_len)?;
                 let args = GtWordPieceArgs {
                     model,
-                    text: text.ptr(),
-                    word_starts: words.0,
-                    word_lens: words.1,
-                    scratch_norm: norm.ptr(),
+                    words,
+                    norm: norm.ptr(),
                     growth,
-                    out: model_out.ptr(),
-                    tok_counts: tok_counts.ptr(),
                 };
                 dev.run(Kernel::WordPieceWords, &args, n_words)?;
                 vec![norm]
@@ -555,47 +570,32 @@ fn tokenize_chunk(
                 );
                 let args = GtUnigramArgs {
                     model,
-                    text: text.ptr(),
-                    word_starts: words.0,
-                    word_lens: words.1,
-                    scratch_best: best.ptr(),
-                    scratch_from: from.ptr(),
-                    scratch_id: id.ptr(),
-                    out: model_out.ptr(),
-                    tok_counts: tok_counts.ptr(),
+                    words,
+                    best: best.ptr(),
+                    from: from.ptr(),
+                    id: id.ptr(),
                 };
                 dev.run(Kernel::UnigramWords, &args, n_words)?;
                 vec![best, from, id]
             }
-            DeviceModel::ByteLevel(_) | DeviceModel::SentencePiece(_) => {
-                let heap = scratch(3 * std::mem::size_of::<GtMergeEntry>())?;
-                let bufs = vec![scratch(4)?, scratch(4)?, scratch(4)?, scratch(4)?, heap];
-                let args = GtBpeArgs {
-                    model: GtBpeModel::null(),
-                    text: text.ptr(),
-                    word_starts: words.0,
-                    word_lens: words.1,
-                    scratch_ids: bufs[0].ptr(),
-                    scratch_prev: bufs[1].ptr(),
-                    scratch_next: bufs[2].ptr(),
-                    scratch_len: bufs[3].ptr(),
-                    scratch_heap: bufs[4].ptr(),
-                    out: model_out.ptr(),
-                    tok_counts: tok_counts.ptr(),
+            DeviceModel::SentencePiece(model) => {
+                let (bufs, scratch) = merge_scratch()?;
+                let args = GtSpmArgs {
+                    model,
+                    words,
+                    scratch,
                 };
-                match job.model {
-                    DeviceModel::SentencePiece(model) => dev.run(
-                        Kernel::SpmWords,
-                        &GtSpmArgs::with_model(model, &args),
-                        n_words,
-                    )?,
-                    DeviceModel::ByteLevel(model) => {
-                        dev.run(Kernel::BpeWords, &GtBpeArgs { model, ..args }, n_words)?
-                    }
-                    DeviceModel::Unigram(_) | DeviceModel::WordPiece(..) => {
-                        unreachable!("matched above")
-                    }
-                }
+                dev.run(Kernel::SpmWords, &args, n_words)?;
+                bufs
+            }
+            DeviceModel::ByteLevel(model) => {
+                let (bufs, scratch) = merge_scratch()?;
+                let args = GtBpeArgs {
+                    model,
+                    words,
+                    scratch,
+                };
+                dev.run(Kernel::BpeWords, &args, n_words)?;
                 bufs
             }
         };

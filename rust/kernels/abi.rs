@@ -349,61 +349,59 @@ c_mirror! {
 }
 
 c_mirror! {
-    pub struct GtBpeArgs {
-        pub model: GtBpeModel,
+    /// `GtWords` (cuda/gt_batch.cuh): a chunk's words and where their ids go.
+    pub struct GtWords {
         pub text: DevPtr,
         pub word_starts: DevPtr,
         pub word_lens: DevPtr,
-        pub scratch_ids: DevPtr,
-        pub scratch_prev: DevPtr,
-        pub scratch_next: DevPtr,
-        pub scratch_len: DevPtr,
-        pub scratch_heap: DevPtr,
         pub out: DevPtr,
         pub tok_counts: DevPtr,
+    }
+}
+
+c_mirror! {
+    /// `GtMergeScratch` (cuda/gt_batch.cuh): the BPE families' scratch.
+    pub struct GtMergeScratch {
+        pub ids: DevPtr,
+        pub prev: DevPtr,
+        pub next: DevPtr,
+        pub len: DevPtr,
+        pub heap: DevPtr,
+    }
+}
+
+c_mirror! {
+    pub struct GtBpeArgs {
+        pub model: GtBpeModel,
+        pub words: GtWords,
+        pub scratch: GtMergeScratch,
     }
 }
 
 c_mirror! {
     pub struct GtSpmArgs {
         pub model: GtSpmModel,
-        pub text: DevPtr,
-        pub word_starts: DevPtr,
-        pub word_lens: DevPtr,
-        pub scratch_ids: DevPtr,
-        pub scratch_prev: DevPtr,
-        pub scratch_next: DevPtr,
-        pub scratch_len: DevPtr,
-        pub scratch_heap: DevPtr,
-        pub out: DevPtr,
-        pub tok_counts: DevPtr,
+        pub words: GtWords,
+        pub scratch: GtMergeScratch,
     }
 }
 
 c_mirror! {
     pub struct GtUnigramArgs {
         pub model: GtUnigramModel,
-        pub text: DevPtr,
-        pub word_starts: DevPtr,
-        pub word_lens: DevPtr,
-        pub scratch_best: DevPtr,
-        pub scratch_from: DevPtr,
-        pub scratch_id: DevPtr,
-        pub out: DevPtr,
-        pub tok_counts: DevPtr,
+        pub words: GtWords,
+        pub best: DevPtr,
+        pub from: DevPtr,
+        pub id: DevPtr,
     }
 }
 
 c_mirror! {
     pub struct GtWordPieceArgs {
         pub model: GtWordPieceModel,
-        pub text: DevPtr,
-        pub word_starts: DevPtr,
-        pub word_lens: DevPtr,
-        pub scratch_norm: DevPtr,
+        pub words: GtWords,
+        pub norm: DevPtr,
         pub growth: u64,
-        pub out: DevPtr,
-        pub tok_counts: DevPtr,
     }
 }
 
@@ -492,25 +490,6 @@ c_mirror! {
         pub attention_mask: DevPtr,
         pub type_ids: DevPtr,
         pub special_tokens_mask: DevPtr,
-    }
-}
-
-impl GtSpmArgs {
-    /// The arguments of `bpe` (same words, scratch and outputs) for `model`.
-    pub fn with_model(model: GtSpmModel, bpe: &GtBpeArgs) -> Self {
-        GtSpmArgs {
-            model,
-            text: bpe.text,
-            word_starts: bpe.word_starts,
-            word_lens: bpe.word_lens,
-            scratch_ids: bpe.scratch_ids,
-            scratch_prev: bpe.scratch_prev,
-            scratch_next: bpe.scratch_next,
-            scratch_len: bpe.scratch_len,
-            scratch_heap: bpe.scratch_heap,
-            out: bpe.out,
-            tok_counts: bpe.tok_counts,
-        }
     }
 }
 
