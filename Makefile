@@ -1,7 +1,7 @@
 # The targets people and CI run alike (.ci/run calls `make test`).
 PYTHON ?= python3
 
-.PHONY: install test lint rust-test pytest bench fmt wheel
+.PHONY: install test lint rust-test pytest bench fmt wheel wheelhouse
 
 install:  ## build the extension (release) and install it, editable, with the test tools
 	@echo "make install: building gpu_tok's Rust core (release; a few minutes on 2 cores the first time)"
@@ -28,6 +28,10 @@ bench:  ## the benchmark on the shared corpus (8 MB), results under benches/resu
 
 wheel:  ## the abi3 wheel (every CPython >= 3.11) into dist/, e.g. for benches/gpu_check.sh on a GPU machine
 	$(PYTHON) -m maturin build --release --out dist
+
+wheelhouse:  ## what gpu_check.sh installs offline on a GPU machine (CPython 3.12, x86_64) into dist/wheelhouse
+	$(PYTHON) -m pip download -q --only-binary=:all: --python-version 3.12 --platform manylinux2014_x86_64 \
+		--platform manylinux_2_28_x86_64 -d dist/wheelhouse pytest "tokenizers==0.23.3"
 
 fmt:
 	cargo fmt --all

@@ -6,7 +6,8 @@
 #   /tmp), the benchmark's JSON to "$OUT/gpu_bench.json". The benchmark runs even
 #   when the tests fail; the exit status is the tests' (non-zero when they failed).
 #
-#   make wheel                          # where Rust is: the abi3 wheel into dist/
+#   make wheel wheelhouse               # where Rust is: the abi3 wheel, and the test tools'
+#                                       # wheels for an offline CPython 3.12, into dist/
 #   OUT=/some/dir bash benches/gpu_check.sh   # on the GPU machine
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,6 +39,31 @@ check() {
       return 3
     }
   fi
+
+  # Preflight, before any device time: what the tests and the benchmark import.
+  # Wheels missing here come from dist/wheelhouse (`make wheelhouse`), never the network.
+  if [[ -d dist/wheelhouse ]]; then
+    for package in pytest tokenizers pyarrow; do
+      "$PYTHON" -c "import $package" 2>/dev/null && continue
+      "$PYTHON" -m pip install -q --no-index --find-links dist/wheelhouse "$package" 2>/dev/null \
+        || "$PYTHON" -m pip install -q --no-index --find-links dist/wheelhouse --break-system-packages "$package" \
+        || echo "($package is not in dist/wheelhouse)"
+    done
+  fi
+  echo "== preflight"
+  "$PYTHON" - <<'PY' || { echo "FAIL: preflight (a module the tests need is missing)"; return 4; }
+import importlib
+missing = []
+for name in ("pytest", "numpy", "tokenizers", "torch", "cupy", "pyarrow"):
+    try:
+        module = importlib.import_module(name)
+        print(f"  {name} {getattr(module, '__version__', '?')}")
+    except ImportError as err:
+        missing.append(name)
+        print(f"  {name}: MISSING ({err})")
+# torch, cupy and pyarrow only narrow what is measured; the rest is needed
+raise SystemExit(1 if {"pytest", "numpy", "tokenizers"} & set(missing) else 0)
+PY
 
   echo "== gpu_tok.info()"
   "$PYTHON" -c 'import gpu_tok, json; print(json.dumps(gpu_tok.info(), indent=1, default=str))' \
