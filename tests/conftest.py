@@ -105,3 +105,13 @@ EMBEDDED_EDGE_CASES = [
     "https://example.com/a/b?c=d&e=f#g", "    def f(x):\n        return x  # comment\n",
 ]
 
+
+
+def assert_whole_corpus_ids(json_text: str, label: str) -> None:
+    """Every document of mixed.jsonl (34 MB) gets the oracle's ids."""
+    texts = whole_corpus()
+    expected = unpadded_oracle(json_text).encode_batch_fast(texts)
+    got = gpu_tok.Tokenizer.from_str(json_text).encode_batch(texts, padding=False, truncation=False)
+    rows = got.to_lists()["input_ids"]
+    bad = [i for i, (row, enc) in enumerate(zip(rows, expected, strict=True)) if row != enc.ids]
+    assert not bad, f"{label}: {len(bad)} documents differ, first {texts[bad[0]]!r:.200}"

@@ -13,7 +13,15 @@ from functools import cache
 import gpu_tok
 import pytest
 import tokenizers
-from conftest import HAVE_SHARED, corpus_sample, edge_cases, tokenizer_json, unpadded_oracle, whole_corpus
+from conftest import (
+    HAVE_SHARED,
+    assert_whole_corpus_ids,
+    corpus_sample,
+    edge_cases,
+    tokenizer_json,
+    unpadded_oracle,
+    whole_corpus,
+)
 from tokenizers import models, pre_tokenizers, trainers
 
 LLAMA = "llama2"
@@ -168,3 +176,9 @@ def test_emulated_device_pipeline_equals_cpu(name: str) -> None:
         cpu = core.encode_batch(texts, device="cpu", **options)
         for device in ("emulator", "emulator:700"):
             assert cpu.to_lists() == core.encode_batch(texts, device=device, **options).to_lists(), (name, device)
+
+
+@pytest.mark.skipif(not HAVE_SHARED, reason="the whole mixed.jsonl lives in ../shared")
+@pytest.mark.parametrize("name", ["unk-separate", "metaspace-first"])
+def test_trained_variants_on_the_whole_corpus(name: str) -> None:
+    assert_whole_corpus_ids(variant(**VARIANTS[name]), name)  # type: ignore[arg-type]

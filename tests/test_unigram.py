@@ -14,7 +14,15 @@ from functools import cache
 import gpu_tok
 import pytest
 import tokenizers
-from conftest import HAVE_SHARED, corpus_sample, edge_cases, tokenizer_json, unpadded_oracle, whole_corpus
+from conftest import (
+    HAVE_SHARED,
+    assert_whole_corpus_ids,
+    corpus_sample,
+    edge_cases,
+    tokenizer_json,
+    unpadded_oracle,
+    whole_corpus,
+)
 from test_sentencepiece import TRICKY, assert_matches, stages
 from tokenizers import models, normalizers, pre_tokenizers, trainers
 
@@ -183,3 +191,9 @@ def test_emulated_device_pipeline_equals_cpu(name: str) -> None:
         for device in ("emulator", "emulator:900"):
             dev = core.encode_batch(texts, device=device, **options)
             assert cpu.to_lists() == dev.to_lists(), (name, device, options)
+
+
+@pytest.mark.skipif(not HAVE_SHARED, reason="the whole mixed.jsonl lives in ../shared")
+@pytest.mark.parametrize("name", ["byte-fallback", "nmt-nfkc-collapse"])
+def test_trained_variants_on_the_whole_corpus(name: str) -> None:
+    assert_whole_corpus_ids(variant(**VARIANTS[name]), name)  # type: ignore[arg-type]

@@ -12,7 +12,15 @@ from functools import cache
 import gpu_tok
 import pytest
 import tokenizers
-from conftest import HAVE_SHARED, corpus_sample, edge_cases, tokenizer_json, unpadded_oracle, whole_corpus
+from conftest import (
+    HAVE_SHARED,
+    assert_whole_corpus_ids,
+    corpus_sample,
+    edge_cases,
+    tokenizer_json,
+    unpadded_oracle,
+    whole_corpus,
+)
 from tokenizers import models, normalizers, pre_tokenizers, trainers
 
 BERT = "bert-minilm"
@@ -164,3 +172,8 @@ def test_emulated_device_pipeline_equals_cpu(variant: str) -> None:
         cpu = core.encode_batch(texts, device="cpu", **options)
         for device in ("emulator", "emulator:2000"):
             assert cpu.to_lists() == core.encode_batch(texts, device=device, **options).to_lists(), (variant, device)
+
+
+@pytest.mark.skipif(not HAVE_SHARED, reason="the whole mixed.jsonl lives in ../shared")
+def test_trained_vocabulary_on_the_whole_corpus() -> None:
+    assert_whole_corpus_ids(trained(100), "trained WordPiece")
