@@ -7,23 +7,45 @@
 use super::stream::{DevBuf, DeviceStream, Location, Mark, Memory};
 use crate::error::Result;
 use crate::kernels::{self, DevPtr, Kernel};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 /// Emulated device; `chunk_bytes` is small in tests to force many chunks.
 pub struct Emulator {
     memory: Arc<HostMemory>,
     chunk_bytes: usize,
+    /// Nanoseconds spent doing the device's work: running kernels, and
+    /// allocating, filling and freeing memory (device memory costs the host
+    /// nothing on a GPU). Shared with `memory`, which frees.
+    device_ns: Arc<AtomicU64>,
+    /// What the stream was asked to do, in order, when traced.
+    trace: Option<Mutex<Vec<Op>>>,
 }
 
-struct HostMemory;
+/// One operation on the stream, for the trace.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Op {
+    /// Bytes copied to the device.
+    Upload(usize),
+    /// Bytes copied back: the host waits for the work before it.
+    Download(usize),
+    Launch(Kernel),
+    Synchronize,
+}
+
+struct HostMemory {
+    device_ns: Arc<AtomicU64>,
+}
 
 impl Memory for HostMemory {
     fn free(&self, ptr: DevPtr, bytes: usize) {
+        let start = Instant::now();
         let words = bytes.div_ceil(8).max(1);
         let slice = std::ptr::slice_from_raw_parts_mut(ptr as *mut u64, words);
         // SAFETY: `ptr` came from `alloc` below: a leaked Box<[u64]> of `words` elements.
         drop(unsafe { Box::from_raw(slice) });
+        add_time(&self.device_ns, start);
     }
 
     fn read(&self, ptr: DevPtr, dst: &mut [u8]) -> Result<()> {
@@ -39,11 +61,43 @@ impl Memory for HostMemory {
 
 impl Emulator {
     pub fn new(chunk_bytes: usize) -> Self {
+        let device_ns = Arc::new(AtomicU64::new(0));
         Emulator {
-            memory: Arc::new(HostMemory),
+            memory: Arc::new(HostMemory {
+                device_ns: device_ns.clone(),
+            }),
             chunk_bytes: chunk_bytes.max(1),
+            device_ns,
+            trace: None,
         }
     }
+
+    /// An emulator that records every operation (`trace`).
+    pub fn traced(chunk_bytes: usize) -> Self {
+        Emulator {
+            trace: Some(Mutex::new(Vec::new())),
+            ..Emulator::new(chunk_bytes)
+        }
+    }
+
+    /// The operations so far (empty unless traced).
+    pub fn trace(&self) -> Vec<Op> {
+        self.trace.as_ref().map_or_else(Vec::new, |t| {
+            t.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        })
+    }
+
+    fn record(&self, op: Op) {
+        if let Some(trace) = &self.trace {
+            trace.lock().unwrap_or_else(|e| e.into_inner()).push(op);
+        }
+    }
+}
+
+/// Adds the time since `since` to a nanosecond counter.
+fn add_time(counter: &AtomicU64, since: Instant) {
+    let ns = since.elapsed().as_nanos().min(u64::MAX as u128) as u64;
+    counter.fetch_add(ns, Ordering::Relaxed);
 }
 
 /// Threads per task when spreading a launch over the pool.
@@ -55,15 +109,18 @@ impl DeviceStream for Emulator {
     }
 
     fn alloc(&self, bytes: usize) -> Result<DevBuf> {
+        let start = Instant::now();
         let words = bytes.div_ceil(8).max(1);
         // Filled with a pattern, not zeros: a kernel that reads memory it never
         // wrote shows up as wrong ids in the parity tests.
         let memory: Box<[u64]> = vec![0xA5A5_A5A5_A5A5_A5A5u64; words].into_boxed_slice();
         let ptr = Box::into_raw(memory) as *mut u64 as DevPtr;
+        add_time(&self.device_ns, start);
         Ok(DevBuf::new(ptr, bytes, self.memory.clone()))
     }
 
     fn upload(&self, dst: &DevBuf, offset: usize, src: &[u8]) -> Result<()> {
+        self.record(Op::Upload(src.len()));
         assert!(
             offset + src.len() <= dst.bytes(),
             "upload past the end of a buffer"
@@ -80,6 +137,7 @@ impl DeviceStream for Emulator {
     }
 
     fn upload_with(&self, bytes: usize, fill: &(dyn Fn(&mut [u8]) + Sync)) -> Result<DevBuf> {
+        self.record(Op::Upload(bytes));
         let buf = self.alloc(bytes)?;
         // SAFETY: a fresh host allocation of at least `bytes` bytes, not shared yet.
         fill(unsafe { std::slice::from_raw_parts_mut(buf.ptr() as *mut u8, bytes) });
@@ -87,6 +145,7 @@ impl DeviceStream for Emulator {
     }
 
     fn download(&self, src: &DevBuf, offset: usize, dst: &mut [u8]) -> Result<()> {
+        self.record(Op::Download(dst.len()));
         assert!(
             offset + dst.len() <= src.bytes(),
             "download past the end of a buffer"
@@ -103,6 +162,8 @@ impl DeviceStream for Emulator {
     }
 
     fn launch(&self, kernel: Kernel, args: &[u8], n: u32) -> Result<()> {
+        self.record(Op::Launch(kernel));
+        let start = Instant::now();
         let tasks = n.div_ceil(THREADS_PER_TASK) as usize;
         crate::pool::current().map(tasks, |t| {
             let begin = t as u32 * THREADS_PER_TASK;
@@ -112,6 +173,7 @@ impl DeviceStream for Emulator {
             unsafe { kernels::host_run(kernel, args, begin, end) };
             Ok(())
         })?;
+        add_time(&self.device_ns, start);
         Ok(())
     }
 
@@ -131,10 +193,15 @@ impl DeviceStream for Emulator {
     }
 
     fn synchronize(&self) -> Result<()> {
+        self.record(Op::Synchronize);
         Ok(())
     }
 
     fn export(&self, buf: DevBuf) -> DevBuf {
         buf
+    }
+
+    fn emulated_device_ms(&self) -> Option<f64> {
+        Some(self.device_ns.load(Ordering::Relaxed) as f64 / 1e6)
     }
 }

@@ -75,6 +75,11 @@ pub struct Timings {
     pub kernels_ms: f64,
     /// Host time spent laying out and uploading inputs.
     pub upload_ms: f64,
+    /// Host time spent preparing rows for the device (normalizing, cutting
+    /// words, encoding the rows the device cannot take).
+    pub prepare_ms: f64,
+    /// Time the host emulator spent doing the device's work (None on a GPU).
+    pub emulated_device_ms: Option<f64>,
 }
 
 /// A packed batch whose token buffers live on the device.
@@ -353,6 +358,8 @@ pub fn encode(dev: &dyn DeviceStream, job: &Job<'_>) -> Result<DeviceBatch> {
         timings: Timings {
             kernels_ms,
             upload_ms,
+            prepare_ms: 0.0,
+            emulated_device_ms: dev.emulated_device_ms(),
         },
     })
 }

@@ -125,6 +125,12 @@ pub trait DeviceStream {
     /// Hands `buf` to consumers outside this stream (tensors): it is then
     /// freed only after this stream's work and the consumers' default stream.
     fn export(&self, buf: DevBuf) -> DevBuf;
+    /// Milliseconds the host itself spent doing the device's work so far
+    /// (the emulator: kernels, device memory), so that the rest of a call's
+    /// wall time is its host-side cost; None on a real device.
+    fn emulated_device_ms(&self) -> Option<f64> {
+        None
+    }
 }
 
 /// Typed helpers over [`DeviceStream`].

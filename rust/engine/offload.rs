@@ -39,9 +39,11 @@ impl Engine {
 
         let plan = self.fast.as_ref().ok().filter(|p| runs_on_device(p));
         let tables = plan.map(|plan| self.tables_on(dev, plan)).transpose()?;
+        let clock = std::time::Instant::now();
         let rows = pool::current().map(inputs.len(), |i| {
             self.device_row(inputs[i].0, plan, settings)
         })?;
+        let prepare_ms = clock.elapsed().as_secs_f64() * 1e3;
         let added = if settings.add_special_tokens {
             self.added_special_tokens(false)
         } else {
@@ -64,7 +66,9 @@ impl Engine {
             padding: settings.padding.as_ref(),
             outputs: settings.outputs,
         };
-        pipeline::encode(dev, &job)
+        let mut batch = pipeline::encode(dev, &job)?;
+        batch.timings.prepare_ms = prepare_ms;
+        Ok(batch)
     }
 
     /// A row for the device: its normalized text (byte-level) or words
@@ -182,5 +186,42 @@ mod tests {
             engine.device_row("<s>a", plan, &settings).unwrap(),
             Row::Ids(ids) if ids == [4, 3]
         ));
+    }
+
+    #[test]
+    fn no_wait_between_a_chunks_upload_and_its_first_kernel() {
+        use crate::cuda::emulator::{Emulator, Op};
+        let engine = Engine::from_json(SPM).unwrap();
+        // 24-byte chunks: several per call.
+        let dev = Emulator::traced(24);
+        let texts = ["a ab b", "ab ab ab ab", "<s>a", "", "b a b a b a b a b a"];
+        let inputs: Vec<Input<'_>> = texts.iter().map(|t| (*t, None)).collect();
+        engine
+            .encode_batch_on(&dev, &inputs, &Settings::default())
+            .unwrap();
+        let trace = dev.trace();
+        // The tables' upload at first use ends in a sync of its own.
+        let tables = trace.iter().position(|op| *op == Op::Synchronize).unwrap();
+        let trace = trace[tables + 1..].to_vec();
+        let last_launch = trace.iter().rposition(|op| matches!(op, Op::Launch(_)));
+        let launches = trace
+            .iter()
+            .filter(|op| matches!(op, Op::Launch(_)))
+            .count();
+        assert!(launches > 8, "expected several chunks: {trace:?}");
+        // After an upload, the next operation that is not one is a kernel:
+        // the host never waits between laying out inputs and using them (the
+        // results' own uploads, after the last kernel, end in one sync).
+        for (i, op) in trace.iter().enumerate() {
+            if matches!(op, Op::Upload(_)) && Some(i) < last_launch {
+                let next = trace[i..].iter().find(|op| !matches!(op, Op::Upload(_)));
+                assert!(
+                    matches!(next, Some(Op::Launch(_))),
+                    "{next:?} after an upload: {trace:?}"
+                );
+            }
+        }
+        let syncs = trace.iter().filter(|op| **op == Op::Synchronize).count();
+        assert_eq!(syncs, 1, "one at the end of the call: {trace:?}");
     }
 }

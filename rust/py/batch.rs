@@ -161,7 +161,8 @@ impl CoreBatch {
         Bound::new(py, batch)
     }
 
-    /// Milliseconds spent by a device call: {"kernels_ms", "upload_ms"}; None
+    /// Milliseconds spent by a device call: {"kernels_ms", "upload_ms",
+    /// "prepare_ms"}, and "emulated_device_ms" from the host emulator; None
     /// for a CPU call.
     fn timings<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
         let Some(t) = self.timings else {
@@ -170,6 +171,10 @@ impl CoreBatch {
         let out = PyDict::new(py);
         out.set_item("kernels_ms", t.kernels_ms)?;
         out.set_item("upload_ms", t.upload_ms)?;
+        out.set_item("prepare_ms", t.prepare_ms)?;
+        if let Some(ms) = t.emulated_device_ms {
+            out.set_item("emulated_device_ms", ms)?;
+        }
         Ok(Some(out))
     }
 

@@ -1,0 +1,111 @@
+"""The host side of a device call, measured without a GPU: milliseconds of
+host work per GB of text, the part of the 10 GB/s budget the CPU owns.
+
+    python benches/host_cost.py [--mb 16] [--threads 2] [--repeats 3] [--json benches/results/host_cost.json]
+
+Each tokenizer encodes the corpus (documents repeated to --mb, fresh str
+objects per run) with `device="emulator:<64 MiB chunks>"`: the CUDA pipeline
+exactly as on a GPU, its kernels run by the host. The device's own work done
+by the host (`emulated_device_ms`: kernels, filling device memory) is taken
+out of the wall time; what is left is what
+the host does for a GPU call: turning str into UTF-8, preparing rows
+(`prepare_ms`: normalizing, cutting words, host-encoded rows), laying out and
+staging the text (`upload_ms`), reading counts, sizing and packing. Medians of
+--repeats runs after a warm-up; the figure to beat is 800 ms/GB on 2 cores
+(100 ms/GB on 16).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import lzma
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+CHUNK = 64 << 20
+
+
+def load(name: str, shared: Path) -> Any:
+    import gpu_tok
+
+    folder = shared / "tokenizers" / name
+    if (folder / "tokenizer.json").is_file():
+        return gpu_tok.Tokenizer.from_pretrained(folder)
+    fixture = ROOT / "tests" / "fixtures" / name
+    json_text = lzma.decompress((fixture / "tokenizer.json.xz").read_bytes()).decode("utf-8")
+    return gpu_tok.Tokenizer.from_str(json_text, json.loads((fixture / "tokenizer_config.json").read_text()))
+
+
+def corpus(shared: Path, mb: float) -> tuple[list[str], int]:
+    with (shared / "corpus" / "mixed.jsonl").open(encoding="utf-8") as f:
+        docs = [json.loads(line)["text"] for line in f if line.strip()]
+    out, total = [], 0
+    while total < mb * 1e6:
+        for doc in docs:
+            out.append(doc)
+            total += len(doc.encode("utf-8"))
+            if total >= mb * 1e6:
+                break
+    return out, total
+
+
+def measure(tok: Any, texts: list[str], nbytes: int, repeats: int) -> dict[str, Any]:
+    runs = []
+    for i in range(repeats + 1):
+        batch = [(t + "\n")[:-1] for t in texts]  # fresh objects: no cached UTF-8
+        start = time.perf_counter()
+        out = tok._core.encode_batch(batch, device=f"emulator:{CHUNK}")
+        wall_ms = (time.perf_counter() - start) * 1e3
+        t = out.timings()
+        if i:  # the first run warms caches and uploads the tables
+            runs.append({"wall_ms": wall_ms, "host_ms": wall_ms - t["emulated_device_ms"], **t})
+    per_gb = 1e9 / nbytes
+    med = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
+    return {
+        "runs": runs,
+        "host_ms_per_gb": med["host_ms"] * per_gb,
+        "prepare_ms_per_gb": med["prepare_ms"] * per_gb,
+        "upload_ms_per_gb": med["upload_ms"] * per_gb,
+        "other_host_ms_per_gb": (med["host_ms"] - med["prepare_ms"] - med["upload_ms"]) * per_gb,
+        "emulated_device_ms_per_gb": med["emulated_device_ms"] * per_gb,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tokenizers", nargs="+", default=["qwen3", "llama2", "bert-minilm", "unigram-xlmr"])
+    parser.add_argument("--shared", default=str(ROOT.parent / "shared"))
+    parser.add_argument("--mb", type=float, default=16.0)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    os.environ["GPU_TOK_NUM_THREADS"] = str(args.threads)  # read when the pool is first built
+    import gpu_tok
+
+    shared = Path(args.shared)
+    texts, nbytes = corpus(shared, args.mb)
+    threads = gpu_tok._core.num_threads()
+    report: dict[str, Any] = {"mb": nbytes / 1e6, "threads": threads, "chunk_bytes": CHUNK, "results": {}}
+    print(f"{len(texts)} documents, {nbytes / 1e6:.1f} MB, {args.threads} threads; medians of {args.repeats}")
+    print(f"{'tokenizer':14s} {'host ms/GB':>11s} {'prepare':>9s} {'upload':>8s} {'other':>8s} {'device*':>9s}")
+    for name in args.tokenizers:
+        result = measure(load(name, shared), texts, nbytes, args.repeats)
+        report["results"][name] = result
+        print(f"{name:14s} {result['host_ms_per_gb']:11.0f} {result['prepare_ms_per_gb']:9.0f} "
+              f"{result['upload_ms_per_gb']:8.0f} {result['other_host_ms_per_gb']:8.0f} "
+              f"{result['emulated_device_ms_per_gb']:9.0f}")
+    print("* the device's work done by the host emulator (a GPU's own); target: host <= 800 ms/GB")
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
