@@ -11,6 +11,7 @@ import signal
 import struct
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -372,3 +373,98 @@ def test_shard_writers_write_nothing_under_final_names_until_done(tmp_path: Path
         np.testing.assert_array_equal(got_ids, [*range(10), 0, 1, 2])
         np.testing.assert_array_equal(got_offsets, [0, 4, 10, 13])
     assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_reading_ahead_keeps_order_and_raises_the_readers_error() -> None:
+    from gpu_tok.corpus_readers import read_ahead
+
+    def failing():
+        yield from range(5)
+        raise InvalidInputError("data.jsonl:6: not valid JSON")
+
+    got = []
+    with pytest.raises(InvalidInputError, match="data.jsonl:6: not valid JSON"):
+        for item in read_ahead(failing()):  # type: ignore[arg-type]
+            got.append(item)
+    assert got == [0, 1, 2, 3, 4]  # every batch before the error, in order
+    assert not [t for t in threading.enumerate() if t.name == "gpu_tok-reader"]
+
+
+def slowed_encodes(monkeypatch: pytest.MonkeyPatch, fail_at: int | None = None) -> None:
+    """Makes every other encode call slow, so that later batches finish before
+    earlier ones; call `fail_at` (counting from 1) fails while the one before is
+    still encoding."""
+    real, lock, calls = corpus.encode_documents, threading.Lock(), [0]
+
+    def slowed(*a, **k):
+        with lock:
+            calls[0] += 1
+            n = calls[0]
+        if n == fail_at:
+            raise RuntimeError("injected failure")
+        if n % 2:
+            time.sleep(0.05)
+        return real(*a, **k)
+
+    monkeypatch.setattr(corpus, "encode_documents", slowed)
+
+
+@pytest.mark.parametrize("fmt", ["npy", "parquet"])
+def test_batches_encoded_out_of_order_are_written_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           fmt: str) -> None:
+    texts = documents()
+    source = write_jsonl(tmp_path / "docs.jsonl", texts)
+    args = {"fmt": fmt, "shard_tokens": 30000, "append_eos": True}
+    run([source], tmp_path / "whole", **args)  # one batch
+    slowed_encodes(monkeypatch)
+    run([source], tmp_path / "out", batch_bytes=20_000, **args)
+    assert_tokens(tmp_path / "out", expected(texts, ours(NAME).eos_token_id))
+
+    def ends(output: Path) -> list[tuple]:
+        return [(s["name"], s["documents"], s["tokens"], s["end"]) for s in corpus.read_manifest(output)["shards"]]
+
+    assert ends(tmp_path / "out") == ends(tmp_path / "whole")
+    if fmt == "npy":  # (a Parquet file's row groups follow the batches)
+        assert file_digests(tmp_path / "out") == file_digests(tmp_path / "whole")
+
+
+def test_a_failure_with_batches_in_flight_leaves_only_whole_shards(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    source = write_jsonl(tmp_path / "docs.jsonl", documents())
+    args = {"shard_tokens": 30000, "batch_bytes": 20_000}
+    run([source], tmp_path / "whole", **args)
+    slowed_encodes(monkeypatch, fail_at=8)
+    with pytest.raises(RuntimeError, match="injected"):
+        run([source], tmp_path / "out", **args)
+    done = corpus.read_manifest(tmp_path / "out")
+    assert not done["complete"] and done["shards"] and not list((tmp_path / "out").glob("*.tmp"))
+    whole = file_digests(tmp_path / "whole")
+    assert {name: whole[name] for name in file_digests(tmp_path / "out")} == file_digests(tmp_path / "out")
+    monkeypatch.undo()
+    summary = run([source], tmp_path / "out", **args)
+    assert summary["shards_skipped"] == len(done["shards"])
+    assert file_digests(tmp_path / "out") == whole
+
+
+def test_a_shard_that_fails_to_finish_stops_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Shards are finished (hashed, renamed, recorded) in a background thread:
+    its error is raised, the shards before it stay recorded, a re-run redoes it."""
+    source = write_jsonl(tmp_path / "docs.jsonl", documents())
+    args = {"shard_tokens": 30000, "batch_bytes": 20_000}
+    run([source], tmp_path / "whole", **args)
+    real = shards._sha256
+
+    def failing(path: Path) -> str:
+        if path.name.startswith("shard-00001"):
+            raise OSError("no space left on device")
+        return real(path)
+
+    monkeypatch.setattr(shards, "_sha256", failing)
+    with pytest.raises(OSError, match="no space left"):
+        run([source], tmp_path / "out", **args)
+    done = corpus.read_manifest(tmp_path / "out")
+    assert [s["name"] for s in done["shards"]] == ["shard-00000"] and not done["complete"]
+    assert not list((tmp_path / "out").glob("shard-0000[12]*"))  # nothing of it left, nor of the next one
+    monkeypatch.undo()
+    run([source], tmp_path / "out", **args)
+    assert file_digests(tmp_path / "out") == file_digests(tmp_path / "whole")

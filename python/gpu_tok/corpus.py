@@ -23,6 +23,7 @@ import os
 import resource
 import sys
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -40,6 +41,10 @@ MANIFEST = "manifest.json"
 SCHEMA = "gpu_tok.tokenize/1"
 DEFAULT_SHARD_TOKENS = 100_000_000
 DEFAULT_BATCH_BYTES = 4_000_000
+# Batches in the engine at once. One batch alone leaves engine threads idle
+# while its call holds one thread (turning str into UTF-8, packing the ids)
+# and while its longest document finishes; a second batch fills those gaps.
+ENCODES_IN_FLIGHT = 2
 
 
 def tokenizer_sha256(tok: Tokenizer) -> str:
@@ -144,14 +149,24 @@ class _Progress:
 
 
 class _Job:
-    """One run: the open shard, the manifest, and this run's counters."""
+    """One run: the open shard, the manifest, and this run's counters.
+
+    A full shard is finished (checksums, renames, manifest) by a background
+    thread while this one goes on with the next shard: hashing a 100M-token
+    shard (400 MB) takes a quarter of a second or more, during which the
+    encoders would otherwise wait. One shard finishes at a time, in order, so
+    the manifest grows in order."""
 
     def __init__(self, tok: Tokenizer, output: Path, manifest: dict[str, Any], device: Any) -> None:
         self.tok, self.output, self.manifest, self.device = tok, output, manifest, device
         job = manifest["job"]
         self.fmt, self.shard_tokens, self.eos_id = job["format"], job["shard_tokens"], job["eos_token_id"]
         self.shard: shards.ShardWriter | None = None
+        self.shard_name = ""
+        self.next_shard = len(manifest["shards"])  # the manifest lags while a shard is finishing
         self.shard_input_bytes = 0
+        self.finisher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpu_tok-finish")
+        self.finishing: Future[None] | None = None
         self.documents = self.tokens = self.input_bytes = self.shards_written = 0
         self.started = time.perf_counter()
         self.max_rss_mb = 0.0  # resident memory sampled after each batch
@@ -166,8 +181,10 @@ class _Job:
         rows, start = len(offsets) - 1, 0
         while start < rows:
             if self.shard is None:
-                name = f"shard-{len(self.manifest['shards']):05d}"
-                self.shard = shards.open_writer(self.fmt, self.output, name, self.manifest["job"]["vocab_size"])
+                self.shard_name = f"shard-{self.next_shard:05d}"
+                self.next_shard += 1
+                self.shard = shards.open_writer(self.fmt, self.output, self.shard_name,
+                                                self.manifest["job"]["vocab_size"])
             need = self.shard_tokens - self.shard.tokens
             reached = np.searchsorted(offsets[start + 1:] - offsets[start], need, side="left")
             end = min(start + int(reached) + 1, rows)
@@ -182,18 +199,38 @@ class _Job:
         return batch.input_index, batch.first_document + rows
 
     def finish_shard(self, end: tuple[int, int]) -> None:
+        """Hands the open shard to the finisher thread (after the previous one is done)."""
         assert self.shard is not None
+        self.wait_finished()  # before letting go of the open shard, which abort() removes if this raises
         shard, self.shard = self.shard, None
-        name = f"shard-{len(self.manifest['shards']):05d}"
-        files = shard.finish()
-        self.manifest["shards"].append({"name": name, "documents": shard.documents, "tokens": shard.tokens,
-                                        "input_bytes": self.shard_input_bytes, "files": files,
-                                        "end": {"input": end[0], "document": end[1]}})
+        self.finishing = self.finisher.submit(self._publish, shard, self.shard_name, self.shard_input_bytes, end)
         self.shard_input_bytes = 0
+
+    def _publish(self, shard: shards.ShardWriter, name: str, input_bytes: int, end: tuple[int, int]) -> None:
+        """(Finisher thread.) Completes the shard's files, then records it."""
+        try:
+            files = shard.finish()
+        except BaseException:
+            shard.abort()
+            raise
+        self.manifest["shards"].append({"name": name, "documents": shard.documents, "tokens": shard.tokens,
+                                        "input_bytes": input_bytes, "files": files,
+                                        "end": {"input": end[0], "document": end[1]}})
         self.shards_written += 1
         _write_json(self.output / MANIFEST, self.manifest)
 
+    def wait_finished(self) -> None:
+        """Waits for the shard being finished; raises its error."""
+        finishing, self.finishing = self.finishing, None
+        if finishing is not None:
+            finishing.result()
+
     def abort(self) -> None:
+        """After a failure: a full shard already handed over still finishes (and
+        is recorded, so a re-run keeps it); the open one is removed. The failure
+        that stopped the run is the one raised, not the finisher's."""
+        self.finisher.shutdown(wait=True)
+        self.finishing = None
         if self.shard is not None:
             self.shard.abort()
             self.shard = None
@@ -206,21 +243,27 @@ class _Job:
         return position
 
     def run(self, batches: Iterator[TextBatch], position: tuple[int, int], bar: _Progress) -> None:
-        """Encodes and writes every batch, then finishes the last shard. Three
+        """Encodes and writes every batch, then finishes the last shard. The
         stages overlap: a thread reads and parses the next batches (read_ahead),
-        the encoder thread encodes batch k + 1 while this one writes batch k."""
-        encoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpu_tok-encode")
+        ENCODES_IN_FLIGHT encoder threads encode the following ones (the engine
+        releases the GIL), and this thread writes the finished ones, in order.
+        Memory holds about read_ahead's depth + ENCODES_IN_FLIGHT + 2 batches."""
+        encoder = ThreadPoolExecutor(max_workers=ENCODES_IN_FLIGHT, thread_name_prefix="gpu_tok-encode")
         try:
-            pending: tuple[TextBatch, Future[tuple[np.ndarray, np.ndarray]]] | None = None
+            # Oldest first. One more than the encoder threads: a batch waits, so an
+            # encoder thread starts it the moment the oldest is done, while this
+            # thread writes that one.
+            pending: deque[tuple[TextBatch, Future[tuple[np.ndarray, np.ndarray]]]] = deque()
             for batch in batches:
-                submitted = (batch, encoder.submit(self.encode, batch))
-                if pending is not None:
-                    position = self._write(*pending, bar)
-                pending = submitted
-            if pending is not None:
-                position = self._write(*pending, bar)
+                pending.append((batch, encoder.submit(self.encode, batch)))
+                if len(pending) > ENCODES_IN_FLIGHT:
+                    position = self._write(*pending.popleft(), bar)
+            while pending:
+                position = self._write(*pending.popleft(), bar)
             if self.shard is not None:
                 self.finish_shard(position)
+            self.wait_finished()
+            self.finisher.shutdown(wait=True)
         except BaseException:
             self.abort()
             raise

@@ -260,7 +260,9 @@ def _parquet_batches(file: InputFile, index: int, field: str, batch_bytes: int, 
                  for g in range(parquet.metadata.num_row_groups))
     rows_per_batch = max(1, batch_bytes * rows // max(stored, 1))
     row = 0
-    for record_batch in parquet.iter_batches(batch_size=rows_per_batch, columns=[field]):
+    # use_threads=False: this runs in read_ahead's thread already, and Arrow's own
+    # thread pool would take cores from the encoder.
+    for record_batch in parquet.iter_batches(batch_size=rows_per_batch, columns=[field], use_threads=False):
         texts = record_batch.column(0)
         first = row
         row += len(texts)
