@@ -60,6 +60,30 @@ int gt_host_wp_needs_exact(const GtWordPieceModel* model, const gt_u8* text, gt_
     return gt_wp_needs_exact(&model->chars, text, n);
 }
 
+// The words of text[0, n) after normalization (into norm, room for the
+// table's growth times n): word(ctx, bytes, length) for each; returns the
+// normalized length, or GT_NONE when the text needs the exact path.
+typedef void (*GtWpWordCallback)(void* ctx, const gt_u8* word, gt_u32 n);
+struct GtHostWpEmit {
+    GtWpWordCallback word;
+    void* ctx;
+    const gt_u8* norm;
+    void operator()(gt_u32 begin, gt_u32 end) { word(ctx, norm + begin, end - begin); }
+};
+gt_u32 gt_host_wordpiece_words(const GtWordPieceModel* model, const gt_u8* text, gt_u32 n, gt_u8* norm,
+                               GtWpWordCallback word, void* ctx) {
+    gt_u32 k = gt_wp_normalize(&model->chars, text, n, norm, 0, 0);
+    if (k == GT_NONE) return GT_NONE;
+    GtHostWpEmit emit = {word, ctx, norm};
+    gt_wp_words(model, norm, k, emit);
+    return k;
+}
+
+// WordPiece of one normalized word: ids into out (room for n); returns the count.
+gt_u32 gt_host_wordpiece_word(const GtWordPieceModel* model, const gt_u8* word, gt_u32 n, gt_u32* out) {
+    return gt_wordpiece_word(model, word, 0, n, out, 0, 0);
+}
+
 gt_u32 gt_host_next_cut(const gt_u8* text, gt_u32 end, gt_u32 from) { return gt_next_cut(text, end, from); }
 
 int gt_host_chain_can_cut(const GtSplits* splits) { return gt_chain_can_cut(splits); }

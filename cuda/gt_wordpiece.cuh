@@ -148,30 +148,46 @@ GT_HD gt_u32 gt_wordpiece_word(const GtWordPieceModel* m, const gt_u8* s, gt_u32
     return 1;
 }
 
+// Pre-tokenizes the normalized text s[0, n): emit(begin, end) for each word.
+template <class Emit>
+GT_HD void gt_wp_words(const GtWordPieceModel* m, const gt_u8* s, gt_u32 n, Emit& emit) {
+    gt_u32 word = 0;
+    for (gt_u32 pos = 0; pos < n;) {
+        gt_u32 cp, len = gt_decode(s, pos, &cp);
+        gt_u32 cls = gt_char_entry(&m->chars, cp) & GT_CHAR_CLASS;
+        if (cls != GT_CHAR_WORD) {
+            if (word < pos) emit(word, pos);
+            if (cls == GT_CHAR_PUNCT) emit(pos, pos + len);
+            word = pos + len;
+        }
+        pos += len;
+    }
+    if (word < n) emit(word, n);
+}
+
+// WordPieces each word it is given, appending ids (and spans when starts is
+// not null).
+struct GtWpEncodeWords {
+    const GtWordPieceModel* m;
+    const gt_u8* s;
+    gt_u32* ids;
+    gt_u32* starts;
+    gt_u32* ends;
+    gt_u32 count;
+    GT_HD void operator()(gt_u32 begin, gt_u32 end) {
+        gt_u32 at = count;
+        count += gt_wordpiece_word(m, s, begin, end, ids + at, starts ? starts + at : 0, starts ? ends + at : 0);
+    }
+};
+
 // Pre-tokenizes the normalized text s[0, n) and WordPieces each word: ids into
 // ids (room for n), spans in s into starts/ends when starts is not null.
 // Returns the token count.
 GT_HD gt_u32 gt_wp_encode_normalized(const GtWordPieceModel* m, const gt_u8* s, gt_u32 n, gt_u32* ids,
                                      gt_u32* starts, gt_u32* ends) {
-    gt_u32 count = 0, word = 0;
-    for (gt_u32 pos = 0; pos < n;) {
-        gt_u32 cp, len = gt_decode(s, pos, &cp);
-        gt_u32 cls = gt_char_entry(&m->chars, cp) & GT_CHAR_CLASS;
-        if (cls != GT_CHAR_WORD) {
-            gt_u32 at = count;
-            if (word < pos)
-                count += gt_wordpiece_word(m, s, word, pos, ids + at, starts ? starts + at : 0, starts ? ends + at : 0);
-            at = count;
-            if (cls == GT_CHAR_PUNCT)
-                count += gt_wordpiece_word(m, s, pos, pos + len, ids + at, starts ? starts + at : 0,
-                                           starts ? ends + at : 0);
-            word = pos + len;
-        }
-        pos += len;
-    }
-    if (word < n) count += gt_wordpiece_word(m, s, word, n, ids + count, starts ? starts + count : 0,
-                                             starts ? ends + count : 0);
-    return count;
+    GtWpEncodeWords encode = {m, s, ids, starts, ends, 0};
+    gt_wp_words(m, s, n, encode);
+    return encode.count;
 }
 
 // Scratch for gt_wordpiece_text over a text of n bytes normalizing to at most

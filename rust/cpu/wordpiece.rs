@@ -1,8 +1,11 @@
 //! One sequence of a WordPiece tokenizer on the CPU: split out plain added
 //! tokens (the crate's split), then normalize, pre-tokenize and WordPiece each
-//! piece in one call of the shared kernel logic (`gt_wordpiece_text`).
+//! piece with the shared kernel logic: without offsets word by word behind
+//! the per-thread word cache (`gt_wp_words`, `gt_wordpiece_word`), with
+//! offsets in one call that also maps spans (`gt_wordpiece_text`).
 
 use super::encode::{char_offsets, push_added, Encoded};
+use super::word_cache;
 use crate::kernels::{self, WordPieceScratch};
 use crate::plan::wordpiece::WordPiecePlan;
 use crate::plan::PlainAdded;
@@ -14,7 +17,10 @@ thread_local! {
 
 /// `text` on the fast path, or None if only the exact path can encode it (a
 /// character whose accents the crate's NFD could reorder).
-pub fn encode(plan: &WordPiecePlan, text: &str, offsets: bool) -> Option<Encoded> {
+pub fn encode(plan: &WordPiecePlan, plan_id: u64, text: &str, offsets: bool) -> Option<Encoded> {
+    if !offsets {
+        return encode_ids(plan, plan_id, text);
+    }
     SCRATCH.with(|cell| {
         let scratch = &mut *cell.borrow_mut();
         let mut ids = Vec::with_capacity(text.len() / 4 + 1);
@@ -53,5 +59,43 @@ pub fn encode(plan: &WordPiecePlan, text: &str, offsets: bool) -> Option<Encoded
             offsets: spans.map(|spans| char_offsets(text, &spans)),
             added,
         })
+    })
+}
+
+/// The ids of `text`, each word's from the word cache or the kernel.
+fn encode_ids(plan: &WordPiecePlan, plan_id: u64, text: &str) -> Option<Encoded> {
+    let model = plan.model();
+    let mut ids = Vec::with_capacity(text.len() / 4 + 1);
+    let fast = SCRATCH.with(|cell| {
+        let scratch = &mut *cell.borrow_mut();
+        word_cache::with_cache(plan_id, |cache| {
+            for (piece, _, token) in PlainAdded::pieces(plan.plain_added.as_ref(), text) {
+                if let Some((id, _)) = token {
+                    ids.push(id);
+                    continue;
+                }
+                let mut word = |w: &[u8]| {
+                    cache.encode_word(w, &mut ids, |w, _, out| {
+                        kernels::wordpiece_word(model, w, out);
+                        true
+                    });
+                };
+                if !kernels::wordpiece_words(
+                    model,
+                    plan.growth(),
+                    piece.as_bytes(),
+                    scratch,
+                    &mut word,
+                ) {
+                    return false;
+                }
+            }
+            true
+        })
+    });
+    fast.then_some(Encoded {
+        ids,
+        offsets: None,
+        added: Vec::new(),
     })
 }

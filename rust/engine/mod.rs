@@ -112,7 +112,7 @@ impl Engine {
                 cpu::encode::encode(plan, self.id, added, text, offsets)
             }
             Ok(FastPlan::SentencePiece(plan)) => cpu::spm::encode(plan, self.id, text, offsets),
-            Ok(FastPlan::WordPiece(plan)) => cpu::wordpiece::encode(plan, text, offsets),
+            Ok(FastPlan::WordPiece(plan)) => cpu::wordpiece::encode(plan, self.id, text, offsets),
             Ok(FastPlan::Unigram(plan)) => cpu::unigram::encode(plan, self.id, text, offsets),
             Err(_) => None,
         }

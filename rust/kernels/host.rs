@@ -68,6 +68,20 @@ extern "C" {
         ends: *mut u32,
     ) -> u32;
     fn gt_host_wp_needs_exact(model: *const GtWordPieceModel, text: *const u8, n: u32) -> i32;
+    fn gt_host_wordpiece_words(
+        model: *const GtWordPieceModel,
+        text: *const u8,
+        n: u32,
+        norm: *mut u8,
+        word: unsafe extern "C" fn(*mut c_void, *const u8, u32),
+        ctx: *mut c_void,
+    ) -> u32;
+    fn gt_host_wordpiece_word(
+        model: *const GtWordPieceModel,
+        word: *const u8,
+        n: u32,
+        out: *mut u32,
+    ) -> u32;
     fn gt_host_next_cut(text: *const u8, end: u32, from: u32) -> u32;
     fn gt_host_chain_can_cut(splits: *const GtSplits) -> i32;
     fn gt_host_run(kernel: u32, args: *const u8, begin: u32, end: u32) -> i32;
@@ -274,6 +288,60 @@ pub fn unigram_word(
     }
     out.truncate(at + count as usize);
     true
+}
+
+/// The words of `text` after WordPiece's normalizer and pre-tokenizer (whose
+/// normalized form is at most `growth` times as long), each passed to `emit`
+/// (`gt_wp_normalize`, `gt_wp_words`). False, calling nothing, when only the
+/// exact path can encode the text.
+pub fn wordpiece_words(
+    model: &GtWordPieceModel,
+    growth: usize,
+    text: &[u8],
+    scratch: &mut WordPieceScratch,
+    emit: &mut dyn FnMut(&[u8]),
+) -> bool {
+    unsafe extern "C" fn word(ctx: *mut c_void, bytes: *const u8, n: u32) {
+        // SAFETY: `ctx` is the `&mut &mut dyn FnMut` passed below, alive for the
+        // call; `bytes` points at n bytes of the normalized scratch.
+        let emit = unsafe { &mut *ctx.cast::<&mut dyn FnMut(&[u8])>() };
+        emit(unsafe { std::slice::from_raw_parts(bytes, n as usize) });
+    }
+    let room = text.len() * growth;
+    assert!(
+        room < u32::MAX as usize,
+        "text too long for the WordPiece kernel"
+    );
+    if scratch.norm.len() < room {
+        scratch.norm.resize(room, 0);
+    }
+    let mut emit = emit;
+    // SAFETY: the model's tables outlive the call; norm holds `room` bytes, the
+    // most the normalized text takes; the callback context outlives the call.
+    let k = unsafe {
+        gt_host_wordpiece_words(
+            model,
+            text.as_ptr(),
+            text.len() as u32,
+            scratch.norm.as_mut_ptr(),
+            word,
+            (&mut emit as *mut &mut dyn FnMut(&[u8])).cast(),
+        )
+    };
+    k != NONE
+}
+
+/// WordPiece of one normalized word (`gt_wordpiece_word`): appends its ids.
+pub fn wordpiece_word(model: &GtWordPieceModel, word: &[u8], out: &mut Vec<u32>) {
+    let n = u32::try_from(word.len()).expect("word over 4 GiB");
+    let at = out.len();
+    // A word's tokens each take at least one of its characters (or it is one [UNK]).
+    out.resize(at + word.len().max(1), 0);
+    // SAFETY: the model's tables outlive the call; `out` has room for the
+    // word's tokens past `at`.
+    let count =
+        unsafe { gt_host_wordpiece_word(model, word.as_ptr(), n, out.as_mut_ptr().add(at)) };
+    out.truncate(at + count as usize);
 }
 
 /// True when `text` holds a code point that only the exact path encodes
