@@ -25,7 +25,7 @@
 #include "gt_pretok.cuh"
 #include "gt_spm.cuh"
 #include "gt_unigram.cuh"
-#include "gt_wordpiece.cuh"  // compile-checked with the batch kernels by NVRTC
+#include "gt_wordpiece.cuh"
 
 // ---- pre-tokenization ------------------------------------------------------
 struct GtPretokArgs {

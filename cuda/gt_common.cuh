@@ -34,3 +34,6 @@ typedef unsigned long long gt_u64;
 
 // Marks "no value" in u32 tables (never a valid token id or rank).
 #define GT_NONE 0xFFFFFFFFu
+
+// UTF-8 length of the character starting with byte b (valid UTF-8).
+GT_HD gt_u32 gt_utf8_len(gt_u8 b) { return b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4; }

@@ -10,7 +10,7 @@
 
 // Merge table: key (left id << 32 | right id) -> (rank, merged id). A slot
 // holds all three, so a probe that hits reads one 16-byte slot (one cache
-// line on the host, one load on the device).
+// line) instead of three arrays.
 #define GT_PAIR_EMPTY 0xFFFFFFFFFFFFFFFFull
 
 struct GtPairSlot {

@@ -25,9 +25,6 @@ struct GtSpmModel {
     gt_u32 pad_;            // named padding (see rust/kernels/abi.rs)
 };
 
-// UTF-8 length of the character starting with byte b.
-GT_HD gt_u32 gt_utf8_len(gt_u8 b) { return b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4; }
-
 // Encodes bytes[0..n) into out (room for n ids); returns the number of ids.
 // The scratch holds n symbols (3n heap entries), as for gt_bpe_word.
 GT_HD gt_u32 gt_spm_word(const GtSpmModel* m, const gt_u8* bytes, gt_u32 n, GtBpeScratch s, gt_u32* out) {

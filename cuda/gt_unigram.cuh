@@ -40,9 +40,6 @@ struct GtUnigramScratch {
     gt_u32* id;     // that token
 };
 
-// UTF-8 length of the character starting with byte b.
-GT_HD gt_u32 gt_uni_char_len(gt_u8 b) { return b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4; }
-
 // Offers a token [start, end) to node end (the crate's update rule).
 GT_HD void gt_uni_offer(GtUnigramScratch s, gt_u32 start, gt_u32 end, gt_u32 id, double score) {
     double candidate = score + s.best[start];
@@ -79,12 +76,12 @@ GT_HD gt_u32 gt_unigram_word(const GtUnigramModel* m, const gt_u8* bytes, gt_u32
     for (gt_u32 i = 0; i <= n; ++i) s.from[i] = GT_NONE;
     s.best[0] = 0.0;
     for (gt_u32 start = 0; start < n;) {
-        gt_u32 char_len = gt_uni_char_len(bytes[start]);
+        gt_u32 char_len = gt_utf8_len(bytes[start]);
         int single = 0;
         gt_u64 state = GT_FNV_BASIS;
         for (gt_u32 end = start; end < n;) {
             gt_u32 from = end;
-            end += gt_uni_char_len(bytes[end]);
+            end += gt_utf8_len(bytes[end]);
             if (end > n) break;  // a cut-off character: no token ends inside it
             state = gt_fnv_extend(state, bytes + from, end - from);
             gt_u32 len = end - start;

@@ -106,7 +106,6 @@ EMBEDDED_EDGE_CASES = [
 ]
 
 
-
 def assert_whole_corpus_ids(json_text: str, label: str) -> None:
     """Every document of mixed.jsonl (34 MB) gets the oracle's ids."""
     texts = whole_corpus()

@@ -21,7 +21,6 @@ from conftest import (
     edge_cases,
     tokenizer_json,
     unpadded_oracle,
-    whole_corpus,
 )
 from test_sentencepiece import TRICKY, assert_matches, stages
 from tokenizers import models, normalizers, pre_tokenizers, trainers
@@ -76,13 +75,7 @@ def test_every_code_point_through_the_charsmap() -> None:
 
 @pytest.mark.skipif(not HAVE_SHARED, reason="the whole mixed.jsonl lives in ../shared")
 def test_whole_corpus_ids() -> None:
-    json_text = converted("xlmr")
-    texts = whole_corpus()
-    expected = unpadded_oracle(json_text).encode_batch_fast(texts)
-    got = gpu_tok.Tokenizer.from_str(json_text).encode_batch(texts, padding=False, truncation=False)
-    rows = got.to_lists()["input_ids"]
-    bad = [i for i, (row, enc) in enumerate(zip(rows, expected, strict=True)) if row != enc.ids]
-    assert not bad, f"{len(bad)} documents differ, first {texts[bad[0]]!r:.200}"
+    assert_whole_corpus_ids(converted("xlmr"), "xlmr")
 
 
 def lines() -> list[str]:
@@ -197,3 +190,27 @@ def test_emulated_device_pipeline_equals_cpu(name: str) -> None:
 @pytest.mark.parametrize("name", ["byte-fallback", "nmt-nfkc-collapse"])
 def test_trained_variants_on_the_whole_corpus(name: str) -> None:
     assert_whole_corpus_ids(variant(**VARIANTS[name]), name)  # type: ignore[arg-type]
+
+
+def test_added_tokens_that_strip_spaces_send_only_their_texts_to_the_exact_path() -> None:
+    """XLM-R as transformers 4.x saved it: `<mask>` with lstrip. The plan stays
+    fast; a text holding `<mask>` is split by the crate (exact path)."""
+    spec = json.loads(converted("xlmr"))
+    for token in spec["added_tokens"]:
+        if token["content"] == "<mask>":
+            token["lstrip"] = True
+    json_text = json.dumps(spec)
+    assert stages(gpu_tok.Tokenizer.from_str(json_text))["model"]["path"] == "fast"
+    texts = ["x <mask> y", "<mask>", "a<mask>b  <mask>", "<s>x</s>", "plain text"] + corpus_sample()[:20]
+    assert_matches(json_text, texts, "lstrip <mask>")
+    core = gpu_tok.Tokenizer.from_str(json_text)._core
+    assert core.encode_batch(texts, device="cpu").to_lists() == core.encode_batch(texts, device="emulator").to_lists()
+
+
+def test_metaspace_written_before_prepend_scheme() -> None:
+    """Old files carry `add_prefix_space` only: the crate reads "always"."""
+    spec = json.loads(converted("xlmr"))
+    spec["pre_tokenizer"] = {"type": "Metaspace", "replacement": "▁", "add_prefix_space": True}
+    json_text = json.dumps(spec)
+    assert stages(gpu_tok.Tokenizer.from_str(json_text))["pre_tokenize"]["path"] == "fast"
+    assert_matches(json_text, TRICKY + MARKS + corpus_sample()[:20], "add_prefix_space")

@@ -18,19 +18,19 @@ pub fn encode(plan: &SpmPlan, plan_id: u64, text: &str, offsets: bool) -> Option
         return None;
     }
     let mut ids = Vec::with_capacity(text.len() / 3 + 1);
+    let mut all = true;
     let normalized = word_cache::with_cache(plan_id, |cache| {
         each_part(plan, text, |part| match part {
             Part::Added(id) => ids.push(id),
             Part::Word(word) => {
                 let kernel = |w: &[u8], s: &mut WordScratch, o: &mut Vec<u32>| {
-                    kernels::spm_word(plan.model(), w, &mut s.bpe, o);
-                    true
+                    kernels::spm_word(plan.model(), w, &mut s.bpe, o)
                 };
-                cache.encode_word(word.as_bytes(), &mut ids, kernel);
+                all &= cache.encode_word(word.as_bytes(), &mut ids, kernel);
             }
         })
     });
-    normalized.then_some(Encoded {
+    (normalized && all).then_some(Encoded {
         ids,
         offsets: None,
         added: Vec::new(),
@@ -39,9 +39,13 @@ pub fn encode(plan: &SpmPlan, plan_id: u64, text: &str, offsets: bool) -> Option
 
 /// `text` as the model sees it, in order: plain added tokens (the crate's
 /// split) and the words of each piece between them (normalized, split as the
-/// pre-tokenizer does, cut where the plan proved it safe). False when the
-/// normalizer failed (the exact path reports it).
+/// pre-tokenizer does, cut where the plan proved it safe). False when only
+/// the exact path can: an added token that strips spaces or matches single
+/// words is in the text, or the normalizer failed (the exact path reports it).
 pub fn each_part(plan: &SpmPlan, text: &str, mut part: impl FnMut(Part<'_>)) -> bool {
+    if PlainAdded::irregular_in(plan.plain_added.as_ref(), text) {
+        return false;
+    }
     for (piece, (start, _), token) in PlainAdded::pieces(plan.plain_added.as_ref(), text) {
         if let Some((id, _)) = token {
             part(Part::Added(id));

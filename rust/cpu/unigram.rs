@@ -41,9 +41,13 @@ pub fn encode(plan: &UnigramPlan, plan_id: u64, text: &str, offsets: bool) -> Op
 
 /// `text` as the model sees it, in order: plain added tokens (the crate's
 /// split) and the words of each piece between them (normalized, split as the
-/// pre-tokenizer does). False when the normalizer failed (the exact path
-/// reports it).
+/// pre-tokenizer does). False when only the exact path can: an added token
+/// that strips spaces or matches single words is in the text, or the
+/// normalizer failed (the exact path reports it).
 pub fn each_part(plan: &UnigramPlan, text: &str, mut part: impl FnMut(Part<'_>)) -> bool {
+    if PlainAdded::irregular_in(plan.plain_added.as_ref(), text) {
+        return false;
+    }
     for (piece, (start, _), token) in PlainAdded::pieces(plan.plain_added.as_ref(), text) {
         if let Some((id, _)) = token {
             part(Part::Added(id));

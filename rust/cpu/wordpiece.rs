@@ -18,6 +18,9 @@ thread_local! {
 /// `text` on the fast path, or None if only the exact path can encode it (a
 /// character whose accents the crate's NFD could reorder).
 pub fn encode(plan: &WordPiecePlan, plan_id: u64, text: &str, offsets: bool) -> Option<Encoded> {
+    if PlainAdded::irregular_in(plan.plain_added.as_ref(), text) {
+        return None; // an added token that strips spaces or matches single words
+    }
     if !offsets {
         return encode_ids(plan, plan_id, text);
     }

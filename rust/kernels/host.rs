@@ -189,15 +189,22 @@ impl Scratch {
 pub fn bpe_word(model: &GtBpeModel, word: &[u8], scratch: &mut Scratch, out: &mut Vec<u32>) {
     // SAFETY: the model's tables outlive the call (owned by the plan);
     // gt_bpe_word writes at most n ids and uses only the scratch it is given.
-    unsafe {
+    let done = unsafe {
         run_word(word, scratch, out, |bytes, n, s, ids| {
             gt_host_bpe_word(model, bytes, n, s, ids)
         })
-    }
+    };
+    assert!(done, "word too long for the BPE kernel");
 }
 
-/// SentencePiece-style BPE of one word (`gt_spm_word`): appends its ids to `out`.
-pub fn spm_word(model: &GtSpmModel, word: &[u8], scratch: &mut Scratch, out: &mut Vec<u32>) {
+/// SentencePiece-style BPE of one word (`gt_spm_word`): appends its ids to
+/// `out`. False, appending nothing, for a word over 1 GiB (the exact path).
+pub fn spm_word(
+    model: &GtSpmModel,
+    word: &[u8],
+    scratch: &mut Scratch,
+    out: &mut Vec<u32>,
+) -> bool {
     // SAFETY: as for `bpe_word` (gt_spm_word has the same contract).
     unsafe {
         run_word(word, scratch, out, |bytes, n, s, ids| {
@@ -207,7 +214,8 @@ pub fn spm_word(model: &GtSpmModel, word: &[u8], scratch: &mut Scratch, out: &mu
 }
 
 /// Runs a per-word kernel given n bytes, scratch for n symbols (3n heap
-/// entries) and room for n ids; it returns how many ids it wrote.
+/// entries) and room for n ids; it returns how many ids it wrote. False,
+/// running nothing, for a word too long for the scratch's u32 indices.
 ///
 /// # Safety
 /// `kernel` must write at most n ids and use only the scratch it is given.
@@ -216,15 +224,14 @@ unsafe fn run_word(
     scratch: &mut Scratch,
     out: &mut Vec<u32>,
     kernel: impl FnOnce(*const u8, u32, GtBpeScratch, *mut u32) -> u32,
-) {
+) -> bool {
     let n = word.len();
     if n == 0 {
-        return;
+        return true;
     }
-    assert!(
-        n < u32::MAX as usize / 4,
-        "word too long for the BPE kernel"
-    );
+    if n >= u32::MAX as usize / 4 {
+        return false;
+    }
     scratch.reserve(n);
     let at = out.len();
     out.resize(at + n, 0);
@@ -240,6 +247,7 @@ unsafe fn run_word(
         out.as_mut_ptr().add(at)
     });
     out.truncate(at + count as usize);
+    true
 }
 
 /// Per-thread scratch for [`unigram_word`], grown to the longest word seen.
@@ -252,7 +260,8 @@ pub struct UnigramScratch {
 
 /// Unigram of one word (`gt_unigram_word`): appends its ids to `out`.
 /// Returns false, appending nothing, when a character has no token and the
-/// model no unknown token (the crate fails on such a word).
+/// model no unknown token (the crate may fail on such a word), or for a word
+/// of 4 GiB: the exact path decides.
 pub fn unigram_word(
     model: &GtUnigramModel,
     word: &[u8],
@@ -260,10 +269,9 @@ pub fn unigram_word(
     out: &mut Vec<u32>,
 ) -> bool {
     let n = word.len();
-    assert!(
-        n < u32::MAX as usize,
-        "word too long for the Unigram kernel"
-    );
+    if n >= u32::MAX as usize {
+        return false; // the exact path
+    }
     if scratch.best.len() <= n {
         scratch.best.resize(n + 1, 0.0);
         scratch.from.resize(n + 1, 0);
@@ -302,16 +310,15 @@ pub fn wordpiece_words(
     emit: &mut dyn FnMut(&[u8]),
 ) -> bool {
     unsafe extern "C" fn word(ctx: *mut c_void, bytes: *const u8, n: u32) {
-        // SAFETY: `ctx` is the `&mut &mut dyn FnMut` passed below, alive for the
-        // call; `bytes` points at n bytes of the normalized scratch.
+        // SAFETY: `ctx` is the `&mut &mut dyn FnMut` passed below, alive for the call.
         let emit = unsafe { &mut *ctx.cast::<&mut dyn FnMut(&[u8])>() };
+        // SAFETY: `bytes` points at n bytes of the normalized scratch, alive for the call.
         emit(unsafe { std::slice::from_raw_parts(bytes, n as usize) });
     }
     let room = text.len() * growth;
-    assert!(
-        room < u32::MAX as usize,
-        "text too long for the WordPiece kernel"
-    );
+    if room >= u32::MAX as usize {
+        return false; // the exact path
+    }
     if scratch.norm.len() < room {
         scratch.norm.resize(room, 0);
     }
@@ -347,7 +354,9 @@ pub fn wordpiece_word(model: &GtWordPieceModel, word: &[u8], out: &mut Vec<u32>)
 /// True when `text` holds a code point that only the exact path encodes
 /// (`gt_wp_needs_exact`).
 pub fn wordpiece_needs_exact(model: &GtWordPieceModel, text: &[u8]) -> bool {
-    let n = u32::try_from(text.len()).expect("text over 4 GiB");
+    let Ok(n) = u32::try_from(text.len()) else {
+        return true; // over 4 GiB: the host's exact path
+    };
     // SAFETY: the model's tables outlive the call (owned by the plan); reads n bytes of text.
     unsafe { gt_host_wp_needs_exact(model, text.as_ptr(), n) != 0 }
 }

@@ -5,6 +5,7 @@
 //! (pre_tokenizers/metaspace.rs, whitespace.rs). Shared by the Unigram and
 //! SentencePiece-BPE plans; no pre-tokenizer at all is one word per piece.
 
+use super::normalize::PieceNormalizer;
 use serde_json::Value;
 
 /// Where `Metaspace` puts its replacement before a piece (`prepend_scheme`).
@@ -48,8 +49,10 @@ impl Words {
                     let (Some(replacement), None) = (chars.next(), chars.next()) else {
                         return Err("Metaspace replacement is not one character".into());
                     };
+                    // Files from before prepend_scheme carry add_prefix_space only: the
+                    // crate then defaults to "always" (false loads only with "never").
                     let prepend = match item["prepend_scheme"].as_str() {
-                        Some("always") => Prepend::Always,
+                        Some("always") | None => Prepend::Always,
                         Some("first") => Prepend::First,
                         Some("never") => Prepend::Never,
                         other => return Err(format!("Metaspace prepend_scheme {other:?}")),
@@ -68,11 +71,21 @@ impl Words {
         Ok(words)
     }
 
-    /// True for `prepend_scheme: first`, which reads where a piece sat in the
-    /// original text: plans take it only where no normalizer moves that.
-    pub fn reads_original_offsets(&self) -> bool {
-        self.metaspace
-            .is_some_and(|(_, prepend, _)| prepend == Prepend::First)
+    /// Refuses `prepend_scheme: first` after a normalizer: it reads where a
+    /// piece sat in the original text, which only the crate's alignments know
+    /// once a normalizer may have moved it.
+    pub fn check_normalizer(&self, normalizer: &PieceNormalizer) -> Result<(), String> {
+        let first = self
+            .metaspace
+            .is_some_and(|(_, prepend, _)| prepend == Prepend::First);
+        match first && !normalizer.is_identity() {
+            true => Err(
+                "Metaspace prepend_scheme \"first\" after a normalizer (it reads \
+                         original offsets)"
+                    .into(),
+            ),
+            false => Ok(()),
+        }
     }
 
     /// True when every piece is one word, as it is.
@@ -198,5 +211,8 @@ mod tests {
             {"type": "WhitespaceSplit"}, metaspace("first", true)]});
         assert_eq!(words(whitespace_first.clone(), "a b", true), ["▁a", "b"]);
         assert_eq!(words(whitespace_first, " a b", true), ["a", "b"]);
+        let old_format = serde_json::json!({"type": "Metaspace", "replacement": "▁",
+                                            "add_prefix_space": true});
+        assert_eq!(words(old_format, "a b", false), ["▁a", "▁b"]);
     }
 }

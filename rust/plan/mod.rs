@@ -299,6 +299,10 @@ pub struct PlainAdded {
     /// The crate's ids (`resolve`), which need not be the ones tokenizer.json lists.
     ids: Vec<u32>,
     contents: Vec<String>,
+    /// Added tokens that strip spaces or match single words (not normalized):
+    /// a text holding one takes the exact path (`irregular_in`). Without it,
+    /// they match nowhere and the split is the plain tokens' alone.
+    irregular: Option<AhoCorasick>,
 }
 
 /// A piece of a text split at added tokens: its text, its byte span, and for
@@ -309,31 +313,60 @@ impl PlainAdded {
     /// The automaton for tokenizer.json's `added_tokens`; None when any is
     /// not plain (or there are none). Ids come from [`PlainAdded::resolve`].
     pub fn from_spec(tokens: &Value) -> Option<PlainAdded> {
-        let mut contents = Vec::new();
+        Self::build(tokens, false)
+    }
+
+    /// As [`PlainAdded::from_spec`], but tokens that strip spaces or match
+    /// single words (and are not normalized) are allowed: texts holding one
+    /// go to the exact path (plans that check [`PlainAdded::irregular_in`]).
+    pub fn with_irregular(tokens: &Value) -> Option<PlainAdded> {
+        Self::build(tokens, true)
+    }
+
+    fn build(tokens: &Value, allow_irregular: bool) -> Option<PlainAdded> {
+        let (mut contents, mut irregular) = (Vec::new(), Vec::new());
         for token in tokens.as_array()? {
             let flag = |key: &str| token[key].as_bool().unwrap_or(false);
-            if ["normalized", "single_word", "lstrip", "rstrip"]
-                .iter()
-                .any(|k| flag(k))
-            {
+            let content = token["content"].as_str().filter(|c| !c.is_empty())?;
+            if flag("normalized") {
                 return None;
             }
-            let content = token["content"].as_str().filter(|c| !c.is_empty())?;
-            contents.push(content.to_string());
+            match ["single_word", "lstrip", "rstrip"].iter().any(|k| flag(k)) {
+                true if allow_irregular => irregular.push(content.to_string()),
+                true => return None,
+                false => contents.push(content.to_string()),
+            }
         }
-        let distinct: std::collections::HashSet<&String> = contents.iter().collect();
-        if contents.is_empty() || distinct.len() != contents.len() {
+        let distinct: std::collections::HashSet<&String> =
+            contents.iter().chain(&irregular).collect();
+        if contents.len() + irregular.len() == 0
+            || distinct.len() != contents.len() + irregular.len()
+        {
             return None;
         }
-        let automaton = aho_corasick::AhoCorasickBuilder::new()
-            .match_kind(aho_corasick::MatchKind::LeftmostLongest)
-            .build(&contents)
-            .ok()?;
+        let automaton = |patterns: &[String]| {
+            aho_corasick::AhoCorasickBuilder::new()
+                .match_kind(aho_corasick::MatchKind::LeftmostLongest)
+                .build(patterns)
+                .ok()
+        };
         Some(PlainAdded {
-            automaton,
+            automaton: automaton(&contents)?,
             ids: Vec::new(),
+            irregular: match irregular.is_empty() {
+                true => None,
+                false => Some(automaton(&irregular)?),
+            },
             contents,
         })
+    }
+
+    /// True when `text` holds an added token that strips spaces or matches
+    /// single words: only the exact path splits it as the crate does.
+    pub fn irregular_in(plain: Option<&PlainAdded>, text: &str) -> bool {
+        plain
+            .and_then(|p| p.irregular.as_ref())
+            .is_some_and(|a| a.is_match(text))
     }
 
     /// Gives `plain` the ids the crate gave its tokens (`id_of`, e.g. its
@@ -366,9 +399,9 @@ impl PlainAdded {
         }
     }
 
-    /// True when `text` contains an added token.
+    /// True when `text` contains an added token (plain or not).
     pub fn occurs_in(&self, text: &str) -> bool {
-        self.automaton.is_match(text)
+        self.automaton.is_match(text) || self.irregular.as_ref().is_some_and(|a| a.is_match(text))
     }
 
     /// `text` split at the added tokens of `plain` (none: one piece).

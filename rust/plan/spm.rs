@@ -47,21 +47,13 @@ impl SpmPlan {
     pub fn build(spec: &Value) -> Result<Self, String> {
         let words = Words::from_spec(&spec["pre_tokenizer"])?;
         let normalizer = PieceNormalizer::from_spec(&spec["normalizer"])?;
-        if !normalizer.is_identity() && words.reads_original_offsets() {
-            return Err(
-                "Metaspace prepend_scheme \"first\" after a normalizer (it reads \
-                        original offsets)"
-                    .into(),
-            );
-        }
+        words.check_normalizer(&normalizer)?;
         let model = &spec["model"];
         check_bpe_model(model)?;
         let added = &spec["added_tokens"];
-        let plain_added = PlainAdded::from_spec(added);
+        let plain_added = PlainAdded::with_irregular(added);
         if plain_added.is_none() && added.as_array().is_some_and(|a| !a.is_empty()) {
-            return Err(
-                "added tokens that are normalized, strip spaces or match single words".into(),
-            );
+            return Err("added tokens that are normalized".into());
         }
         let vocab = model["vocab"]
             .as_object()

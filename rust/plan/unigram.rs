@@ -42,19 +42,11 @@ impl UnigramPlan {
         let model = &spec["model"];
         let normalizer = PieceNormalizer::from_spec(&spec["normalizer"])?;
         let words = Words::from_spec(&spec["pre_tokenizer"])?;
-        if !normalizer.is_identity() && words.reads_original_offsets() {
-            return Err(
-                "Metaspace prepend_scheme \"first\" after a normalizer (it reads \
-                        original offsets)"
-                    .into(),
-            );
-        }
+        words.check_normalizer(&normalizer)?;
         let added = &spec["added_tokens"];
-        let plain_added = PlainAdded::from_spec(added);
+        let plain_added = PlainAdded::with_irregular(added);
         if plain_added.is_none() && added.as_array().is_some_and(|a| !a.is_empty()) {
-            return Err(
-                "added tokens that are normalized, strip spaces or match single words".into(),
-            );
+            return Err("added tokens that are normalized".into());
         }
         let (table, scores, unk_score) = pieces(&model["vocab"])?;
         let unk_id = match &model["unk_id"] {
