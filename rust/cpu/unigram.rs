@@ -1,6 +1,6 @@
 //! One sequence of a Unigram tokenizer on the CPU: split out plain added
-//! tokens (the crate's split), normalize each piece with the crate's
-//! normalizer, cut it into words as the pre-tokenizer does, and run each word
+//! tokens (the crate's split), normalize each piece (`plan/normalize.rs`),
+//! cut it into words as the pre-tokenizer does, and run each word
 //! through the per-thread cache and the shared Viterbi kernel
 //! (`gt_unigram_word`).
 
