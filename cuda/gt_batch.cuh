@@ -71,13 +71,24 @@ GT_HD void gt_pretok_fill_thread(const GtPretokArgs* a, gt_u32 i) {
 // word starting at byte b to out[b..] (at most one id per byte), their count
 // to tok_counts. Scratch is indexed by byte offset too, so each word's
 // scratch and output slots are its own.
+// The host launches one thread per byte of text (the most words there can
+// be) instead of reading the word count back: threads past the count, which
+// stays on the device, only zero their count.
 struct GtWords {
     const gt_u8* text;
     const gt_u32* word_starts;
     const gt_u32* word_lens;
-    gt_u32* out;         // as long as the text
-    gt_u32* tok_counts;  // ids per word; later scanned in place
+    gt_u32* out;            // as long as the text
+    gt_u32* tok_counts;     // ids per word; later scanned in place
+    const gt_u32* n_words;  // the chunk's word count (scanned word_counts' total)
 };
+
+// True for a thread past the chunk's words (its count is zeroed).
+GT_HD int gt_past_words(const GtWords* x, gt_u32 w) {
+    if (w < *x->n_words) return 0;
+    x->tok_counts[w] = 0;
+    return 1;
+}
 
 // Merge-loop scratch of the BPE families: n entries per byte (heap: 3n).
 struct GtMergeScratch {
@@ -102,6 +113,7 @@ struct GtBpeArgs {
 
 GT_HD void gt_bpe_words_thread(const GtBpeArgs* a, gt_u32 w) {
     const GtWords* x = &a->words;
+    if (gt_past_words(x, w)) return;
     gt_u32 start = x->word_starts[w];
     GtBpeScratch s = gt_merge_scratch_at(&a->scratch, start);
     x->tok_counts[w] = gt_bpe_word(&a->model, x->text + start, x->word_lens[w], s, x->out + start);
@@ -117,6 +129,7 @@ struct GtSpmArgs {
 
 GT_HD void gt_spm_words_thread(const GtSpmArgs* a, gt_u32 w) {
     const GtWords* x = &a->words;
+    if (gt_past_words(x, w)) return;
     gt_u32 start = x->word_starts[w];
     GtBpeScratch s = gt_merge_scratch_at(&a->scratch, start);
     x->tok_counts[w] = gt_spm_word(&a->model, x->text + start, x->word_lens[w], s, x->out + start);
@@ -136,6 +149,7 @@ struct GtUnigramArgs {
 
 GT_HD void gt_unigram_words_thread(const GtUnigramArgs* a, gt_u32 w) {
     const GtWords* x = &a->words;
+    if (gt_past_words(x, w)) return;
     gt_u32 start = x->word_starts[w];
     gt_u64 at = (gt_u64)start + w;
     GtUnigramScratch s = {a->best + at, a->from + at, a->id + at};
@@ -157,6 +171,7 @@ struct GtWordPieceArgs {
 
 GT_HD void gt_wordpiece_words_thread(const GtWordPieceArgs* a, gt_u32 w) {
     const GtWords* x = &a->words;
+    if (gt_past_words(x, w)) return;
     gt_u32 start = x->word_starts[w];
     GtWpScratch s = {a->norm + a->growth * start, 0, 0};
     x->tok_counts[w] = gt_wordpiece_text(&a->model, x->text + start, x->word_lens[w], s, x->out + start, 0, 0);
@@ -168,9 +183,11 @@ struct GtCompactArgs {
     const gt_u32* tok_offsets;  // n + 1 entries (scanned tok_counts)
     const gt_u32* bpe_out;
     gt_u32* raw_ids;
+    const gt_u32* n_words;      // as in GtWords: threads past it do nothing
 };
 
 GT_HD void gt_compact_thread(const GtCompactArgs* a, gt_u32 w) {
+    if (w >= *a->n_words) return;
     const gt_u32* from = a->bpe_out + a->word_starts[w];
     gt_u32 to = a->tok_offsets[w], n = a->tok_offsets[w + 1] - to;
     for (gt_u32 k = 0; k < n; ++k) a->raw_ids[to + k] = from[k];

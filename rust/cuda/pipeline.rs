@@ -70,8 +70,8 @@ pub struct Job<'a> {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Timings {
     /// Device time from the first kernel to the end of packing (CUDA events;
-    /// includes the few small reads of counts between kernels, and the
-    /// uploads of later chunks).
+    /// includes each chunk's read of its rows' lengths, and the uploads of
+    /// later chunks).
     pub kernels_ms: f64,
     /// Host time spent laying out and uploading inputs.
     pub upload_ms: f64,
@@ -263,8 +263,9 @@ pub const PIECE_BYTES: usize = 4096;
 const SCAN_TILE: u32 = 1024;
 
 /// Runs `job` on `dev`. Buffers dropped here are freed in stream order (after
-/// the kernels that use them), so no call waits for the device except the few
-/// small reads of counts that size the next buffers.
+/// the kernels that use them), so no call waits for the device except one
+/// read per chunk of its rows' lengths (which size the packed output): word
+/// and token counts stay on the device, buffers sized by their bounds.
 pub fn encode(dev: &dyn DeviceStream, job: &Job<'_>) -> Result<DeviceBatch> {
     let mut upload_ms = 0.0;
     let mut first_kernel = None;
@@ -522,7 +523,10 @@ fn tokenize_chunk(
     };
     dev.run(Kernel::PretokCount, &pretok, n_pieces)?;
     scan(dev, &word_counts, n_pieces)?;
-    let n_words = dev.read_u32(&word_counts, n_pieces as usize)?;
+    // No read of the word count: every non-empty word has a byte, so room
+    // and threads for text_len words do, and the count stays on the device.
+    let n_words = text_len as u32;
+    let word_total = word_counts.ptr() + 4 * n_pieces as u64;
     let word_starts = dev.alloc(4 * n_words as usize)?;
     let word_lens = dev.alloc(4 * n_words as usize)?;
     pretok.word_starts = word_starts.ptr();
@@ -540,6 +544,7 @@ fn tokenize_chunk(
             word_lens: word_lens.ptr(),
             out: model_out.ptr(),
             tok_counts: tok_counts.ptr(),
+            n_words: word_total,
         };
         // The BPE families' merge scratch (see gt_bpe_words).
         let merge_scratch = || -> Result<(Vec<DevBuf>, GtMergeScratch)> {
@@ -607,13 +612,15 @@ fn tokenize_chunk(
             }
         };
         scan(dev, &tok_counts, n_words)?;
-        let n_tokens = dev.read_u32(&tok_counts, n_words as usize)?;
-        let raw_ids = dev.alloc(4 * n_tokens as usize)?;
+        // No read of the token count either: no model makes more ids than
+        // its word has bytes (WordPiece's plan proves it for the device).
+        let raw_ids = dev.alloc(4 * text_len)?;
         let compact = GtCompactArgs {
             word_starts: word_starts.ptr(),
             tok_offsets: tok_counts.ptr(),
             bpe_out: model_out.ptr(),
             raw_ids: raw_ids.ptr(),
+            n_words: word_total,
         };
         dev.run(Kernel::Compact, &compact, n_words)?;
         raw_ids

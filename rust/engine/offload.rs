@@ -189,8 +189,9 @@ mod tests {
     }
 
     #[test]
-    fn no_wait_between_a_chunks_upload_and_its_first_kernel() {
+    fn no_wait_between_a_chunks_upload_and_its_first_kernel_and_one_per_chunk() {
         use crate::cuda::emulator::{Emulator, Op};
+        use crate::kernels::Kernel;
         let engine = Engine::from_json(SPM).unwrap();
         // 24-byte chunks: several per call.
         let dev = Emulator::traced(24);
@@ -223,5 +224,15 @@ mod tests {
         }
         let syncs = trace.iter().filter(|op| **op == Op::Synchronize).count();
         assert_eq!(syncs, 1, "one at the end of the call: {trace:?}");
+        // One wait per chunk: its lengths (word and token counts stay on the device).
+        let chunks = trace
+            .iter()
+            .filter(|op| **op == Op::Launch(Kernel::RowSpans))
+            .count();
+        let reads = trace
+            .iter()
+            .filter(|op| matches!(op, Op::Download(_)))
+            .count();
+        assert_eq!(reads, chunks, "{trace:?}");
     }
 }

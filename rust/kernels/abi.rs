@@ -356,6 +356,7 @@ c_mirror! {
         pub word_lens: DevPtr,
         pub out: DevPtr,
         pub tok_counts: DevPtr,
+        pub n_words: DevPtr,
     }
 }
 
@@ -411,6 +412,7 @@ c_mirror! {
         pub tok_offsets: DevPtr,
         pub bpe_out: DevPtr,
         pub raw_ids: DevPtr,
+        pub n_words: DevPtr,
     }
 }
 
