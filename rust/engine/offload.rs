@@ -83,11 +83,9 @@ impl Engine {
         let row = match plan {
             Some(FastPlan::ByteLevel(plan)) => plan.prepare(text).map(Row::Text),
             Some(FastPlan::SentencePiece(plan)) => {
-                words_row(|part| cpu::spm::each_part(plan, text, part))
+                words_row(|part| cpu::each_part(plan, text, part))
             }
-            Some(FastPlan::Unigram(plan)) => {
-                words_row(|part| cpu::unigram::each_part(plan, text, part))
-            }
+            Some(FastPlan::Unigram(plan)) => words_row(|part| cpu::each_part(plan, text, part)),
             Some(FastPlan::WordPiece(plan)) => {
                 plan.device_pieces(text, pipeline::PIECE_BYTES)
                     .map(|ends| Row::Words {
