@@ -276,23 +276,31 @@ GT_HD void gt_row_spans_thread(const GtRowArgs* a, gt_u32 r) {
 
 // ---- packing: one thread per output element --------------------------------
 // Rows are back to back (row_starts, B + 1 entries, padding included), as
-// rust/layout.rs lays them out; absent outputs are null.
+// rust/layout.rs lays them out; absent outputs are null. Outputs are int64, or
+// int32 where the caller asked (half the bytes to write and to keep).
 struct GtPackArgs {
     const GtRowSpan* spans;
     const gt_u32* lengths;
     const gt_u64* row_starts;  // relative to out_base
     gt_u32 n_rows;
-    gt_u32 pad_;               // named padding (see rust/kernels/abi.rs)
+    gt_u32 value_bytes;        // 8: int64 outputs, 4: int32
     const gt_u32* raw_ids;
     const gt_u32* host_ids;
     GtTemplate tmpl;
     gt_u32 pad_left;
     gt_u32 pad_id, pad_type_id;
-    long long* ids;
-    long long* attention_mask;
-    long long* type_ids;
-    long long* special_tokens_mask;
+    void* ids;
+    void* attention_mask;
+    void* type_ids;
+    void* special_tokens_mask;
 };
+
+// Element e of an output of `value_bytes`-wide integers. Ids are below 2^31
+// (the host refuses int32 for a vocabulary that is not).
+GT_HD void gt_store(void* out, gt_u32 e, long long value, gt_u32 value_bytes) {
+    if (value_bytes == 4) ((int*)out)[e] = (int)value;
+    else ((long long*)out)[e] = value;
+}
 
 GT_HD void gt_pack_thread(const GtPackArgs* a, gt_u32 e) {
     gt_u32 lo = 0, hi = a->n_rows;  // the row r with row_starts[r] <= e < row_starts[r + 1]
@@ -320,10 +328,10 @@ GT_HD void gt_pack_thread(const GtPackArgs* a, gt_u32 e) {
             special = 0;
         }
     }
-    a->ids[e] = id;
-    if (a->attention_mask) a->attention_mask[e] = mask;
-    if (a->type_ids) a->type_ids[e] = type;
-    if (a->special_tokens_mask) a->special_tokens_mask[e] = special;
+    gt_store(a->ids, e, id, a->value_bytes);
+    if (a->attention_mask) gt_store(a->attention_mask, e, mask, a->value_bytes);
+    if (a->type_ids) gt_store(a->type_ids, e, type, a->value_bytes);
+    if (a->special_tokens_mask) gt_store(a->special_tokens_mask, e, special, a->value_bytes);
 }
 
 // Every batch kernel: X(kernel name, argument struct). gt_batch.cu and the host

@@ -68,9 +68,11 @@ struct DLManagedTensorVersioned {
 }
 
 /// What a consumer borrows: a pointer into memory that `owner` keeps alive, and
-/// the shape and strides (in elements) the tensor has. Elements are int64.
+/// the shape and strides (in elements) the tensor has. Elements are signed
+/// integers of `bits` bits.
 pub struct Export {
-    pub data: *mut i64,
+    pub data: *mut u8,
+    pub bits: u8,
     pub shape: Vec<i64>,
     pub strides: Vec<i64>,
     pub device: DLDevice,
@@ -85,7 +87,7 @@ impl Export {
             ndim: self.shape.len() as i32,
             dtype: DLDataType {
                 code: DTYPE_INT,
-                bits: 64,
+                bits: self.bits,
                 lanes: 1,
             },
             shape: self.shape.as_mut_ptr(),

@@ -11,13 +11,66 @@
 use crate::error::{Error, Result};
 use tokenizers::{PaddingParams, PaddingStrategy};
 
-/// Which optional fields a caller wants.
+/// Which optional fields a caller wants, and in which integer type.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Outputs {
     pub attention_mask: bool,
     pub type_ids: bool,
     pub special_tokens_mask: bool,
     pub offsets: bool,
+    pub dtype: Dtype,
+}
+
+/// The integer type of the output fields (ids, masks, offsets). int64 is what
+/// transformers returns; int32 holds every id and offset of real inputs in
+/// half the bytes. Row offsets and lengths stay int64.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Dtype {
+    #[default]
+    Int64,
+    Int32,
+}
+
+impl Dtype {
+    pub fn parse(name: &str) -> Result<Self> {
+        match name {
+            "int64" => Ok(Dtype::Int64),
+            "int32" => Ok(Dtype::Int32),
+            _ => Err(Error::InvalidArgument(format!(
+                "dtype must be \"int64\" or \"int32\", not {name:?}"
+            ))),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Dtype::Int64 => "int64",
+            Dtype::Int32 => "int32",
+        }
+    }
+
+    /// Bytes per value.
+    pub fn size(self) -> usize {
+        match self {
+            Dtype::Int64 => 8,
+            Dtype::Int32 => 4,
+        }
+    }
+}
+
+/// `values` as int32, or an error naming `field` when one does not fit.
+pub fn narrow(values: &[i64], field: &str) -> Result<Vec<i32>> {
+    values
+        .iter()
+        .map(|&v| i32::try_from(v))
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|_| {
+            let v = values.iter().find(|&&v| i32::try_from(v).is_err());
+            Error::InvalidArgument(format!(
+                "dtype=\"int32\": {field} holds {}, which int32 cannot hold; use dtype=\"int64\"",
+                v.copied().unwrap_or_default()
+            ))
+        })
 }
 
 /// A packed batch: `row_starts` has one entry per row plus one.

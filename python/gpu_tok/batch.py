@@ -44,6 +44,11 @@ def check_kind(kind: Any) -> None:
         raise ValueError(f"return_tensors must be None, 'np', 'pt' or 'cupy', not {kind!r}")
 
 
+def check_dtype(dtype: Any) -> None:
+    if dtype not in ("int64", "int32"):
+        raise ValueError(f"dtype must be 'int64' or 'int32', not {dtype!r}")
+
+
 def convert(tensor: _core.Tensor | None, kind: str | None) -> Any:
     """`tensor` as `kind`: None keeps the gpu_tok Tensor; "np", "pt", "cupy" go
     through DLPack without a copy (numpy copies a GPU tensor to the host: it
@@ -62,9 +67,9 @@ def convert(tensor: _core.Tensor | None, kind: str | None) -> Any:
     raise AssertionError("unreachable")
 
 
-def as_tensor(value: Any, kind: str) -> Any:
-    """Python values (lists of rows, or one row) as a `kind` tensor, as
-    transformers' `convert_to_tensors` makes them: rows of different lengths
+def as_tensor(value: Any, kind: str, dtype: str = "int64") -> Any:
+    """Python values (lists of rows, or one row) as a `kind` tensor of `dtype`,
+    as transformers' `convert_to_tensors` makes them: rows of different lengths
     become a numpy object array of rows, and a ValueError for torch/CuPy."""
     np = _import("numpy", "np")
     if _is_tensor(value, kind):
@@ -77,11 +82,13 @@ def as_tensor(value: Any, kind: str) -> Any:
                 "rows longer than max_length), or return_tensors=None / 'np'"
             )
         ragged = np.empty(len(value), dtype=object)
-        ragged[:] = [np.asarray(row) for row in value]
+        # int64 leaves numpy's own choice (what transformers gets) for values that are not ids.
+        chosen = None if dtype == "int64" else dtype
+        ragged[:] = [np.asarray(row, dtype=chosen) for row in value]
         return ragged
     empty = isinstance(value, (list, tuple)) and (not value or all(isinstance(r, (list, tuple)) and not r
                                                                    for r in value))
-    array = np.asarray(value, dtype=np.int64 if empty else None)
+    array = np.asarray(value, dtype=dtype if empty or dtype != "int64" else None)
     if kind == "np":
         return array
     if kind == "pt":
@@ -105,7 +112,7 @@ class BatchEncoding(dict):
     def __init__(self, data: dict[str, Any] | None = None, core: _core.CoreBatch | None = None,
                  total_ms: float | None = None, layout: tuple[Any, Any, int | None] | None = None, *,
                  encodings: Callable[[], list[Any]] | list[Any] | None = None,
-                 n_sequences: int | None = None, tensor_type: str | None = None) -> None:
+                 n_sequences: int | None = None, tensor_type: str | None = None, dtype: str = "int64") -> None:
         super().__init__(data or {})
         self._core = core
         self._total_ms = total_ms
@@ -115,7 +122,7 @@ class BatchEncoding(dict):
         self._encodings = encodings
         self._n_sequences = n_sequences
         if tensor_type is not None:
-            self.convert_to_tensors(tensor_type)
+            self.convert_to_tensors(tensor_type, dtype=dtype)
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickling (DataLoader workers): the fields, `lengths`, `row_offsets`, the
@@ -228,8 +235,11 @@ class BatchEncoding(dict):
         encoding, index = self._row(batch_or_char_index, char_index)
         return encoding.char_to_word(index, sequence_index)
 
-    def convert_to_tensors(self, tensor_type: str | None = None, prepend_batch_axis: bool = False) -> BatchEncoding:
-        """Every value as a `tensor_type` tensor ("np", "pt", "cupy"), in place, as transformers."""
+    def convert_to_tensors(self, tensor_type: str | None = None, prepend_batch_axis: bool = False,
+                           dtype: str = "int64") -> BatchEncoding:
+        """Every value as a `tensor_type` tensor ("np", "pt", "cupy"), in place, as
+        transformers. `dtype` (gpu_tok's addition, "int64" or "int32") is the
+        type of values made from Python lists; core tensors keep theirs."""
         if tensor_type is None:
             return self
         check_kind(tensor_type)
@@ -238,7 +248,7 @@ class BatchEncoding(dict):
                 value = convert(value, tensor_type)
             elif prepend_batch_axis:
                 value = [value]
-            dict.__setitem__(self, key, as_tensor(value, tensor_type))
+            dict.__setitem__(self, key, as_tensor(value, tensor_type, dtype))
         return self
 
     def to(self, device: Any, *, non_blocking: bool = False) -> BatchEncoding:

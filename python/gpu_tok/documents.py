@@ -33,10 +33,11 @@ def encode_documents(tok: Tokenizer, texts: Any, *, add_special_tokens: bool = F
     as flat uint32, offsets as int64 with one more entry than documents, so
     document i is `ids[offsets[i]:offsets[i + 1]]`. `eos_id` is appended to
     every document when given."""
+    # int32 from the core (non-negative ids below 2^31) is the uint32 array as it is: no conversion pass.
     enc = tok.encode_batch(texts, add_special_tokens=add_special_tokens, padding=False, truncation=False,
-                           return_attention_mask=False, return_token_type_ids=False, device=device)
+                           return_attention_mask=False, return_token_type_ids=False, device=device, dtype="int32")
     # .cpu() is a no-op for host tensors and a copy to the host for CUDA ones.
-    ids = np.asarray(enc.input_ids.cpu()).astype(np.uint32)
+    ids = np.asarray(enc.input_ids.cpu()).view(np.uint32)
     offsets = np.asarray(enc.row_offsets.cpu()).astype(np.int64, copy=False)
     if eos_id is not None:
         # One EOS at the end of each document; empty documents get one too.
@@ -50,7 +51,7 @@ def to_arrow_lists(ids: np.ndarray, offsets: np.ndarray) -> Any:
     one copy of the ids, to int32, and no Python list per token."""
     import pyarrow as pa
 
-    values = pa.array(ids.astype(np.int32))
+    values = pa.array(ids.view(np.int32) if ids.dtype == np.uint32 else ids.astype(np.int32))
     return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), values)
 
 

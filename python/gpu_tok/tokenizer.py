@@ -27,7 +27,7 @@ from typing import Any
 
 from . import _added, _chat, _config, _core, _pad, _placement, _reference, _settings
 from ._errors import InvalidTokenizerError, TokenizerNotFoundError, UnsupportedTokenizerError
-from .batch import KEY_ORDER, BatchEncoding, as_tensor, check_kind, convert
+from .batch import KEY_ORDER, BatchEncoding, as_tensor, check_dtype, check_kind, convert
 
 _OPTIONAL_KEYS = ("token_type_ids", "attention_mask", "special_tokens_mask", "offset_mapping", "length")
 
@@ -405,7 +405,7 @@ class Tokenizer:
 
     def _run(self, texts: Any, pairs: Any, *, add_special_tokens: bool, truncation: Any, padding: Any,
              attention_mask: bool, type_ids: bool | None, special_tokens_mask: bool,
-             offsets: bool, device: Any) -> tuple[_core.CoreBatch, float]:
+             offsets: bool, device: Any, dtype: str = "int64") -> tuple[_core.CoreBatch, float]:
         """The core's batch and the call's wall time in milliseconds."""
         started = time.perf_counter()
         size = _text_bytes(texts) if _placement.is_auto(device) else None
@@ -418,7 +418,7 @@ class Tokenizer:
         core = self._core.encode_batch(
             texts, pairs, add_special_tokens=add_special_tokens, truncation=truncation,
             padding=padding, attention_mask=attention_mask, type_ids=type_ids,
-            special_tokens_mask=special_tokens_mask, offsets=offsets, device=placement.core,
+            special_tokens_mask=special_tokens_mask, offsets=offsets, device=placement.core, dtype=dtype,
         )
         if placement.to_host:
             core = core.cpu()
@@ -462,12 +462,15 @@ class Tokenizer:
         return_special_tokens_mask: bool = False,
         return_offsets: bool = False,
         device: Any = "auto",
+        dtype: str = "int64",
     ) -> BatchEncoding:
         """Encodes a batch (a list of str, or a pyarrow string array, read without
         a copy) into tensors (gpu_tok `Tensor`s: DLPack and buffer protocol).
         `padding`/`truncation` left as None follow tokenizer.json, as
         `tokenizers`' `encode_batch` does; `False` turns them off, `True`,
-        "longest", "max_length" and the truncation strategies turn them on."""
+        "longest", "max_length" and the truncation strategies turn them on.
+        `dtype="int32"` gives every field in half the bytes (int64 by default)."""
+        check_dtype(dtype)
         d = self._defaults
         trunc = _settings.truncation(d, truncation, max_length, truncation_side, from_file=True)
         pad = _settings.padding(d, padding, max_length, pad_to_multiple_of, padding_side, pad_token_id,
@@ -475,7 +478,7 @@ class Tokenizer:
         core, total_ms = self._run(texts, text_pairs, add_special_tokens=add_special_tokens, truncation=trunc,
                                    padding=pad, attention_mask=return_attention_mask,
                                    type_ids=return_token_type_ids, special_tokens_mask=return_special_tokens_mask,
-                                   offsets=return_offsets, device=device)
+                                   offsets=return_offsets, device=device, dtype=dtype)
 
         def encodings() -> list[Any]:
             inputs = _as_list(texts) if text_pairs is None else list(zip(_as_list(texts), _as_list(text_pairs),
@@ -513,15 +516,18 @@ class Tokenizer:
         split_special_tokens: bool | None = None,
         max_target_length: int | None = None,
         device: Any = "auto",
+        dtype: str = "int64",
     ) -> BatchEncoding:
         """transformers' call: `tok(texts, padding=True, truncation=True,
         return_tensors="pt")`, with its semantics (tokenizer.json's truncation
         and padding do not apply; `max_length` defaults to `model_max_length`).
         A single str gives un-batched lists. `text_target` adds `labels`.
-        gpu_tok's additions: `truncation_side`, `pad_token_id`, `device`."""
+        gpu_tok's additions: `truncation_side`, `pad_token_id`, `device`, and
+        `dtype` ("int64" as transformers, or "int32": tensors in half the bytes)."""
         if text is None and text_target is None:
             raise TypeError("pass text (a str or a list of str), or text_target")
         check_kind(return_tensors)
+        check_dtype(dtype)
         options = dict(add_special_tokens=add_special_tokens, padding=padding, truncation=truncation, stride=stride,
                        is_split_into_words=is_split_into_words, pad_to_multiple_of=pad_to_multiple_of,
                        padding_side=padding_side, truncation_side=truncation_side, pad_token_id=pad_token_id,
@@ -531,7 +537,7 @@ class Tokenizer:
                        return_special_tokens_mask=return_special_tokens_mask,
                        return_offsets_mapping=return_offsets_mapping, return_length=return_length,
                        split_special_tokens=self.split_special_tokens if split_special_tokens is None
-                       else split_special_tokens, device=device)
+                       else split_special_tokens, device=device, dtype=dtype)
         encodings = None if text is None else self._encode(text, text_pair, max_length=max_length, **options)
         if text_target is None:
             assert encodings is not None
@@ -548,7 +554,7 @@ class Tokenizer:
                 padding_side: str | None, truncation_side: str | None, pad_token_id: int | None,
                 return_tensors: str | None, return_token_type_ids: bool | None, return_attention_mask: bool | None,
                 return_overflowing_tokens: bool, return_special_tokens_mask: bool, return_offsets_mapping: bool,
-                return_length: bool, split_special_tokens: bool, device: Any) -> BatchEncoding:
+                return_length: bool, split_special_tokens: bool, device: Any, dtype: str) -> BatchEncoding:
         """One of `__call__`'s encodings (inputs, or targets)."""
         if not isinstance(add_special_tokens, bool):
             raise TypeError("add_special_tokens must be a bool")
@@ -595,7 +601,8 @@ class Tokenizer:
             # What the core does not do yet: `tokenizers` encodes, with the same settings.
             fields, flat = _reference.fields(encodings(), wanted, return_overflowing_tokens)
             if return_tensors is not None:
-                return BatchEncoding(fields, encodings=flat, n_sequences=n_sequences, tensor_type=return_tensors)
+                return BatchEncoding(fields, encodings=flat, n_sequences=n_sequences, tensor_type=return_tensors,
+                                     dtype=dtype)
             if single and not return_overflowing_tokens:
                 fields = {k: v[0] if v and isinstance(v[0], list) else v for k, v in fields.items()}
             return BatchEncoding(fields, encodings=flat, n_sequences=n_sequences)
@@ -604,7 +611,7 @@ class Tokenizer:
                                    padding=pad, attention_mask=wanted["attention_mask"],
                                    type_ids=wanted["token_type_ids"],
                                    special_tokens_mask=return_special_tokens_mask,
-                                   offsets=return_offsets_mapping, device=device)
+                                   offsets=return_offsets_mapping, device=device, dtype=dtype)
         if return_tensors is None:
             lists = core.to_lists()
             if return_length:
@@ -613,15 +620,16 @@ class Tokenizer:
             if single:
                 ordered = {k: v[0] if v and isinstance(v[0], list) else v for k, v in ordered.items()}
             return BatchEncoding(ordered, core, total_ms, encodings=encodings, n_sequences=n_sequences)
-        tensors = self._tensors(core, return_tensors)
+        tensors = self._tensors(core, return_tensors, dtype)
         if return_length:
             starts = core.row_offsets().tolist()
-            tensors["length"] = as_tensor([b - a for a, b in zip(starts, starts[1:], strict=False)], return_tensors)
+            tensors["length"] = as_tensor([b - a for a, b in zip(starts, starts[1:], strict=False)], return_tensors,
+                                          dtype)
         ordered = {k: tensors[k] for k in KEY_ORDER if k in tensors}
         return BatchEncoding(ordered, core, total_ms, encodings=encodings, n_sequences=n_sequences)
 
     @staticmethod
-    def _tensors(core: _core.CoreBatch, kind: str) -> dict[str, Any]:
+    def _tensors(core: _core.CoreBatch, kind: str, dtype: str) -> dict[str, Any]:
         """Every field as a `[B, L]` (`[B, L, 2]`) tensor of `kind`: zero-copy when
         the rows have one length, else as transformers makes them from lists."""
         width = core.width
@@ -629,7 +637,7 @@ class Tokenizer:
             starts = core.row_offsets().tolist()
             widths = {b - a for a, b in zip(starts, starts[1:], strict=False)}
             if len(widths) > 1:  # ragged: numpy object arrays, or a ValueError for torch/CuPy
-                return {name: as_tensor(rows, kind) for name, rows in core.to_lists().items()}
+                return {name: as_tensor(rows, kind, dtype) for name, rows in core.to_lists().items()}
             width = widths.pop() if widths else 0
         out = {}
         for name in core.keys():

@@ -17,7 +17,7 @@ use crate::kernels::{
     GtRowArgs, GtRowSource, GtRowSpan, GtScanArgs, GtSplits, GtSpmArgs, GtSpmModel, GtTemplate,
     GtUnigramArgs, GtUnigramModel, GtWordPieceArgs, GtWordPieceModel, GtWords, Kernel, KernelArgs,
 };
-use crate::layout::{row_layout, Batch, Outputs};
+use crate::layout::{narrow, row_layout, Batch, Dtype, Outputs};
 use crate::plan::bytelevel::ByteLevelPlan;
 use crate::plan::FastPlan;
 use std::borrow::Cow;
@@ -90,24 +90,31 @@ pub struct DeviceBatch {
     pub row_starts_buf: DevBuf,
     pub lengths_buf: DevBuf,
     pub width: Option<usize>,
-    /// (field name, buffer of int64), in transformers' order.
+    /// (field name, buffer of `dtype` values), in transformers' order.
     pub fields: Vec<(&'static str, DevBuf)>,
+    pub dtype: Dtype,
     pub timings: Timings,
 }
 
 impl DeviceBatch {
     /// A host batch copied onto the device (results the host had to compute
-    /// whole, e.g. pairs or offsets, for a caller that asked for the device).
-    pub fn upload(dev: &dyn DeviceStream, batch: Batch) -> Result<DeviceBatch> {
-        let mut fields = vec![("input_ids", dev.export(dev.upload_new(&batch.ids)?))];
+    /// whole, e.g. pairs or offsets, for a caller that asked for the device),
+    /// its fields in `dtype`.
+    pub fn upload(dev: &dyn DeviceStream, batch: Batch, dtype: Dtype) -> Result<DeviceBatch> {
+        let mut fields = Vec::new();
         for (name, values) in [
-            ("attention_mask", &batch.attention_mask),
-            ("token_type_ids", &batch.type_ids),
-            ("special_tokens_mask", &batch.special_tokens_mask),
-            ("offset_mapping", &batch.offsets),
+            ("input_ids", Some(&batch.ids)),
+            ("attention_mask", batch.attention_mask.as_ref()),
+            ("token_type_ids", batch.type_ids.as_ref()),
+            ("special_tokens_mask", batch.special_tokens_mask.as_ref()),
+            ("offset_mapping", batch.offsets.as_ref()),
         ] {
             if let Some(values) = values {
-                fields.push((name, dev.export(dev.upload_new(values)?)));
+                let buffer = match dtype {
+                    Dtype::Int64 => dev.upload_new(values)?,
+                    Dtype::Int32 => dev.upload_new(&narrow(values, name)?)?,
+                };
+                fields.push((name, dev.export(buffer)));
             }
         }
         let row_starts_buf = dev.export(dev.upload_new(&batch.row_starts)?);
@@ -121,6 +128,7 @@ impl DeviceBatch {
             lengths: batch.lengths,
             width: batch.width,
             fields,
+            dtype,
             timings: Timings::default(),
         })
     }
@@ -286,21 +294,22 @@ pub fn encode(dev: &dyn DeviceStream, job: &Job<'_>) -> Result<DeviceBatch> {
     let (row_starts, width) = row_layout(&lengths, job.padding, job.outputs.bytes_per_token())?;
     let total = *row_starts.last().unwrap_or(&0) as usize;
 
-    let mut fields = vec![("input_ids", dev.alloc(8 * total)?)];
+    let value_bytes = job.outputs.dtype.size();
+    let mut fields = vec![("input_ids", dev.alloc(value_bytes * total)?)];
     for (name, wanted) in [
         ("attention_mask", job.outputs.attention_mask),
         ("token_type_ids", job.outputs.type_ids),
         ("special_tokens_mask", job.outputs.special_tokens_mask),
     ] {
         if wanted {
-            fields.push((name, dev.alloc(8 * total)?));
+            fields.push((name, dev.alloc(value_bytes * total)?));
         }
     }
     let out = |name: &str, base: usize| {
         fields
             .iter()
             .find(|(n, _)| *n == name)
-            .map_or(0, |(_, buf)| buf.ptr() + 8 * base as u64)
+            .map_or(0, |(_, buf)| buf.ptr() + (value_bytes * base) as u64)
     };
     for chunk in &chunks {
         let starts = &row_starts[chunk.rows.start..=chunk.rows.end];
@@ -319,7 +328,7 @@ pub fn encode(dev: &dyn DeviceStream, job: &Job<'_>) -> Result<DeviceBatch> {
             lengths: chunk.lengths_dev.ptr(),
             row_starts: relative.ptr(),
             n_rows: chunk.rows.len() as u32,
-            _pad: 0,
+            value_bytes: value_bytes as u32,
             raw_ids: chunk.raw_ids.ptr(),
             host_ids: chunk.host_ids.ptr(),
             tmpl: job.template,
@@ -356,6 +365,7 @@ pub fn encode(dev: &dyn DeviceStream, job: &Job<'_>) -> Result<DeviceBatch> {
         lengths,
         width,
         fields,
+        dtype: job.outputs.dtype,
         timings: Timings {
             kernels_ms,
             upload_ms,

@@ -56,6 +56,8 @@ pub struct Engine {
     template_problems: [Option<(String, bool)>; 2],
     /// The fast plan's tables on each device they were uploaded to.
     device_tables: offload::TablesCache,
+    /// The largest id the tokenizer can give (found at the first int32 device call).
+    max_id: std::sync::OnceLock<u32>,
 }
 
 static NEXT_ENGINE_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -95,6 +97,7 @@ impl Engine {
             fast,
             id,
             device_tables: Default::default(),
+            max_id: Default::default(),
         })
     }
 

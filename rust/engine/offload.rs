@@ -13,8 +13,9 @@ use super::{Engine, Input, Settings};
 use crate::cpu::{self, Part};
 use crate::cuda::pipeline::{self, DeviceBatch, DeviceModel, DeviceTables, Job, Row, Truncation};
 use crate::cuda::stream::{DeviceStream, Location};
-use crate::error::Result;
-use crate::kernels::GtBpeModel;
+use crate::error::{Error, Result};
+use crate::kernels::{GtBpeModel, GtTemplate};
+use crate::layout::Dtype;
 use crate::plan::FastPlan;
 use crate::pool;
 use std::borrow::Cow;
@@ -33,9 +34,13 @@ impl Engine {
         settings: &Settings,
     ) -> Result<DeviceBatch> {
         self.check_settings(inputs, settings)?;
+        let dtype = settings.outputs.dtype;
         let Some(template) = self.packable_template(inputs, settings) else {
-            return DeviceBatch::upload(dev, self.encode_batch(inputs, settings)?);
+            return DeviceBatch::upload(dev, self.encode_batch(inputs, settings)?, dtype);
         };
+        if dtype == Dtype::Int32 {
+            self.check_int32(&template, settings)?;
+        }
 
         let plan = self.fast.as_ref().ok().filter(|p| runs_on_device(p));
         let tables = plan.map(|plan| self.tables_on(dev, plan)).transpose()?;
@@ -69,6 +74,32 @@ impl Engine {
         let mut batch = pipeline::encode(dev, &job)?;
         batch.timings.prepare_ms = prepare_ms;
         Ok(batch)
+    }
+
+    /// int32 outputs packed on the device: the kernel narrows what it writes,
+    /// so every id it may write (the vocabulary's, the template's, padding's)
+    /// must fit in an int32.
+    fn check_int32(&self, template: &GtTemplate, settings: &Settings) -> Result<()> {
+        let vocab = self
+            .max_id
+            .get_or_init(|| self.hf.get_vocab(true).into_values().max().unwrap_or(0));
+        let padding = settings
+            .padding
+            .as_ref()
+            .map_or([0, 0], |p| [p.pad_id, p.pad_type_id]);
+        let largest = (template
+            .ids
+            .iter()
+            .chain(&template.type_ids)
+            .chain(&padding))
+        .copied()
+        .fold(*vocab, u32::max);
+        if i32::try_from(largest).is_err() {
+            return Err(Error::InvalidArgument(format!(
+                "dtype=\"int32\": this tokenizer can give id {largest}, which int32 cannot hold; use dtype=\"int64\""
+            )));
+        }
+        Ok(())
     }
 
     /// A row for the device: its normalized text (byte-level) or words

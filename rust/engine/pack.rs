@@ -194,6 +194,7 @@ mod tests {
             type_ids: true,
             special_tokens_mask: true,
             offsets: true,
+            ..Default::default()
         };
         let right = params(
             PaddingStrategy::BatchLongest,

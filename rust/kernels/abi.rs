@@ -481,7 +481,8 @@ c_mirror! {
         pub lengths: DevPtr,
         pub row_starts: DevPtr,
         pub n_rows: u32,
-        pub _pad: u32,
+        /// 8: the outputs are int64; 4: int32.
+        pub value_bytes: u32,
         pub raw_ids: DevPtr,
         pub host_ids: DevPtr,
         pub tmpl: GtTemplate,

@@ -4,9 +4,10 @@
 //! the batch's buffers (host memory, or device memory for a CUDA call):
 //! nothing is copied on the way out.
 
-use super::tensor::{Storage, Tensor};
+use super::tensor::{Storage, Tensor, Values};
 use crate::cuda::pipeline::{DeviceBatch, Timings};
-use crate::layout::Batch;
+use crate::error::Result;
+use crate::layout::{narrow, Batch, Dtype};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use std::sync::Arc;
@@ -25,7 +26,9 @@ pub struct CoreBatch {
 }
 
 impl CoreBatch {
-    pub fn new(batch: Batch) -> Self {
+    /// A host batch with its fields in `dtype` (int32: narrowed here, an error
+    /// naming the field when a value does not fit).
+    pub fn new(batch: Batch, dtype: Dtype) -> Result<Self> {
         let Batch {
             row_starts,
             lengths,
@@ -44,16 +47,23 @@ impl CoreBatch {
             ("offset_mapping", offsets),
         ]
         .into_iter()
-        .filter_map(|(name, values)| Some((name, Storage::host(values?))))
-        .collect();
-        CoreBatch {
+        .filter_map(|(name, values)| Some((name, values?)))
+        .map(|(name, values)| {
+            let values = match dtype {
+                Dtype::Int64 => Values::Int64(values),
+                Dtype::Int32 => Values::Int32(narrow(&values, name)?),
+            };
+            Ok((name, Storage::host_values(values)))
+        })
+        .collect::<Result<_>>()?;
+        Ok(CoreBatch {
             fields,
             host_row_starts: row_starts.clone(),
             row_starts: Storage::host(row_starts),
             lengths: Storage::host(lengths),
             width,
             timings: None,
-        }
+        })
     }
 
     /// A batch whose buffers live on a device.
@@ -62,11 +72,11 @@ impl CoreBatch {
             fields: batch
                 .fields
                 .into_iter()
-                .map(|(name, buffer)| (name, Storage::device(buffer)))
+                .map(|(name, buffer)| (name, Storage::device(buffer, batch.dtype)))
                 .collect(),
             host_row_starts: batch.row_starts,
-            row_starts: Storage::device(batch.row_starts_buf),
-            lengths: Storage::device(batch.lengths_buf),
+            row_starts: Storage::device(batch.row_starts_buf, Dtype::Int64),
+            lengths: Storage::device(batch.lengths_buf, Dtype::Int64),
             width: batch.width,
             timings: Some(batch.timings),
         }
@@ -143,8 +153,7 @@ impl CoreBatch {
         }
         let py = slf.py();
         let copy = |s: &Arc<Storage>| -> PyResult<Arc<Storage>> {
-            let values = py.detach(|| s.values().map(|v| v.into_owned()))?;
-            Ok(Storage::host(values))
+            Ok(Storage::host_values(py.detach(|| s.host_copy())?))
         };
         let batch = CoreBatch {
             fields: this

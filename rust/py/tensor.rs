@@ -1,12 +1,14 @@
-//! `Tensor`: an int64 result buffer that numpy, torch and CuPy take without a
-//! copy, through DLPack (`__dlpack__`, `__dlpack_device__`) or, for host
-//! memory, the buffer protocol. The buffer is host memory or device memory
-//! from the CUDA backend (freed, back into the driver's pool, when the last
-//! tensor or DLPack consumer lets go of it).
+//! `Tensor`: an integer result buffer (int64, or int32 where the caller asked)
+//! that numpy, torch and CuPy take without a copy, through DLPack
+//! (`__dlpack__`, `__dlpack_device__`) or, for host memory, the buffer
+//! protocol. The buffer is host memory or device memory from the CUDA backend
+//! (freed, back into the driver's pool, when the last tensor or DLPack
+//! consumer lets go of it).
 
 use crate::cuda::stream::{DevBuf, Location};
 use crate::dlpack::{self, DLDevice, Export};
 use crate::kernels::{as_bytes, as_bytes_mut};
+use crate::layout::Dtype;
 use pyo3::exceptions::{PyBufferError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -16,8 +18,61 @@ use std::cell::UnsafeCell;
 use std::ffi::c_int;
 use std::sync::Arc;
 
+/// Host values in one of the output dtypes.
+pub enum Values {
+    Int64(Vec<i64>),
+    Int32(Vec<i32>),
+}
+
+impl Values {
+    fn dtype(&self) -> Dtype {
+        match self {
+            Values::Int64(_) => Dtype::Int64,
+            Values::Int32(_) => Dtype::Int32,
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Values::Int64(v) => v.len(),
+            Values::Int32(v) => v.len(),
+        }
+    }
+
+    /// The values as int64 (borrowed when they are int64).
+    fn widened(&self) -> Cow<'_, [i64]> {
+        match self {
+            Values::Int64(v) => Cow::Borrowed(v),
+            Values::Int32(v) => Cow::Owned(v.iter().map(|&x| i64::from(x)).collect()),
+        }
+    }
+
+    /// The values' bytes, native order.
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Values::Int64(v) => as_bytes(v),
+            Values::Int32(v) => as_bytes(v),
+        }
+    }
+
+    /// `n` zeros of `dtype`.
+    fn zeros(dtype: Dtype, n: usize) -> Self {
+        match dtype {
+            Dtype::Int64 => Values::Int64(vec![0; n]),
+            Dtype::Int32 => Values::Int32(vec![0; n]),
+        }
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        match self {
+            Values::Int64(v) => as_bytes_mut(v),
+            Values::Int32(v) => as_bytes_mut(v),
+        }
+    }
+}
+
 /// Host memory that consumers may write through (numpy/torch views are writable).
-pub struct HostBuffer(UnsafeCell<Vec<i64>>);
+pub struct HostBuffer(UnsafeCell<Values>);
 
 // SAFETY: the Vec is never resized after construction; element writes come only
 // from consumers' views, as with any numpy array shared between threads.
@@ -25,66 +80,86 @@ unsafe impl Sync for HostBuffer {}
 
 impl HostBuffer {
     /// The values (consumers may have written through their views).
-    pub fn values(&self) -> &[i64] {
-        // SAFETY: the buffer is never resized; element writes by consumers are plain int64 stores.
-        unsafe { std::slice::from_raw_parts(self.ptr(), self.len()) }
+    fn values(&self) -> &Values {
+        // SAFETY: the Vec is never resized; element writes by consumers are plain integer stores.
+        unsafe { &*self.0.get() }
     }
 
-    fn ptr(&self) -> *mut i64 {
-        // SAFETY: only the pointer is taken; the Vec itself is never touched mutably.
-        unsafe { (*self.0.get()).as_mut_ptr() }
-    }
-
-    fn len(&self) -> usize {
-        // SAFETY: reading the length of a Vec that is never resized.
-        unsafe { (*self.0.get()).len() }
+    fn ptr(&self) -> *mut u8 {
+        // SAFETY: only the pointer is taken; the Vec itself is never resized.
+        match unsafe { &mut *self.0.get() } {
+            Values::Int64(v) => v.as_mut_ptr().cast(),
+            Values::Int32(v) => v.as_mut_ptr().cast(),
+        }
     }
 }
 
-/// The memory under a tensor: int64 values on the host or on a device.
+/// The memory under a tensor: values on the host or on a device.
 pub enum Storage {
     Host(HostBuffer),
-    Device(DevBuf),
+    Device(DevBuf, Dtype),
 }
 
 impl Storage {
-    /// Host values as a shared storage.
+    /// Host int64 values as a shared storage.
     pub fn host(values: Vec<i64>) -> Arc<Self> {
+        Self::host_values(Values::Int64(values))
+    }
+
+    pub fn host_values(values: Values) -> Arc<Self> {
         Arc::new(Storage::Host(HostBuffer(UnsafeCell::new(values))))
     }
 
-    pub fn device(buffer: DevBuf) -> Arc<Self> {
-        Arc::new(Storage::Device(buffer))
+    pub fn device(buffer: DevBuf, dtype: Dtype) -> Arc<Self> {
+        Arc::new(Storage::Device(buffer, dtype))
     }
 
-    /// Number of int64 values.
-    pub fn len(&self) -> usize {
+    pub fn dtype(&self) -> Dtype {
         match self {
-            Storage::Host(h) => h.len(),
-            Storage::Device(d) => d.bytes() / 8,
+            Storage::Host(h) => h.values().dtype(),
+            Storage::Device(_, dtype) => *dtype,
         }
     }
 
-    /// The values; device memory is copied to the host (call it without the
-    /// GIL where the copy may be large).
+    /// Number of values.
+    pub fn len(&self) -> usize {
+        match self {
+            Storage::Host(h) => h.values().len(),
+            Storage::Device(d, dtype) => d.bytes() / dtype.size(),
+        }
+    }
+
+    /// The values in host memory, in their dtype: a copy (from the device, for
+    /// device memory; call it without the GIL where the copy may be large).
+    pub fn host_copy(&self) -> PyResult<Values> {
+        let values = match self {
+            Storage::Host(h) => match h.values() {
+                Values::Int64(v) => Values::Int64(v.clone()),
+                Values::Int32(v) => Values::Int32(v.clone()),
+            },
+            Storage::Device(d, Dtype::Int64) => Values::Int64(read(d, self.len())?),
+            Storage::Device(d, Dtype::Int32) => Values::Int32(read(d, self.len())?),
+        };
+        Ok(values)
+    }
+
+    /// The values as int64; device memory is copied to the host (call it
+    /// without the GIL where the copy may be large).
     pub fn values(&self) -> PyResult<Cow<'_, [i64]>> {
         match self {
-            Storage::Host(h) => Ok(Cow::Borrowed(h.values())),
-            Storage::Device(d) => d
-                .read_vec::<i64>(self.len())
-                .map(Cow::Owned)
-                .map_err(|e| PyBufferError::new_err(e.to_string())),
+            Storage::Host(h) => Ok(h.values().widened()),
+            Storage::Device(..) => Ok(Cow::Owned(self.host_copy()?.widened().into_owned())),
         }
     }
 
     /// The DLPack device and address of the first value.
-    fn location(&self) -> (DLDevice, *mut i64) {
+    fn location(&self) -> (DLDevice, *mut u8) {
         let (device_type, device_id, ptr) = match self {
             Storage::Host(h) => (dlpack::DEVICE_CPU, 0, h.ptr()),
             // Emulated device memory is host memory.
-            Storage::Device(d) => match d.location() {
-                Location::Host => (dlpack::DEVICE_CPU, 0, d.ptr() as *mut i64),
-                Location::Cuda(n) => (dlpack::DEVICE_CUDA, n as i32, d.ptr() as *mut i64),
+            Storage::Device(d, _) => match d.location() {
+                Location::Host => (dlpack::DEVICE_CPU, 0, d.ptr() as *mut u8),
+                Location::Cuda(n) => (dlpack::DEVICE_CUDA, n as i32, d.ptr() as *mut u8),
             },
         };
         (
@@ -101,10 +176,18 @@ impl Storage {
     }
 }
 
-/// What `__reduce__` gives pickle: the rebuilding function and its (shape, bytes).
-type Reduced<'py> = (Bound<'py, PyAny>, (Vec<usize>, Bound<'py, PyBytes>));
+fn read<T: crate::kernels::Pod + Default>(d: &DevBuf, n: usize) -> PyResult<Vec<T>> {
+    d.read_vec::<T>(n)
+        .map_err(|e| PyBufferError::new_err(e.to_string()))
+}
 
-/// An int64 tensor over a shared storage.
+/// What `__reduce__` gives pickle: the rebuilding function and its (shape, bytes, dtype).
+type Reduced<'py> = (
+    Bound<'py, PyAny>,
+    (Vec<usize>, Bound<'py, PyBytes>, &'static str),
+);
+
+/// An integer tensor over a shared storage.
 #[pyclass(frozen, module = "gpu_tok._core")]
 pub struct Tensor {
     buffer: Arc<Storage>,
@@ -118,7 +201,7 @@ impl Tensor {
     pub fn new(buffer: Arc<Storage>, shape: Vec<usize>) -> Self {
         debug_assert_eq!(buffer.len(), shape.iter().product::<usize>());
         let mut strides_bytes = vec![0isize; shape.len()];
-        let mut step = 8isize;
+        let mut step = buffer.dtype().size() as isize;
         for (stride, &dim) in strides_bytes.iter_mut().zip(shape.iter()).rev() {
             *stride = step;
             step *= dim.max(1) as isize;
@@ -175,10 +258,10 @@ impl Tensor {
         PyTuple::new(py, &self.shape)
     }
 
-    /// Always "int64".
+    /// "int64" or "int32".
     #[getter]
     fn dtype(&self) -> &'static str {
-        "int64"
+        self.buffer.dtype().name()
     }
 
     /// Where the data lives: "cpu" or "cuda:N".
@@ -203,38 +286,42 @@ impl Tensor {
         if this.buffer.on_host() {
             return Ok(slf);
         }
-        let values = slf.py().detach(|| this.values().map(|v| v.into_owned()))?;
+        let values = slf.py().detach(|| this.buffer.host_copy())?;
         let copy = Tensor {
-            buffer: Storage::host(values),
+            buffer: Storage::host_values(values),
             shape: this.shape.clone(),
             strides_bytes: this.strides_bytes.clone(),
         };
         Bound::new(slf.py(), copy)
     }
 
-    /// Pickling (DataLoader workers, multiprocessing): the shape and the values
-    /// as bytes. A CUDA tensor is copied to the host and arrives as a host tensor.
+    /// Pickling (DataLoader workers, multiprocessing): the shape, the values
+    /// as bytes and the dtype. A CUDA tensor is copied to the host and arrives
+    /// as a host tensor.
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Reduced<'py>> {
         let py = slf.py();
         let this = slf.get();
-        let values = py.detach(|| this.values().map(|v| v.into_owned()))?;
+        let values = py.detach(|| this.buffer.host_copy())?;
         let shape = this.shape.iter().map(|&d| d as usize).collect();
         let rebuild = py.get_type::<Tensor>().getattr("_from_bytes")?;
-        Ok((rebuild, (shape, PyBytes::new(py, as_bytes(&values)))))
+        let dtype = values.dtype().name();
+        Ok((rebuild, (shape, PyBytes::new(py, values.bytes()), dtype)))
     }
 
-    /// A host tensor of `shape` from int64 values in native byte order (what
+    /// A host tensor of `shape` from `dtype` values in native byte order (what
     /// `__reduce__` gives).
     #[staticmethod]
-    fn _from_bytes(shape: Vec<usize>, data: &[u8]) -> PyResult<Self> {
+    #[pyo3(signature = (shape, data, dtype="int64"))]
+    fn _from_bytes(shape: Vec<usize>, data: &[u8], dtype: &str) -> PyResult<Self> {
+        let dtype = Dtype::parse(dtype).map_err(|e| PyValueError::new_err(e.to_string()))?;
         let n = shape
             .iter()
             .try_fold(1usize, |n, &d| n.checked_mul(d))
-            .filter(|&n| n.checked_mul(8) == Some(data.len()))
+            .filter(|&n| n.checked_mul(dtype.size()) == Some(data.len()))
             .ok_or_else(|| PyValueError::new_err("the data does not hold the shape's values"))?;
-        let mut values = vec![0i64; n];
-        as_bytes_mut(&mut values).copy_from_slice(data);
-        Ok(Tensor::new(Storage::host(values), shape))
+        let mut values = Values::zeros(dtype, n);
+        values.bytes_mut().copy_from_slice(data);
+        Ok(Tensor::new(Storage::host_values(values), shape))
     }
 
     /// The values as (nested) Python lists.
@@ -244,8 +331,9 @@ impl Tensor {
 
     fn __repr__(&self) -> String {
         format!(
-            "gpu_tok.Tensor(shape={:?}, dtype=int64, device={})",
+            "gpu_tok.Tensor(shape={:?}, dtype={}, device={})",
             self.shape,
+            self.buffer.dtype().name(),
             self.device_name()
         )
     }
@@ -291,7 +379,7 @@ impl Tensor {
                 None => false,
             };
         let buffer = if copy == Some(true) && on_host || to_host {
-            Storage::host(self.values()?.into_owned())
+            Storage::host_values(py.detach(|| self.buffer.host_copy())?)
         } else if copy == Some(true) {
             return Err(PyBufferError::new_err(
                 "copy=True of a device tensor: copy it with the consumer (e.g. torch's .clone())",
@@ -300,10 +388,16 @@ impl Tensor {
             Arc::clone(&self.buffer)
         };
         let (device, data) = buffer.location();
+        let size = buffer.dtype().size();
         let export = Export {
             data,
+            bits: 8 * size as u8,
             shape: self.shape.iter().map(|&d| d as i64).collect(),
-            strides: self.strides_bytes.iter().map(|&s| (s / 8) as i64).collect(),
+            strides: self
+                .strides_bytes
+                .iter()
+                .map(|&s| s as i64 / size as i64)
+                .collect(),
             device,
             owner: Box::new(buffer),
         };
@@ -311,7 +405,7 @@ impl Tensor {
         dlpack::capsule(py, export, versioned)
     }
 
-    /// Buffer protocol: a C-contiguous int64 ("q") view.
+    /// Buffer protocol: a C-contiguous int64 ("q") or int32 ("i") view.
     unsafe fn __getbuffer__(
         slf: Bound<'_, Self>,
         view: *mut ffi::Py_buffer,
@@ -332,12 +426,16 @@ impl Tensor {
         unsafe {
             (*view).obj = slf.clone().into_any().into_ptr();
             (*view).buf = data.cast();
-            (*view).len = (this.buffer.len() * 8) as isize;
-            (*view).itemsize = 8;
+            let (size, format) = match this.buffer.dtype() {
+                Dtype::Int64 => (8, c"q"),
+                Dtype::Int32 => (4, c"i"),
+            };
+            (*view).len = (this.buffer.len() * size) as isize;
+            (*view).itemsize = size as isize;
             (*view).readonly = 0;
             (*view).ndim = this.shape.len() as c_int;
             (*view).format = if flags & ffi::PyBUF_FORMAT == ffi::PyBUF_FORMAT {
-                c"q".as_ptr().cast_mut()
+                format.as_ptr().cast_mut()
             } else {
                 std::ptr::null_mut()
             };

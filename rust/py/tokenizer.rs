@@ -10,7 +10,7 @@ use crate::cuda::driver;
 use crate::cuda::emulator::Emulator;
 use crate::engine::{Engine, Settings};
 use crate::error::Error;
-use crate::layout::Outputs;
+use crate::layout::{Dtype, Outputs};
 use crate::plan;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -61,7 +61,7 @@ impl CoreTokenizer {
     /// run on the host, for tests).
     #[pyo3(signature = (texts, pairs=None, *, add_special_tokens=true, truncation=None, padding=None,
                         attention_mask=false, type_ids=false, special_tokens_mask=false, offsets=false,
-                        device="cpu"))]
+                        device="cpu", dtype="int64"))]
     #[allow(clippy::too_many_arguments)]
     fn encode_batch(
         &self,
@@ -76,8 +76,10 @@ impl CoreTokenizer {
         special_tokens_mask: bool,
         offsets: bool,
         device: &str,
+        dtype: &str,
     ) -> PyResult<CoreBatch> {
         let backend = Backend::parse(device)?;
+        let dtype = Dtype::parse(dtype).map_err(|e| PyValueError::new_err(e.to_string()))?;
         let firsts = inputs::Texts::read(texts, "texts")?;
         let seconds = pairs
             .map(|p| inputs::Texts::read(p, "text_pair"))
@@ -113,14 +115,14 @@ impl CoreTokenizer {
                 type_ids,
                 special_tokens_mask,
                 offsets,
+                dtype,
             },
         };
         let engine = &self.engine;
         match backend {
-            Backend::Cpu => {
-                let batch = detach_work(py, || engine.encode_batch(&rows, &settings))?;
-                Ok(CoreBatch::new(batch))
-            }
+            Backend::Cpu => detach_work(py, || {
+                CoreBatch::new(engine.encode_batch(&rows, &settings)?, dtype)
+            }),
             Backend::Emulator(chunk_bytes) => {
                 let dev = Emulator::new(chunk_bytes);
                 let batch = detach_work(py, || engine.encode_batch_on(&dev, &rows, &settings))?;
