@@ -15,7 +15,10 @@
 //                 the host cuts: each of their pieces is one word)
 //   scan          tok_counts -> first token of each word
 //   compact       word   -> ids moved to their final place      (raw ids, CSR by word)
-//   row_spans     row    -> its raw token range, truncation, final length
+//   part_spans    part   -> its raw token range and count       (a row is one part,
+//                 or several where added tokens cut its text: see GtRowSource)
+//   scan          part counts -> first raw token of each part
+//   row_spans     row    -> its raw token count, truncation, final length
 //   (host: padding target and row starts, exactly as rust/layout.rs)
 //   pack          output element -> id / mask / type id / special mask
 // Example: rows ["Hi there", "ok"] with template [BOS] + seq, padding longest:
@@ -235,39 +238,58 @@ struct GtTemplate {
     gt_u32 seq_type_id;                // type id of the sequence's own tokens
 };
 
-// Where a row's tokens come from: the text pieces [piece_begin, piece_end)
-// (encoded on the device), then host ids [host_begin, host_end) (rows the host
-// encoded). gt_row_spans turns pieces into a range of raw_ids (GtRowSpan).
+// Where a row's tokens come from: its parts, in order, each the text pieces
+// [piece_begin, piece_end) (encoded on the device) then host ids
+// [host_begin, host_end). A row is one part (its text, or the ids of a row the
+// host encoded), or several when added tokens cut its text: each stretch of
+// text with the ids of the added tokens after it (`<|im_start|>user\nHi` is
+// the parts (nothing, [im_start]), ("user\nHi", nothing)). gt_part_spans turns
+// a part's pieces into a range of raw_ids (GtPartSpan).
 struct GtRowSource {
     gt_u32 piece_begin, piece_end, host_begin, host_end;
 };
 
-struct GtRowSpan {
+struct GtPartSpan {
     gt_u32 dev_begin, dev_end, host_begin, host_end;
-    gt_u32 skip;  // raw tokens dropped at the front (left truncation)
-    gt_u32 keep;  // raw tokens kept
+};
+
+struct GtRowSpan {
+    gt_u32 part_begin, part_end;  // the row's parts
+    gt_u32 skip;                  // raw tokens dropped at the front (left truncation)
+    gt_u32 keep;                  // raw tokens kept
 };
 
 struct GtRowArgs {
-    const GtRowSource* sources;
-    const gt_u32* first_word;   // scanned word counts (n_pieces + 1)
-    const gt_u32* tok_offsets;  // scanned token counts (n_words + 1)
+    const GtRowSource* sources;  // one per part
+    const gt_u32* row_parts;     // row r's parts are [row_parts[r], row_parts[r + 1])
+    const gt_u32* first_word;    // scanned word counts (n_pieces + 1)
+    const gt_u32* tok_offsets;   // scanned token counts (n_words + 1)
+    GtPartSpan* parts;
+    gt_u32* part_starts;         // raw tokens per part; scanned (n_parts + 1) before gt_row_spans
     GtTemplate tmpl;
-    gt_u32 truncate;            // 1: keep at most max_seq raw tokens
-    gt_u32 max_seq;             // max_length minus the template's tokens
+    gt_u32 truncate;             // 1: keep at most max_seq raw tokens
+    gt_u32 max_seq;              // max_length minus the template's tokens
     gt_u32 truncate_left;
     GtRowSpan* spans;
-    gt_u32* lengths;            // final length of each row (before padding)
+    gt_u32* lengths;             // final length of each row (before padding)
 };
 
-GT_HD void gt_row_spans_thread(const GtRowArgs* a, gt_u32 r) {
-    GtRowSource src = a->sources[r];
-    GtRowSpan span;
+GT_HD void gt_part_spans_thread(const GtRowArgs* a, gt_u32 p) {
+    GtRowSource src = a->sources[p];
+    GtPartSpan span;
     span.dev_begin = a->tok_offsets[a->first_word[src.piece_begin]];
     span.dev_end = a->tok_offsets[a->first_word[src.piece_end]];
     span.host_begin = src.host_begin;
     span.host_end = src.host_end;
-    gt_u32 raw = (span.dev_end - span.dev_begin) + (src.host_end - src.host_begin);
+    a->parts[p] = span;
+    a->part_starts[p] = (span.dev_end - span.dev_begin) + (src.host_end - src.host_begin);
+}
+
+GT_HD void gt_row_spans_thread(const GtRowArgs* a, gt_u32 r) {
+    GtRowSpan span;
+    span.part_begin = a->row_parts[r];
+    span.part_end = a->row_parts[r + 1];
+    gt_u32 raw = a->part_starts[span.part_end] - a->part_starts[span.part_begin];
     span.keep = a->truncate && raw > a->max_seq ? a->max_seq : raw;
     span.skip = a->truncate_left ? raw - span.keep : 0;
     a->spans[r] = span;
@@ -280,6 +302,8 @@ GT_HD void gt_row_spans_thread(const GtRowArgs* a, gt_u32 r) {
 // int32 where the caller asked (half the bytes to write and to keep).
 struct GtPackArgs {
     const GtRowSpan* spans;
+    const GtPartSpan* parts;
+    const gt_u32* part_starts;  // scanned: first raw token of each part
     const gt_u32* lengths;
     const gt_u64* row_starts;  // relative to out_base
     gt_u32 n_rows;
@@ -322,8 +346,17 @@ GT_HD void gt_pack_thread(const GtPackArgs* a, gt_u32 e) {
             id = a->tmpl.ids[t];
             type = a->tmpl.type_ids[t];
         } else {
-            gt_u32 raw = s.skip + (k - n_prefix), n_dev = s.dev_end - s.dev_begin;
-            id = raw < n_dev ? a->raw_ids[s.dev_begin + raw] : a->host_ids[s.host_begin + raw - n_dev];
+            // The raw token's part: the row's last part starting at or before it.
+            gt_u32 raw = a->part_starts[s.part_begin] + s.skip + (k - n_prefix);
+            gt_u32 p = s.part_begin, end = s.part_end;
+            while (end - p > 1) {
+                gt_u32 mid = (p + end) / 2;
+                if (a->part_starts[mid] <= raw) p = mid;
+                else end = mid;
+            }
+            GtPartSpan part = a->parts[p];
+            gt_u32 j = raw - a->part_starts[p], n_dev = part.dev_end - part.dev_begin;
+            id = j < n_dev ? a->raw_ids[part.dev_begin + j] : a->host_ids[part.host_begin + j - n_dev];
             type = a->tmpl.seq_type_id;
             special = 0;
         }
@@ -347,5 +380,6 @@ GT_HD void gt_pack_thread(const GtPackArgs* a, gt_u32 e) {
     X(gt_compact, GtCompactArgs)          \
     X(gt_scan_sum, GtScanArgs)            \
     X(gt_scan_apply, GtScanArgs)          \
+    X(gt_part_spans, GtRowArgs)           \
     X(gt_row_spans, GtRowArgs)            \
     X(gt_pack, GtPackArgs)

@@ -113,7 +113,7 @@ gt_u32 gt_host_struct_sizes(gt_u64* out, gt_u32 n) {
     const gt_u64 others[] = {sizeof(GtRowSpan), sizeof(GtMergeEntry), sizeof(GtBpeModel), sizeof(GtSplits),
                              sizeof(GtTemplate), sizeof(GtRowSource), sizeof(GtCharTable),
                              sizeof(GtWordPieceModel), sizeof(GtWpScratch), sizeof(GtSpmModel), sizeof(GtBytesSlot),
-                             sizeof(GtUnigramModel), sizeof(GtUnigramScratch), sizeof(GtPairSlot)};
+                             sizeof(GtUnigramModel), sizeof(GtUnigramScratch), sizeof(GtPairSlot), sizeof(GtPartSpan)};
     for (gt_u64 size : others)
         if (k < n) out[k++] = size;
     return k;

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import lzma
 import os
+import random
 from functools import cache
 from pathlib import Path
 
@@ -114,3 +115,17 @@ def assert_whole_corpus_ids(json_text: str, label: str) -> None:
     rows = got.to_lists()["input_ids"]
     bad = [i for i, (row, enc) in enumerate(zip(rows, expected, strict=True)) if row != enc.ids]
     assert not bad, f"{label}: {len(bad)} documents differ, first {texts[bad[0]]!r:.200}"
+
+
+def chat_rows(name: str) -> list[str]:
+    """Corpus documents cut by the tokenizer's own added tokens (special or not,
+    any strip flags), at the ends, in the middle, back to back and alone."""
+    added = [t["content"] for t in json.loads(tokenizer_json(name))["added_tokens"]][:12]
+    rng = random.Random(name)
+    rows = []
+    for doc in corpus_sample()[:80]:
+        words = doc.split(" ")[:60]
+        for _ in range(rng.randrange(1, 5)):
+            words.insert(rng.randrange(len(words) + 1), rng.choice(added) * rng.randrange(1, 3))
+        rows.append(rng.choice(["", " "]).join(words))
+    return rows + added + ["".join(added), f" {added[0]} ", f"{added[0]}\n{added[-1]}x"]

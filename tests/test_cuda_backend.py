@@ -13,7 +13,16 @@ import time
 import gpu_tok
 import numpy as np
 import pytest
-from conftest import TOKENIZER_NAMES, corpus_sample, edge_cases, ours, reference
+from conftest import (
+    TOKENIZER_NAMES,
+    chat_rows,
+    corpus_sample,
+    edge_cases,
+    ours,
+    reference,
+    tokenizer_json,
+    unpadded_oracle,
+)
 from gpu_tok import CudaUnavailableError, _core, _placement
 from gpu_tok._core import Padding, Truncation
 
@@ -95,7 +104,8 @@ def test_pairs_and_offsets_take_the_cpu_and_are_copied() -> None:
     assert_same(cpu, dev)
     cpu, dev = both("qwen3", texts, offsets=True)
     assert_same(cpu, dev)
-    assert dev.timings() == {"kernels_ms": 0.0, "upload_ms": 0.0, "prepare_ms": 0.0}  # no kernels ran
+    # No kernels ran: the host encoded every row.
+    assert dev.timings() == {"kernels_ms": 0.0, "upload_ms": 0.0, "prepare_ms": 0.0, "rows_on_host": 2}
 
 
 def test_empty_batch_and_empty_rows() -> None:
@@ -132,7 +142,7 @@ def test_timings_of_device_and_cpu_calls() -> None:
     dev = tok._core.encode_batch(docs(), device="emulator")
     wall_ms = (time.perf_counter() - start) * 1e3
     timings = dev.timings()
-    assert set(timings) == {"kernels_ms", "upload_ms", "prepare_ms", "emulated_device_ms"}
+    assert set(timings) == {"kernels_ms", "upload_ms", "prepare_ms", "rows_on_host", "emulated_device_ms"}
     assert timings["kernels_ms"] > 0 and timings["prepare_ms"] > 0
     # the device's work the emulator did is part of the call (benches/host_cost.py takes it out)
     assert 0 < timings["emulated_device_ms"] < wall_ms
@@ -286,3 +296,19 @@ def test_auto_warns_and_uses_the_cpu_when_the_kernels_do_not_compile(monkeypatch
             assert _placement.resolve("auto", 2 << 20) == _placement.Placement("cpu")
     finally:
         _placement._auto_gpu_ready.cache_clear()
+
+
+@pytest.mark.parametrize("name", TOKENIZER_NAMES)
+def test_added_token_rows_run_on_the_device(name: str) -> None:
+    rows = chat_rows(name)
+    for chunk, (truncation, padding) in [(1 << 20, SETTINGS["ragged"]), (300, SETTINGS["longest-left-multiple"]),
+                                         (2000, SETTINGS["longest-right"])]:
+        cpu, dev = both(name, rows, device=f"emulator:{chunk}", truncation=truncation, padding=padding,
+                        **ALL_FIELDS)
+        assert_same(cpu, dev)
+    plain = both(name, rows, add_special_tokens=False)
+    expected = [e.ids for e in unpadded_oracle(tokenizer_json(name)).encode_batch(rows, add_special_tokens=False)]
+    assert plain[1].to_lists()["input_ids"] == expected
+    # The text between added tokens went to the device (WordPiece rows with
+    # added tokens are still encoded whole by the host).
+    assert plain[1].timings()["rows_on_host"] == (len(rows) if name == "bert-minilm" else 0)

@@ -30,7 +30,16 @@ from typing import Any
 import gpu_tok
 import pytest
 import tokenizers
-from conftest import TOKENIZER_NAMES, corpus_sample, edge_cases, ours, reference, tokenizer_json
+from conftest import (
+    TOKENIZER_NAMES,
+    chat_rows,
+    corpus_sample,
+    edge_cases,
+    ours,
+    reference,
+    tokenizer_json,
+    unpadded_oracle,
+)
 
 pytestmark = pytest.mark.gpu
 
@@ -243,6 +252,26 @@ def test_device_spellings_agree() -> None:
     enc = ours(NAME).encode_batch(texts, device=torch.device("cuda", 0))
     assert enc.input_ids.device == "cuda:0"
     assert enc.to_lists() == expected
+
+
+@pytest.mark.parametrize("name", TOKENIZER_NAMES)
+def test_added_token_rows_run_on_the_device(name: str) -> None:
+    """Chat-like rows: the text between added tokens is encoded on the device
+    (WordPiece rows with added tokens still on the host), ids as `tokenizers`."""
+    rows = chat_rows(name)
+    enc = encode_cuda(name, rows, add_special_tokens=False, padding=False, truncation=False)
+    expected = unpadded_oracle(tokenizer_json(name)).encode_batch(rows, add_special_tokens=False)
+    assert enc.to_lists()["input_ids"] == [e.ids for e in expected]
+    assert enc.timings["rows_on_host"] == (len(rows) if name == "bert-minilm" else 0)
+
+
+def test_int32_outputs_on_the_device() -> None:
+    texts = corpus_sample()[:64]
+    wide = encode_cuda(NAME, texts, padding="longest")
+    narrow = encode_cuda(NAME, texts, padding="longest", dtype="int32")
+    for field in wide:
+        assert narrow[field].dtype == "int32", field
+        assert narrow[field].tolist() == wide[field].tolist(), field
 
 
 # -- (b) DLPack: torch and CuPy, no copy, any stream ---------------------------------

@@ -32,7 +32,7 @@ def test_every_batch_kernel_is_listed() -> None:
     names = set(KERNELS["gt_batch.cu"])
     assert {"gt_pretok_count", "gt_pretok_fill", "gt_bpe_words", "gt_spm_words", "gt_unigram_words",
             "gt_wordpiece_words", "gt_compact",
-            "gt_scan_sum", "gt_scan_apply", "gt_row_spans", "gt_pack"} == names
+            "gt_scan_sum", "gt_scan_apply", "gt_part_spans", "gt_row_spans", "gt_pack"} == names
 
 
 def test_nvrtc_loads_from_the_wheel() -> None:

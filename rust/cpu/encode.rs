@@ -51,44 +51,16 @@ pub fn encode(
         }
         encode_text(plan, plan_id, &normalized, 0, &mut ids, spans.as_mut());
     } else {
-        // Without a normalizer the crate's split is the one it makes with it,
-        // as long as the text, and every piece between added tokens, is
-        // already normalized (checked: the crate normalizes the pieces it
-        // matches in).
-        if matches!(plan.normalize(text), Cow::Owned(_)) {
+        let fine = each_segment(plan, added, text, |segment, span| match segment {
+            Segment::Added(id, value) => {
+                push_added(&mut ids, spans.as_mut(), &mut added_tokens, id, span, value)
+            }
+            Segment::Text(piece) => {
+                encode_text(plan, plan_id, &piece, span.0, &mut ids, spans.as_mut())
+            }
+        });
+        if !fine {
             return None;
-        }
-        let crate_split;
-        let splits: Vec<Piece<'_>> = match &plan.plain_added {
-            Some(plain) => plain.split(text),
-            None => {
-                crate_split = added.extract_and_normalize(None::<&NormalizerWrapper>, text);
-                let splits = crate_split.get_splits(OffsetReferential::Original, OffsetType::Byte);
-                splits
-                    .into_iter()
-                    .map(|(piece, offsets, tokens)| {
-                        let token = tokens.as_ref().and_then(|t| t.first());
-                        (piece, offsets, token.map(|t| (t.id, t.value.as_str())))
-                    })
-                    .collect()
-            }
-        };
-        for (piece, (start, end), token) in splits {
-            match token {
-                Some((id, value)) => push_added(
-                    &mut ids,
-                    spans.as_mut(),
-                    &mut added_tokens,
-                    id,
-                    (start, end),
-                    value,
-                ),
-                None if matches!(plan.normalize(piece), Cow::Borrowed(_)) => {
-                    let piece = plan.with_prefix_space(Cow::Borrowed(piece));
-                    encode_text(plan, plan_id, &piece, start, &mut ids, spans.as_mut())
-                }
-                None => return None,
-            }
         }
     }
     let offsets = spans.map(|spans| char_offsets(text, &spans));
@@ -97,6 +69,59 @@ pub fn encode(
         offsets,
         added: added_tokens,
     })
+}
+
+/// A stretch of a text that holds added tokens, as the fast engine takes it.
+pub enum Segment<'s> {
+    /// Text between added tokens, ready for the pre-tokenizer (with the
+    /// plan's prefix space).
+    Text(Cow<'s, str>),
+    /// An added token's id and its text.
+    Added(u32, &'s str),
+}
+
+/// The crate's split of `text` at its added tokens, in order, each segment
+/// with its byte span in `text` (what the CPU encoder and the device rows
+/// share); false when only the exact path can encode it.
+pub fn each_segment(
+    plan: &ByteLevelPlan,
+    added: &AddedVocabulary,
+    text: &str,
+    mut segment: impl FnMut(Segment<'_>, (usize, usize)),
+) -> bool {
+    // Without a normalizer the crate's split is the one it makes with it,
+    // as long as the text, and every piece between added tokens, is
+    // already normalized (checked: the crate normalizes the pieces it
+    // matches in).
+    if matches!(plan.normalize(text), Cow::Owned(_)) {
+        return false;
+    }
+    let crate_split;
+    let splits: Vec<Piece<'_>> = match &plan.plain_added {
+        Some(plain) => plain.split(text),
+        None => {
+            crate_split = added.extract_and_normalize(None::<&NormalizerWrapper>, text);
+            let splits = crate_split.get_splits(OffsetReferential::Original, OffsetType::Byte);
+            splits
+                .into_iter()
+                .map(|(piece, offsets, tokens)| {
+                    let token = tokens.as_ref().and_then(|t| t.first());
+                    (piece, offsets, token.map(|t| (t.id, t.value.as_str())))
+                })
+                .collect()
+        }
+    };
+    for (piece, span, token) in splits {
+        match token {
+            Some((id, value)) => segment(Segment::Added(id, value), span),
+            None if matches!(plan.normalize(piece), Cow::Borrowed(_)) => {
+                let piece = plan.with_prefix_space(Cow::Borrowed(piece));
+                segment(Segment::Text(piece), span)
+            }
+            None => return false,
+        }
+    }
+    true
 }
 
 /// Appends an added token found in the text: its id and, when spans are
@@ -119,7 +144,7 @@ pub(super) fn push_added(
 
 /// Byte spans -> character offsets; a span edge inside a character widens to
 /// the whole character.
-pub(super) fn char_offsets(text: &str, spans: &[(usize, usize)]) -> Vec<(usize, usize)> {
+pub(crate) fn char_offsets(text: &str, spans: &[(usize, usize)]) -> Vec<(usize, usize)> {
     let mut char_of_byte = vec![0usize; text.len()];
     for (index, (at, c)) in text.char_indices().enumerate() {
         char_of_byte[at..at + c.len_utf8()].fill(index);

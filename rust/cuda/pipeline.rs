@@ -5,17 +5,19 @@
 //! launches, and cuts big batches into chunks that fit the device.
 //!
 //! Rows come prepared by the engine: a row is text for the device (already
-//! normalized, free of added tokens) or ids the host encoded (rows the device
-//! cannot take). Both get the post-processor's template, truncation and
+//! normalized, free of added tokens), ids the host encoded (rows the device
+//! cannot take), or both in turn (text cut by added tokens, whose ids the
+//! host found). All get the post-processor's template, truncation and
 //! padding on the device.
 
 use super::stream::{DevBuf, DeviceStream, DeviceStreamExt, Mark};
 use crate::error::{Error, Result};
 use crate::kernels::{
     next_cut, BytesTable, GtBpeArgs, GtBpeModel, GtBytesSlot, GtBytesTable, GtCharTable,
-    GtCompactArgs, GtMergeEntry, GtMergeScratch, GtPackArgs, GtPairSlot, GtPairTable, GtPretokArgs,
-    GtRowArgs, GtRowSource, GtRowSpan, GtScanArgs, GtSplits, GtSpmArgs, GtSpmModel, GtTemplate,
-    GtUnigramArgs, GtUnigramModel, GtWordPieceArgs, GtWordPieceModel, GtWords, Kernel, KernelArgs,
+    GtCompactArgs, GtMergeEntry, GtMergeScratch, GtPackArgs, GtPairSlot, GtPairTable, GtPartSpan,
+    GtPretokArgs, GtRowArgs, GtRowSource, GtRowSpan, GtScanArgs, GtSplits, GtSpmArgs, GtSpmModel,
+    GtTemplate, GtUnigramArgs, GtUnigramModel, GtWordPieceArgs, GtWordPieceModel, GtWords, Kernel,
+    KernelArgs,
 };
 use crate::layout::{narrow, row_layout, Batch, Dtype, Outputs};
 use crate::plan::bytelevel::ByteLevelPlan;
@@ -33,16 +35,38 @@ pub enum Row<'a> {
     Words { text: Cow<'a, str>, ends: Vec<u32> },
     /// Ids the host encoded (before truncation and the template).
     Ids(Vec<u32>),
+    /// Text, words and ids in turn (none of them `Parts`): text that added
+    /// tokens cut, with the added tokens' ids between its stretches.
+    Parts(Vec<Row<'a>>),
 }
 
 impl Row<'_> {
-    /// The text the device reads for this row (none for host ids).
+    /// The row's parts in order (itself, unless it is `Parts`).
+    fn parts(&self) -> &[Self] {
+        match self {
+            Row::Parts(parts) => parts,
+            row => std::slice::from_ref(row),
+        }
+    }
+
+    /// The text the device reads for this part (none for host ids).
     fn text(&self) -> &str {
         match self {
             Row::Text(text) => text,
             Row::Words { text, .. } => text,
-            Row::Ids(_) => "",
+            Row::Ids(_) | Row::Parts(_) => "",
         }
+    }
+
+    /// Bytes the row takes in a chunk: its text, 4 per host id.
+    fn bytes(&self) -> usize {
+        self.parts()
+            .iter()
+            .map(|part| match part {
+                Row::Ids(ids) => 4 * ids.len(),
+                part => part.text().len(),
+            })
+            .sum()
     }
 }
 
@@ -78,6 +102,8 @@ pub struct Timings {
     /// Host time spent preparing rows for the device (normalizing, cutting
     /// words, encoding the rows the device cannot take).
     pub prepare_ms: f64,
+    /// Rows the host encoded whole (the device could not take their text).
+    pub rows_on_host: usize,
     /// Time the host emulator spent doing the device's work (None on a GPU).
     pub emulated_device_ms: Option<f64>,
 }
@@ -325,6 +351,8 @@ pub fn encode(dev: &dyn DeviceStream, job: &Job<'_>) -> Result<DeviceBatch> {
         let padding = job.padding;
         let args = GtPackArgs {
             spans: chunk.spans.ptr(),
+            parts: chunk.parts.ptr(),
+            part_starts: chunk.part_starts.ptr(),
             lengths: chunk.lengths_dev.ptr(),
             row_starts: relative.ptr(),
             n_rows: chunk.rows.len() as u32,
@@ -369,8 +397,8 @@ pub fn encode(dev: &dyn DeviceStream, job: &Job<'_>) -> Result<DeviceBatch> {
         timings: Timings {
             kernels_ms,
             upload_ms,
-            prepare_ms: 0.0,
             emulated_device_ms: dev.emulated_device_ms(),
+            ..Timings::default()
         },
     })
 }
@@ -381,10 +409,7 @@ fn chunk_rows(rows: &[Row<'_>], chunk_bytes: usize) -> Vec<Range<usize>> {
     let mut groups = Vec::new();
     let (mut begin, mut bytes) = (0, 0);
     for (i, row) in rows.iter().enumerate() {
-        let n = match row {
-            Row::Ids(ids) => 4 * ids.len(),
-            row => row.text().len(),
-        };
+        let n = row.bytes();
         if i > begin && bytes + n > chunk_bytes {
             groups.push(begin..i);
             (begin, bytes) = (i, 0);
@@ -403,18 +428,21 @@ struct Chunk {
     raw_ids: DevBuf,
     host_ids: DevBuf,
     spans: DevBuf,
+    parts: DevBuf,
+    part_starts: DevBuf,
     lengths_dev: DevBuf,
     lengths: Vec<u32>,
 }
 
 /// Host layout of a chunk: texts back to back (row i's at `text_starts[i]`),
-/// cut into pieces; host ids.
+/// cut into pieces; host ids; each row's parts (`row_parts`, B + 1 entries).
 #[derive(Default)]
 struct Layout {
     text_len: usize,
     text_starts: Vec<usize>,
     piece_bounds: Vec<u32>,
     sources: Vec<GtRowSource>,
+    row_parts: Vec<u32>,
     host_ids: Vec<u32>,
 }
 
@@ -422,13 +450,62 @@ fn lay_out(rows: &[Row<'_>], cuts: bool) -> Result<Layout> {
     let too_big = || Error::InvalidArgument("a device chunk is limited to 4 GiB of text".into());
     let mut l = Layout {
         piece_bounds: vec![0],
+        row_parts: vec![0],
         ..Layout::default()
     };
     for row in rows {
-        let piece_begin = l.piece_bounds.len() as u32 - 1;
-        let host_begin = l.host_ids.len() as u32;
         l.text_starts.push(l.text_len);
-        match row {
+        // A part is text pieces then host ids: text after ids starts the next one.
+        let mut open: Option<GtRowSource> = None;
+        for part in row.parts() {
+            let pieces = l.piece_bounds.len() as u32 - 1;
+            let host = l.host_ids.len() as u32;
+            let source = match open.take() {
+                Some(source)
+                    if matches!(part, Row::Ids(_)) || source.host_end == source.host_begin =>
+                {
+                    source
+                }
+                Some(source) => {
+                    l.sources.push(source);
+                    GtRowSource::at(pieces, host)
+                }
+                None => GtRowSource::at(pieces, host),
+            };
+            l.lay_out_part(part, cuts)?;
+            open = Some(GtRowSource {
+                piece_end: l.piece_bounds.len() as u32 - 1,
+                host_end: u32::try_from(l.host_ids.len()).map_err(|_| too_big())?,
+                ..source
+            });
+        }
+        if let Some(source) = open {
+            l.sources.push(source);
+        }
+        l.row_parts.push(l.sources.len() as u32);
+    }
+    Ok(l)
+}
+
+impl GtRowSource {
+    /// An empty part at these piece and host-id positions.
+    fn at(piece: u32, host: u32) -> Self {
+        GtRowSource {
+            piece_begin: piece,
+            piece_end: piece,
+            host_begin: host,
+            host_end: host,
+        }
+    }
+}
+
+impl Layout {
+    /// Appends one part of a row: its text cut into pieces, or its host ids.
+    fn lay_out_part(&mut self, part: &Row<'_>, cuts: bool) -> Result<()> {
+        let too_big =
+            || Error::InvalidArgument("a device chunk is limited to 4 GiB of text".into());
+        let l = self;
+        match part {
             Row::Text(text) => {
                 let bytes = text.as_bytes();
                 let base = l.text_len;
@@ -459,15 +536,14 @@ fn lay_out(rows: &[Row<'_>], cuts: bool) -> Result<Layout> {
                 }
             }
             Row::Ids(ids) => l.host_ids.extend_from_slice(ids),
+            Row::Parts(_) => {
+                return Err(Error::InvalidArgument(
+                    "a row's parts cannot have parts".into(),
+                ))
+            }
         }
-        l.sources.push(GtRowSource {
-            piece_begin,
-            piece_end: l.piece_bounds.len() as u32 - 1,
-            host_begin,
-            host_end: u32::try_from(l.host_ids.len()).map_err(|_| too_big())?,
-        });
+        Ok(())
     }
-    Ok(l)
 }
 
 /// Writes each text row at its start in `out`, rows spread over the CPU pool.
@@ -490,7 +566,11 @@ fn copy_texts(rows: &[Row<'_>], starts: &[usize], out: &mut [u8]) {
     let _ = crate::pool::current().map(tasks, |t| {
         let end = ((t + 1) * ROWS_PER_TASK).min(rows.len());
         for i in t * ROWS_PER_TASK..end {
-            target.write(starts[i], rows[i].text().as_bytes());
+            let mut at = starts[i];
+            for part in rows[i].parts() {
+                target.write(at, part.text().as_bytes());
+                at += part.text().len();
+            }
         }
         Ok::<(), Error>(())
     });
@@ -511,6 +591,7 @@ fn tokenize_chunk(
     })?;
     let bounds = dev.upload_new(&layout.piece_bounds)?;
     let sources = dev.upload_new(&layout.sources)?;
+    let row_parts = dev.upload_new(&layout.row_parts)?;
     let host_ids = dev.upload_new(&layout.host_ids)?;
     *upload_ms += clock.elapsed().as_secs_f64() * 1e3;
     if first_kernel.is_none() {
@@ -636,14 +717,20 @@ fn tokenize_chunk(
         raw_ids
     };
 
-    // Rows: raw ranges, truncation, final lengths.
+    // Parts: raw ranges and where each starts; rows: truncation, final lengths.
     let n_rows = rows.len();
+    let n_parts = layout.sources.len();
+    let parts = dev.alloc(std::mem::size_of::<GtPartSpan>() * n_parts)?;
+    let part_starts = dev.alloc(4 * (n_parts + 1))?;
     let spans = dev.alloc(std::mem::size_of::<GtRowSpan>() * n_rows)?;
     let lengths_dev = dev.alloc(4 * n_rows)?;
     let row_args = GtRowArgs {
         sources: sources.ptr(),
+        row_parts: row_parts.ptr(),
         first_word: word_counts.ptr(),
         tok_offsets: tok_counts.ptr(),
+        parts: parts.ptr(),
+        part_starts: part_starts.ptr(),
         tmpl: job.template,
         truncate: u32::from(job.truncation.is_some()),
         max_seq: job.truncation.map_or(0, |t| t.max_seq),
@@ -651,6 +738,8 @@ fn tokenize_chunk(
         spans: spans.ptr(),
         lengths: lengths_dev.ptr(),
     };
+    dev.run(Kernel::PartSpans, &row_args, n_parts as u32)?;
+    scan(dev, &part_starts, n_parts as u32)?;
     dev.run(Kernel::RowSpans, &row_args, n_rows as u32)?;
     let lengths = dev.download_vec::<u32>(&lengths_dev, 0, n_rows)?;
     Ok(Chunk {
@@ -658,6 +747,8 @@ fn tokenize_chunk(
         raw_ids,
         host_ids,
         spans,
+        parts,
+        part_starts,
         lengths_dev,
         lengths,
     })

@@ -10,17 +10,19 @@
 //! device, so a device call never gives different results.
 
 use super::{Engine, Input, Settings};
+use crate::cpu::encode::Segment;
 use crate::cpu::{self, Part};
 use crate::cuda::pipeline::{self, DeviceBatch, DeviceModel, DeviceTables, Job, Row, Truncation};
 use crate::cuda::stream::{DeviceStream, Location};
 use crate::error::{Error, Result};
 use crate::kernels::{GtBpeModel, GtTemplate};
 use crate::layout::Dtype;
+use crate::plan::bytelevel::ByteLevelPlan;
 use crate::plan::FastPlan;
 use crate::pool;
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
-use tokenizers::TruncationDirection;
+use tokenizers::{AddedVocabulary, TruncationDirection};
 
 /// The fast plan's tables, uploaded once per device.
 pub type TablesCache = Mutex<Vec<(Location, Arc<DeviceTables>)>>;
@@ -36,7 +38,9 @@ impl Engine {
         self.check_settings(inputs, settings)?;
         let dtype = settings.outputs.dtype;
         let Some(template) = self.packable_template(inputs, settings) else {
-            return DeviceBatch::upload(dev, self.encode_batch(inputs, settings)?, dtype);
+            let mut batch = DeviceBatch::upload(dev, self.encode_batch(inputs, settings)?, dtype)?;
+            batch.timings.rows_on_host = inputs.len();
+            return Ok(batch);
         };
         if dtype == Dtype::Int32 {
             self.check_int32(&template, settings)?;
@@ -49,6 +53,7 @@ impl Engine {
             self.device_row(inputs[i].0, plan, settings)
         })?;
         let prepare_ms = clock.elapsed().as_secs_f64() * 1e3;
+        let (rows, on_host): (Vec<Row<'_>>, Vec<bool>) = rows.into_iter().unzip();
         let added = if settings.add_special_tokens {
             self.added_special_tokens(false)
         } else {
@@ -73,6 +78,7 @@ impl Engine {
         };
         let mut batch = pipeline::encode(dev, &job)?;
         batch.timings.prepare_ms = prepare_ms;
+        batch.timings.rows_on_host = on_host.iter().filter(|&&host| host).count();
         Ok(batch)
     }
 
@@ -104,15 +110,23 @@ impl Engine {
 
     /// A row for the device: its normalized text (byte-level) or words
     /// (families whose words the host cuts) when the device can encode it,
-    /// else the ids of the CPU engine (fast or exact path).
+    /// cut at added tokens (whose ids the host splices in) where the text has
+    /// them, else the ids of the CPU engine (fast or exact path); true when
+    /// the host encoded it whole.
     fn device_row<'t>(
         &self,
         text: &'t str,
         plan: Option<&FastPlan>,
         settings: &Settings,
-    ) -> Result<Row<'t>> {
+    ) -> Result<(Row<'t>, bool)> {
         let row = match plan {
-            Some(FastPlan::ByteLevel(plan)) => plan.prepare(text).map(Row::Text),
+            Some(FastPlan::ByteLevel(plan)) => match plan.prepare(text) {
+                Some(normalized) => Some(Row::Text(normalized)),
+                None if plan.has_added_token(text) => {
+                    byte_level_parts(plan, self.hf.get_added_vocabulary(), text)
+                }
+                None => None,
+            },
             Some(FastPlan::SentencePiece(plan)) => {
                 words_row(|part| cpu::each_part(plan, text, part))
             }
@@ -127,10 +141,11 @@ impl Engine {
             None => None,
         };
         match row {
-            Some(row) => Ok(row),
-            None => Ok(Row::Ids(
-                self.encode_sequence(text, 0, settings)?.get_ids().to_vec(),
-            )),
+            Some(row) => Ok((row, false)),
+            None => {
+                let ids = self.encode_sequence(text, 0, settings)?.get_ids().to_vec();
+                Ok((Row::Ids(ids), true))
+            }
         }
     }
 
@@ -160,23 +175,64 @@ fn runs_on_device(plan: &FastPlan) -> bool {
     }
 }
 
+/// A byte-level text that holds added tokens as a device row: each stretch
+/// of text between them for the device, their ids from the host; None when
+/// only the exact path can encode it.
+fn byte_level_parts<'t>(
+    plan: &ByteLevelPlan,
+    added: &AddedVocabulary,
+    text: &str,
+) -> Option<Row<'t>> {
+    let mut parts = Vec::new();
+    let fine = cpu::encode::each_segment(plan, added, text, |segment, _| match segment {
+        Segment::Text(piece) => parts.push(Row::Text(Cow::Owned(piece.into_owned()))),
+        Segment::Added(id, _) => push_id(&mut parts, id),
+    });
+    fine.then_some(Row::Parts(parts))
+}
+
 /// The words a per-word model family makes of a text (`each_part` passes
 /// them, returning false when the text needs the exact path), as a device
-/// row; None when the text holds an added token (the host encodes that row).
+/// row: its words, and the ids of the added tokens between them.
 fn words_row<'t>(each_part: impl FnOnce(&mut dyn FnMut(Part<'_>)) -> bool) -> Option<Row<'t>> {
-    let (mut text, mut ends, mut added) = (String::new(), Vec::new(), false);
+    let mut parts = Vec::new();
+    let mut fits = true;
     let fine = each_part(&mut |part| match part {
-        Part::Added(_) => added = true,
+        Part::Added(id) => push_id(&mut parts, id),
         Part::Word(word) => {
-            text.push_str(word);
-            ends.push(text.len() as u32);
+            if !matches!(parts.last(), Some(Row::Words { .. })) {
+                parts.push(Row::Words {
+                    text: Cow::Owned(String::new()),
+                    ends: Vec::new(),
+                });
+            }
+            if let Some(Row::Words { text, ends }) = parts.last_mut() {
+                let text = text.to_mut();
+                text.push_str(word);
+                fits &= u32::try_from(text.len()).is_ok();
+                ends.push(text.len() as u32);
+            }
         }
     });
-    let fits = u32::try_from(text.len()).is_ok();
-    (fine && !added && fits).then_some(Row::Words {
-        text: Cow::Owned(text),
-        ends,
+    if !(fine && fits) {
+        return None;
+    }
+    Some(match parts.len() {
+        0 => Row::Words {
+            text: Cow::Borrowed(""),
+            ends: Vec::new(),
+        },
+        1 => parts.pop()?,
+        _ => Row::Parts(parts),
     })
+}
+
+/// Appends an added token's id to a row's parts (to the ids part it ends with, if any).
+fn push_id(parts: &mut Vec<Row<'_>>, id: u32) {
+    match parts.last_mut() {
+        Some(Row::Ids(ids)) => ids.push(id),
+        _ => parts.push(Row::Ids(vec![id])),
+    }
 }
 
 #[cfg(test)]
@@ -197,11 +253,11 @@ mod tests {
                   "merges": ["▁ a"]}}"#;
 
     #[test]
-    fn host_cut_words_go_to_the_device_and_added_tokens_stay_on_the_host() {
+    fn host_cut_words_go_to_the_device_and_added_tokens_ids_come_from_the_host() {
         let engine = Engine::from_json(SPM).unwrap();
         let plan = engine.fast.as_ref().ok().filter(|p| runs_on_device(p));
         let settings = Settings::default();
-        match engine.device_row("a ab", plan, &settings).unwrap() {
+        match engine.device_row("a ab", plan, &settings).unwrap().0 {
             Row::Words { text, ends } => {
                 assert_eq!(text, "▁a▁ab");
                 // "▁a" | "▁a" "b" cut between b's known neighbours; never inside "▁a"
@@ -211,9 +267,25 @@ mod tests {
             }
             _ => panic!("expected words for the device"),
         }
+        // Words around an added token: the words for the device, its id between them.
+        match engine.device_row("a<s>a<s><s>", plan, &settings).unwrap().0 {
+            Row::Parts(parts) => {
+                let shapes: Vec<String> = parts
+                    .iter()
+                    .map(|part| match part {
+                        Row::Words { text, .. } => format!("words {text}"),
+                        Row::Ids(ids) => format!("ids {ids:?}"),
+                        _ => "other".into(),
+                    })
+                    .collect();
+                // (The normalizer prepends ▁ to every piece between added tokens, as the crate does.)
+                assert_eq!(shapes, ["words ▁a", "ids [4]", "words ▁a", "ids [4, 4]"]);
+            }
+            _ => panic!("expected parts"),
+        }
         assert!(matches!(
-            engine.device_row("<s>a", plan, &settings).unwrap(),
-            Row::Ids(ids) if ids == [4, 3]
+            engine.device_row("<s>", plan, &settings).unwrap().0,
+            Row::Ids(ids) if ids == [4]
         ));
     }
 

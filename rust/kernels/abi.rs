@@ -283,12 +283,13 @@ pub enum Kernel {
     Compact,
     ScanSum,
     ScanApply,
+    PartSpans,
     RowSpans,
     Pack,
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 11] = [
+    pub const ALL: [Kernel; 12] = [
         Kernel::PretokCount,
         Kernel::PretokFill,
         Kernel::BpeWords,
@@ -298,6 +299,7 @@ impl Kernel {
         Kernel::Compact,
         Kernel::ScanSum,
         Kernel::ScanApply,
+        Kernel::PartSpans,
         Kernel::RowSpans,
         Kernel::Pack,
     ];
@@ -314,6 +316,7 @@ impl Kernel {
             Kernel::Compact => "gt_compact",
             Kernel::ScanSum => "gt_scan_sum",
             Kernel::ScanApply => "gt_scan_apply",
+            Kernel::PartSpans => "gt_part_spans",
             Kernel::RowSpans => "gt_row_spans",
             Kernel::Pack => "gt_pack",
         }
@@ -452,20 +455,32 @@ c_mirror! {
 c_mirror! {
     /// `GtRowSpan`: written and read by the kernels only.
     pub struct GtRowSpan {
-        pub dev_begin: u32,
-        pub dev_end: u32,
-        pub host_begin: u32,
-        pub host_end: u32,
+        pub part_begin: u32,
+        pub part_end: u32,
         pub skip: u32,
         pub keep: u32,
     }
 }
 
 c_mirror! {
+    /// `GtPartSpan`: written and read by the kernels only.
+    pub struct GtPartSpan {
+        pub dev_begin: u32,
+        pub dev_end: u32,
+        pub host_begin: u32,
+        pub host_end: u32,
+    }
+}
+
+c_mirror! {
+    /// `gt_part_spans` and `gt_row_spans`.
     pub struct GtRowArgs {
         pub sources: DevPtr,
+        pub row_parts: DevPtr,
         pub first_word: DevPtr,
         pub tok_offsets: DevPtr,
+        pub parts: DevPtr,
+        pub part_starts: DevPtr,
         pub tmpl: GtTemplate,
         pub truncate: u32,
         pub max_seq: u32,
@@ -478,6 +493,8 @@ c_mirror! {
 c_mirror! {
     pub struct GtPackArgs {
         pub spans: DevPtr,
+        pub parts: DevPtr,
+        pub part_starts: DevPtr,
         pub lengths: DevPtr,
         pub row_starts: DevPtr,
         pub n_rows: u32,
@@ -524,6 +541,7 @@ mod tests {
             size_of::<GtScanArgs>(),
             size_of::<GtScanArgs>(),
             size_of::<GtRowArgs>(),
+            size_of::<GtRowArgs>(),
             size_of::<GtPackArgs>(),
             size_of::<GtRowSpan>(),
             size_of::<GtMergeEntry>(),
@@ -539,6 +557,7 @@ mod tests {
             size_of::<GtUnigramModel>(),
             size_of::<GtUnigramScratch>(),
             size_of::<GtPairSlot>(),
+            size_of::<GtPartSpan>(),
         ];
         let c: Vec<usize> = super::super::host::c_struct_sizes()
             .into_iter()

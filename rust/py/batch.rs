@@ -171,7 +171,8 @@ impl CoreBatch {
     }
 
     /// Milliseconds spent by a device call: {"kernels_ms", "upload_ms",
-    /// "prepare_ms"}, and "emulated_device_ms" from the host emulator; None
+    /// "prepare_ms", "rows_on_host" (rows the host encoded whole)}, and
+    /// "emulated_device_ms" from the host emulator; None
     /// for a CPU call.
     fn timings<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
         let Some(t) = self.timings else {
@@ -181,6 +182,7 @@ impl CoreBatch {
         out.set_item("kernels_ms", t.kernels_ms)?;
         out.set_item("upload_ms", t.upload_ms)?;
         out.set_item("prepare_ms", t.prepare_ms)?;
+        out.set_item("rows_on_host", t.rows_on_host)?;
         if let Some(ms) = t.emulated_device_ms {
             out.set_item("emulated_device_ms", ms)?;
         }
