@@ -6,6 +6,7 @@
 
 pub mod encode;
 pub mod spm;
+pub mod token_spans;
 pub mod unigram;
 pub mod word_cache;
 pub mod wordpiece;

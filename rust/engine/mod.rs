@@ -11,6 +11,7 @@
 //! truncation, the post-processor and packing (`pack`) are the same for both.
 //! `offload` runs a whole batch on a CUDA device (or its emulator) instead.
 
+mod aligned;
 pub mod exact;
 pub mod offload;
 pub mod pack;
@@ -58,6 +59,9 @@ pub struct Engine {
     device_tables: offload::TablesCache,
     /// The largest id the tokenizer can give (found at the first int32 device call).
     max_id: std::sync::OnceLock<u32>,
+    /// Bytes of normalized text each model id covers (built at the first
+    /// per-word call with offsets; `aligned`).
+    token_lens: std::sync::OnceLock<Vec<u32>>,
 }
 
 static NEXT_ENGINE_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -98,6 +102,7 @@ impl Engine {
             id,
             device_tables: Default::default(),
             max_id: Default::default(),
+            token_lens: Default::default(),
         })
     }
 
@@ -114,7 +119,8 @@ impl Engine {
                 let added = self.hf.get_added_vocabulary();
                 cpu::encode::encode(plan, self.id, added, text, offsets)
             }
-            Ok(FastPlan::SentencePiece(plan)) => cpu::spm::encode(plan, self.id, text, offsets),
+            Ok(FastPlan::SentencePiece(plan)) if offsets => self.encode_spm_offsets(plan, text),
+            Ok(FastPlan::SentencePiece(plan)) => cpu::spm::encode(plan, self.id, text, None),
             Ok(FastPlan::WordPiece(plan)) => cpu::wordpiece::encode(plan, self.id, text, offsets),
             Ok(FastPlan::Unigram(plan)) => cpu::unigram::encode(plan, self.id, text, offsets),
             Err(_) => None,
@@ -135,6 +141,11 @@ impl Engine {
                 tokens
             });
             return Ok(fast_encoding(done.ids, done.offsets, tokens, type_id));
+        }
+        if offsets {
+            if let Some(encoding) = self.encode_aligned(text, type_id) {
+                return encoding;
+            }
         }
         exact::encode_sequence(&self.hf, text, type_id)
     }

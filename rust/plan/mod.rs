@@ -81,8 +81,9 @@ impl FastPlan {
                     .into(),
             ],
             FastPlan::SentencePiece(plan) => [
-                "per piece between added tokens: Prepend and string Replace without alignments, other \
-                 steps the crate's own; offsets on the exact path"
+                "per piece between added tokens: Prepend and string Replace (with alignments when offsets \
+                 are asked for), other steps the crate's own; offsets of those through the crate's \
+                 normalizer and pre-tokenizer around the fast model"
                     .into(),
                 plan.describe(),
                 "BPE kernel over characters with byte fallback (cuda/gt_spm.cuh) and a per-thread word cache"
@@ -98,7 +99,8 @@ impl FastPlan {
             ],
             FastPlan::Unigram(plan) => [
                 "per piece between added tokens: Precompiled and collapsed spaces without alignments, other \
-                 steps the crate's own; offsets on the exact path".into(),
+                 steps the crate's own; offsets through the crate's normalizer and pre-tokenizer around \
+                 the fast model".into(),
                 plan.describe(),
                 "Unigram Viterbi kernel (cuda/gt_unigram.cuh) over a hash of tokens and their prefixes, \
                  with a per-thread word cache"

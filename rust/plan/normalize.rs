@@ -9,8 +9,10 @@
 //!   crate's own charsmap lookup;
 //! - `Replace` of the regex `" {2,}"` by `" "`: runs of spaces to one.
 //!
-//! Offsets are not produced here: plans that use this keep them on the
-//! exact path.
+//! Offsets: for normalizers of `Prepend` and string `Replace` steps only,
+//! `normalize_aligned` also gives each normalized byte's source, as the
+//! crate's alignments record it; other normalizers leave offsets to the
+//! crate's own normalization (`engine/aligned.rs`).
 
 use serde_json::Value;
 use std::borrow::Cow;
@@ -155,6 +157,56 @@ impl PieceNormalizer {
     /// True when there is nothing to do.
     pub fn is_identity(&self) -> bool {
         self.steps.is_empty()
+    }
+
+    /// True when [`PieceNormalizer::normalize_aligned`] can follow every step.
+    pub fn aligns(&self) -> bool {
+        self.steps
+            .iter()
+            .all(|step| matches!(step, Step::Prepend(_) | Step::Replace(..)))
+    }
+
+    /// `piece` normalized, with the byte range of `piece` each normalized byte
+    /// comes from: the crate's alignments (`NormalizedString`). A byte starts
+    /// aligned to its character; `prepend` gives its text the first
+    /// character's range; `replace` gives the replacement the range of the
+    /// last byte of what it replaces. None unless [`PieceNormalizer::aligns`].
+    pub fn normalize_aligned(&self, piece: &str) -> Option<(String, Vec<(u32, u32)>)> {
+        if !self.aligns() || u32::try_from(piece.len()).is_err() {
+            return None;
+        }
+        let mut text = piece.to_string();
+        let mut align: Vec<(u32, u32)> = piece
+            .char_indices()
+            .flat_map(|(at, c)| {
+                let range = (at as u32, (at + c.len_utf8()) as u32);
+                std::iter::repeat_n(range, c.len_utf8())
+            })
+            .collect();
+        for step in &self.steps {
+            match step {
+                Step::Prepend(p) if !text.is_empty() => {
+                    text.insert_str(0, p);
+                    align.splice(0..0, std::iter::repeat_n(align[0], p.len()));
+                }
+                Step::Replace(from, to) if text.contains(from.as_str()) => {
+                    let (mut out, mut out_align) = (String::new(), Vec::new());
+                    let mut last = 0;
+                    for (at, _) in text.match_indices(from.as_str()) {
+                        out.push_str(&text[last..at]);
+                        out_align.extend_from_slice(&align[last..at]);
+                        last = at + from.len();
+                        out.push_str(to);
+                        out_align.extend(std::iter::repeat_n(align[last - 1], to.len()));
+                    }
+                    out.push_str(&text[last..]);
+                    out_align.extend_from_slice(&align[last..]);
+                    (text, align) = (out, out_align);
+                }
+                _ => {}
+            }
+        }
+        Some((text, align))
     }
 
     /// `piece` normalized; None when a crate component fails (the exact path

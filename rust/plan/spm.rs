@@ -136,6 +136,16 @@ impl SpmPlan {
         self.normalizer.normalize(piece)
     }
 
+    /// A piece normalized with its alignments, when the plan can give offsets
+    /// itself: its normalizer aligns (`PieceNormalizer::aligns`) and its
+    /// pre-tokenizer keeps pieces whole. None otherwise.
+    pub fn normalize_aligned(&self, piece: &str) -> Option<(String, Vec<(u32, u32)>)> {
+        match self.words.is_identity() {
+            true => self.normalizer.normalize_aligned(piece),
+            false => None,
+        }
+    }
+
     /// How the plan normalizes and splits, for `tok.plan`.
     pub fn describe(&self) -> String {
         self.description.clone()

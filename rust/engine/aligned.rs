@@ -1,0 +1,166 @@
+//! Offsets for the per-word families (SentencePiece-style BPE, Unigram),
+//! whose normalizers change the text: the crate's own added-token split,
+//! normalizer and pre-tokenizer (which record where each normalized byte came
+//! from), the fast model on each pre-token (the word cache and the shared
+//! kernels), and the crate's conversion of the tokens' spans into offsets of
+//! the original text (`into_encoding`). Only the model step is ours, the one
+//! the parity suites hold to the crate's ids; so the offsets are the crate's
+//! by construction.
+//!
+//! A token's span in its pre-token comes from the token lengths
+//! (`cpu::token_spans`); a pre-token with a word whose spans cannot be told
+//! goes to the crate's model.
+
+use super::Engine;
+use crate::cpu::encode::char_offsets;
+use crate::cpu::token_spans::{self, push_spans};
+use crate::cpu::word_cache::{self, WordScratch};
+use crate::error::{Error, Result};
+use crate::kernels;
+use crate::plan::spm::SpmPlan;
+use crate::plan::unigram::UnigramPlan;
+use crate::plan::FastPlan;
+use tokenizers::{Encoding, Model, OffsetType, PreTokenizer, Token};
+
+/// The model of a per-word plan, one word at a time.
+enum WordModel<'p> {
+    SentencePiece(&'p SpmPlan),
+    Unigram(&'p UnigramPlan),
+}
+
+impl WordModel<'_> {
+    /// The plan's ids of `word`; false when the kernel cannot encode it.
+    fn encode(&self, word: &[u8], scratch: &mut WordScratch, out: &mut Vec<u32>) -> bool {
+        match self {
+            WordModel::SentencePiece(plan) => {
+                kernels::spm_word(plan.model(), word, &mut scratch.bpe, out)
+            }
+            WordModel::Unigram(plan) => {
+                kernels::unigram_word(plan.model(), word, &mut scratch.unigram, out)
+            }
+        }
+    }
+
+    /// The words of a pre-token: SentencePiece BPE cuts where its plan
+    /// proved it safe; a Unigram pre-token is one word.
+    fn each_word(&self, pre_token: &str, word: &mut dyn FnMut(&str)) {
+        match self {
+            WordModel::SentencePiece(plan) => {
+                crate::cpu::spm::words(pre_token, plan.cuts.as_ref()).for_each(word)
+            }
+            WordModel::Unigram(_) => {
+                if !pre_token.is_empty() {
+                    word(pre_token)
+                }
+            }
+        }
+    }
+
+    /// (byte-fallback ids, unknown id) of the model.
+    fn special_ids(&self) -> (&[u32; 256], u32) {
+        match self {
+            WordModel::SentencePiece(plan) => (&plan.model().byte_ids, plan.model().unk_id),
+            WordModel::Unigram(plan) => (&plan.model().byte_ids, plan.model().unk_id),
+        }
+    }
+}
+
+impl Engine {
+    /// One sequence with offsets for a per-word plan (see the module comment),
+    /// as `exact::encode_sequence` gives it; None for other plans.
+    pub(super) fn encode_aligned(&self, text: &str, type_id: u32) -> Option<Result<Encoding>> {
+        let model = match &self.fast {
+            Ok(FastPlan::SentencePiece(plan)) => WordModel::SentencePiece(plan),
+            Ok(FastPlan::Unigram(plan)) => WordModel::Unigram(plan),
+            _ => return None,
+        };
+        Some(self.encode_with_model(&model, text, type_id))
+    }
+
+    fn encode_with_model(
+        &self,
+        model: &WordModel<'_>,
+        text: &str,
+        type_id: u32,
+    ) -> Result<Encoding> {
+        let hf = &self.hf;
+        let mut pretokenized = hf
+            .get_added_vocabulary()
+            .extract_and_normalize(hf.get_normalizer(), text);
+        if let Some(pre_tokenizer) = hf.get_pre_tokenizer() {
+            pre_tokenizer
+                .pre_tokenize(&mut pretokenized)
+                .map_err(Error::tokenizers)?;
+        }
+        let lens = self.token_lens(model);
+        pretokenized
+            .tokenize(|normalized| {
+                let pre_token = normalized.get();
+                match self.fast_tokens(model, lens, pre_token) {
+                    Some(tokens) => Ok(tokens),
+                    None => hf.get_model().tokenize(pre_token),
+                }
+            })
+            .map_err(Error::tokenizers)?;
+        // Byte offsets, then characters as the crate converts them, through an
+        // array rather than the crate's per-call hash map of every byte.
+        let mut encoding = pretokenized
+            .into_encoding(None, type_id, OffsetType::Byte)
+            .map_err(Error::tokenizers)?;
+        let chars = char_offsets(text, encoding.get_offsets());
+        encoding.get_offsets_mut().copy_from_slice(&chars);
+        Ok(encoding)
+    }
+
+    /// Bytes of normalized text each id of the model covers (`token_spans`).
+    fn token_lens(&self, model: &WordModel<'_>) -> &[u32] {
+        self.token_lens.get_or_init(|| {
+            let (byte_ids, unk_id) = model.special_ids();
+            token_spans::token_lens(&self.hf.get_vocab(false), byte_ids, unk_id)
+        })
+    }
+
+    /// With offsets, a SentencePiece-style BPE text whose normalizer the plan
+    /// aligns itself (`cpu::spm`); None when it cannot.
+    pub(super) fn encode_spm_offsets(
+        &self,
+        plan: &SpmPlan,
+        text: &str,
+    ) -> Option<crate::cpu::encode::Encoded> {
+        let lens = self.token_lens(&WordModel::SentencePiece(plan));
+        crate::cpu::spm::encode(plan, self.id, text, Some(lens))
+    }
+
+    /// The tokens of a pre-token with their byte spans in it, on the fast
+    /// model; None when a word's spans cannot be told (the crate's model then
+    /// encodes the pre-token).
+    fn fast_tokens(
+        &self,
+        model: &WordModel<'_>,
+        lens: &[u32],
+        pre_token: &str,
+    ) -> Option<Vec<Token>> {
+        let mut tokens = Vec::new();
+        let mut ids = Vec::new();
+        let mut fine = true;
+        word_cache::with_cache(self.id, |cache| {
+            model.each_word(pre_token, &mut |word| {
+                if !fine {
+                    return;
+                }
+                let start = word.as_ptr() as usize - pre_token.as_ptr() as usize;
+                ids.clear();
+                fine = cache
+                    .encode_word(word.as_bytes(), &mut ids, |w, s, o| model.encode(w, s, o))
+                    && push_spans(&ids, lens, start, word.len(), &mut |id, span| {
+                        let value = match self.tokens_for_offsets {
+                            true => self.hf.id_to_token(id).unwrap_or_default(),
+                            false => String::new(),
+                        };
+                        tokens.push(Token::new(id, value, span));
+                    });
+            })
+        });
+        fine.then_some(tokens)
+    }
+}
