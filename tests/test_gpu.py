@@ -589,7 +589,7 @@ def test_many_small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
         assert core.tensor("input_ids").tolist() == cpu.input_ids.tolist(), chunk
 
 
-def test_idle_pool_is_trimmed_and_out_of_memory_is_typed() -> None:
+def test_idle_pool_is_trimmed_and_out_of_memory_is_typed(monkeypatch: pytest.MonkeyPatch) -> None:
     """After a big call the pool keeps its working set, and gives it back after
     5 s idle. Then, with torch holding nearly all the rest, "cuda" raises
     CudaOutOfMemoryError and "auto" warns and gives the CPU's results."""
@@ -603,6 +603,8 @@ def test_idle_pool_is_trimmed_and_out_of_memory_is_typed() -> None:
     assert trimmed - kept > 64 << 20, (kept, trimmed)
 
     big = ["some text " * 1000] * 800  # 8 MB: ~0.5 GB of scratch in one chunk
+    # one chunk for all of it (sized from free memory, chunks would shrink to fit)
+    monkeypatch.setenv("GPU_TOK_CHUNK_BYTES", str(64 << 20))
     hog = torch.empty(trimmed - (256 << 20), dtype=torch.uint8, device="cuda")
     try:
         with pytest.raises(gpu_tok.CudaOutOfMemoryError, match="out of memory"):
