@@ -15,6 +15,8 @@ repeated to --mb megabytes (10^6 bytes of UTF-8) and measured, medians of
   torch (else CuPy) CUDA tensor, device synchronized before the clock stops;
   ragged (padding=None) and padding="longest" + truncation max_length=2048;
 - cuda arrow->tensor: the same from a pyarrow string array (built untimed);
+- cuda 4 MB chunks: the ragged call with `GPU_TOK_CHUNK_BYTES` = 4 MiB, so the
+  multi-chunk path runs (and its cost shows) whatever the GPU's free memory;
 - cuda kernels only: the median of `enc.timings["kernels_ms"]` (CUDA events);
 - gpu_tok cpu: `encode_batch(texts, device="cpu")`, all cores;
 - tokenizers: `Tokenizer.encode_batch(texts)`, all cores, on the first --ref-mb
@@ -46,6 +48,9 @@ from typing import Any
 
 import gpu_tok
 from gpu_tok import _data
+from gpu_tok._placement import CHUNK_ENV
+
+CHUNK_BYTES = 4 << 20  # the multi-chunk measurement's GPU_TOK_CHUNK_BYTES
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = "gpu_tok.gpu_bench/1"
@@ -292,6 +297,21 @@ def bench_one(name: str, loaded: tuple[gpu_tok.Tokenizer, Any, str], docs: list[
 
         out["cuda_ragged"] = guarded("cuda ragged", errors, cuda_ragged)
 
+        def cuda_chunked() -> dict[str, Any]:
+            before = os.environ.get(CHUNK_ENV)
+            os.environ[CHUNK_ENV] = str(CHUNK_BYTES)
+            try:
+                result = measure(ragged, max(1, args.repeats // 2), budget)
+            finally:
+                if before is None:
+                    os.environ.pop(CHUNK_ENV, None)
+                else:
+                    os.environ[CHUNK_ENV] = before
+            rate(result, nbytes)
+            return result
+
+        out["cuda_chunked"] = guarded("cuda 4 MB chunks", errors, cuda_chunked)
+
         def cuda_padded() -> dict[str, Any]:
             pad_id = tok.pad_token_id if tok.pad_token_id is not None else 0
             run = cuda_runner(dev, tok, texts, padding="longest", truncation=True, max_length=MAX_LENGTH,
@@ -376,6 +396,7 @@ def bench_one(name: str, loaded: tuple[gpu_tok.Tokenizer, Any, str], docs: list[
 ROWS = [
     ("cuda_ragged", "cuda list->tensor (ragged)"),
     ("cuda_padded", f"cuda list->tensor (longest, max {MAX_LENGTH})"),
+    ("cuda_chunked", "cuda list->tensor (ragged, 4 MB chunks)"),
     ("cuda_arrow", "cuda arrow->tensor (ragged)"),
     ("cuda_kernels", "cuda kernels only (events)"),
     ("cpu", "gpu_tok cpu"),

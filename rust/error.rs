@@ -24,6 +24,9 @@ pub enum Error {
     /// A CUDA call failed while the GPU was working (out of memory, a kernel fault...).
     #[error("CUDA: {0}")]
     Cuda(String),
+    /// The GPU (or pinned host memory) had no room for a call's buffers.
+    #[error("CUDA out of memory: {0}")]
+    CudaOutOfMemory(String),
     /// The built-in kernels did not compile for this GPU (NVRTC's log): a bug
     /// in gpu_tok or NVRTC, not a missing CUDA.
     #[error("{0}")]

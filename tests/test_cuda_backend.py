@@ -312,3 +312,129 @@ def test_added_token_rows_run_on_the_device(name: str) -> None:
     # The text between added tokens went to the device (WordPiece rows with
     # added tokens are still encoded whole by the host).
     assert plain[1].timings()["rows_on_host"] == (len(rows) if name == "bert-minilm" else 0)
+
+
+# -- consumer streams: a tensor exported to a stream is freed after that stream's work
+
+
+def _exported_releases(device: str = "emulator", **export: object) -> list[tuple[int, list[int]]]:
+    """The releases of a fresh emulated batch whose input_ids were exported with `export`."""
+    _core.emulator_releases_for_tests()  # start from an empty log
+    dev = ours("qwen3")._core.encode_batch(["a b", "c d e"], device=device, attention_mask=True)
+    ids = dev.tensor("input_ids")
+    capsules = [ids.__dlpack__(**export), ids.__dlpack__(max_version=(1, 0), **export)]
+    del dev, ids, capsules
+    gc.collect()
+    return _core.emulator_releases_for_tests()
+
+
+def test_a_tensor_exported_to_a_stream_is_freed_after_that_stream() -> None:
+    stream = 0x7F00_1234_5670
+    releases = _exported_releases(stream=stream)
+    # input_ids, attention_mask, lengths and row offsets; only input_ids went to the stream
+    assert len(releases) == 4
+    assert sorted(waited for _, waited in releases) == [[], [], [], [stream]]
+
+
+@pytest.mark.parametrize("stream", [None, -1, 1, 2])
+def test_no_stream_or_a_default_stream_needs_no_wait(stream: int | None) -> None:
+    # None/-1: no stream given; 1 and 2: the legacy and per-thread default
+    # streams, which the free (on the legacy stream) already follows
+    releases = _exported_releases(stream=stream)
+    assert len(releases) == 4 and all(waited == [] for _, waited in releases)
+
+
+def test_a_tensor_kept_alive_by_its_capsule_waits_for_every_stream() -> None:
+    _core.emulator_releases_for_tests()
+    dev = ours("qwen3")._core.encode_batch(["a b"], device="emulator")
+    ids = dev.tensor("input_ids")
+    capsule = ids.__dlpack__(stream=0x1000)
+    ids.__dlpack__(stream=0x2000)
+    ids.__dlpack__(stream=0x1000)
+    view = np.from_dlpack(ids)  # a consumer without a stream
+    del dev, ids
+    gc.collect()
+    assert all(waited == [] for _, waited in _core.emulator_releases_for_tests())  # the capsule holds input_ids
+    del capsule, view
+    gc.collect()
+    assert [waited for _, waited in _core.emulator_releases_for_tests()] == [[0x1000, 0x2000]]
+
+
+@pytest.mark.parametrize(("stream", "error", "message"), [
+    (0, ValueError, "ambiguous"),
+    (-2, ValueError, "not a CUDA stream"),
+    (1 << 70, ValueError, "not a CUDA stream"),
+    (True, TypeError, "not a bool"),
+    ("1", TypeError, "not str"),
+    (1.5, TypeError, "not float"),
+])
+def test_bad_streams_raise(stream: object, error: type[Exception], message: str) -> None:
+    device = ours("qwen3")._core.encode_batch(["a b"], device="emulator").tensor("input_ids")
+    host = ours("qwen3")._core.encode_batch(["a b"], device="cpu").tensor("input_ids")
+    with pytest.raises(error, match=message):
+        device.__dlpack__(stream=stream)
+    with pytest.raises((ValueError, TypeError)):
+        host.__dlpack__(stream=stream)
+    for ok in (None, -1):
+        host.__dlpack__(stream=ok)
+    with pytest.raises(ValueError, match="None or -1 for a CPU tensor"):
+        host.__dlpack__(stream=0x1000)
+
+
+# -- memory: chunk size, out of memory
+
+
+def test_chunk_bytes_overrides_the_device_chunk() -> None:
+    texts = docs()
+    cpu = ours("qwen3")._core.encode_batch(texts, device="cpu", attention_mask=True)
+    for chunk in (300, 5000):
+        assert_same(cpu, ours("qwen3")._core.encode_batch(texts, device="emulator", attention_mask=True,
+                                                          chunk_bytes=chunk))
+    with pytest.raises(ValueError, match="chunk_bytes"):
+        ours("qwen3")._core.encode_batch(["x"], device="emulator", chunk_bytes=0)
+
+
+def test_chunk_env_var(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(_placement.CHUNK_ENV, raising=False)
+    assert _placement.chunk_bytes() is None
+    monkeypatch.setenv(_placement.CHUNK_ENV, " 65536 ")
+    assert _placement.chunk_bytes() == 65536
+    monkeypatch.setattr(_placement, "AUTO_DEVICE", "emulator")
+    monkeypatch.setattr(_placement, "_auto_wants_gpu", lambda size, packable: True)
+    assert _placement.resolve("auto", 2 << 20) == _placement.Placement("emulator", True, 65536)
+    assert _placement.resolve("cpu").chunk_bytes is None
+    for bad in ("0", "-5", "1.5", "lots"):
+        monkeypatch.setenv(_placement.CHUNK_ENV, bad)
+        with pytest.raises(ValueError, match="GPU_TOK_CHUNK_BYTES"):
+            _placement.resolve("auto", 2 << 20)
+
+
+def test_out_of_device_memory_is_a_typed_error() -> None:
+    with pytest.raises(gpu_tok.CudaOutOfMemoryError, match="out of memory") as caught:
+        ours("qwen3")._core.encode_batch(docs(), device="emulator:4096:2000")
+    assert isinstance(caught.value, gpu_tok.CudaError)
+
+
+def test_auto_falls_back_to_the_cpu_when_the_gpu_is_out_of_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    tok = ours("qwen3")
+    texts = docs()
+    monkeypatch.setattr(_placement, "_auto_wants_gpu", lambda size, packable: True)
+    monkeypatch.setattr(_placement, "AUTO_DEVICE", "emulator:4096:2000")  # a GPU with 2000 bytes
+    with pytest.warns(gpu_tok.CpuFallbackWarning, match="out of memory.*on the CPU"):
+        enc = tok.encode_batch(texts, padding="longest", device="auto")
+    want = tok.encode_batch(texts, padding="longest", device="cpu")
+    assert enc.input_ids.device == "cpu" and "kernels_ms" not in enc.timings
+    assert enc.to_lists() == want.to_lists()
+    with pytest.warns(gpu_tok.CpuFallbackWarning):
+        called = tok(texts, padding=True, return_tensors="np")
+    assert called["input_ids"].tolist() == tok(texts, padding=True, device="cpu")["input_ids"]
+    # with room, no warning (the suite turns warnings into errors)
+    monkeypatch.setattr(_placement, "AUTO_DEVICE", "emulator")
+    assert tok.encode_batch(texts, padding="longest", device="auto").to_lists() == want.to_lists()
+
+
+def test_an_explicit_device_raises_when_out_of_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    # as device="cuda" resolves on a GPU machine, with a device that has no room
+    monkeypatch.setattr(_placement, "resolve", lambda *a, **k: _placement.Placement("emulator:4096:2000"))
+    with pytest.raises(gpu_tok.CudaOutOfMemoryError):
+        ours("qwen3").encode_batch(docs(), device="cuda")

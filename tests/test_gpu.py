@@ -365,6 +365,30 @@ def test_torch_on_a_non_default_stream() -> None:
         assert int(flat_sum) == sum(cpu.input_ids.tolist())
 
 
+def test_a_dead_tensor_is_not_reused_while_its_side_stream_reads_it() -> None:
+    """Exported to a torch side stream that is still busy, then dropped: the
+    next call's buffers must not take its memory before the side stream has
+    read it (the free waits for an event recorded on the side stream)."""
+    torch = _torch()
+    if not hasattr(torch.cuda, "_sleep"):
+        pytest.skip("this torch has no torch.cuda._sleep")
+    texts = corpus_sample()[:200]
+    expected = _padded(texts, "cpu").input_ids.tolist()
+    stream = torch.cuda.Stream()
+    for _ in range(3):
+        enc = _padded(texts, "cuda")
+        with torch.cuda.stream(stream):
+            ids = torch.from_dlpack(enc.input_ids)
+            torch.cuda._sleep(200_000_000)  # ~0.1 s of GPU time before the read
+            copied = ids.clone()
+        del ids, enc
+        gc.collect()
+        for _ in range(3):  # calls that would reuse the memory at once
+            _padded(corpus_sample()[200:400], "cuda")
+        stream.synchronize()
+        assert copied.tolist() == expected
+
+
 # -- (c) lifetimes ------------------------------------------------------------------
 
 
@@ -572,6 +596,55 @@ def test_batch_larger_than_one_chunk() -> None:
     padded_cpu = ours(NAME).encode_batch(texts, device="cpu", **kwargs)
     assert np.array_equal(to_host(padded_cuda.input_ids), np.asarray(padded_cpu.input_ids))
     assert np.array_equal(to_host(padded_cuda["attention_mask"]), np.asarray(padded_cpu["attention_mask"]))
+
+
+def test_many_small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """GPU_TOK_CHUNK_BYTES forces the multi-chunk path on a small batch."""
+    np = _np()
+    texts = texts_for_parity()
+    cpu = ours(NAME).encode_batch(texts, device="cpu")
+    monkeypatch.setenv("GPU_TOK_CHUNK_BYTES", str(64 << 10))
+    for kwargs in ({}, dict(padding="longest", truncation=True, max_length=MAX_LENGTH,
+                            pad_token_id=pad_id_for(NAME))):
+        cuda = encode_cuda(NAME, texts, **kwargs)
+        want = cpu if not kwargs else ours(NAME).encode_batch(texts, device="cpu", **kwargs)
+        assert np.array_equal(to_host(cuda.input_ids), np.asarray(want.input_ids)), kwargs
+        assert np.array_equal(to_host(cuda.row_offsets), np.asarray(want.row_offsets))
+        assert np.array_equal(to_host(cuda.lengths), np.asarray(want.lengths))
+    # the core's own argument, down to chunks smaller than one text
+    for chunk in (4096, 1000):
+        core = ours(NAME)._core.encode_batch(texts, device="cuda:0", chunk_bytes=chunk)
+        assert core.row_offsets().tolist() == cpu.row_offsets.tolist(), chunk
+        assert core.tensor("input_ids").tolist() == cpu.input_ids.tolist(), chunk
+
+
+def test_idle_pool_is_trimmed_and_out_of_memory_is_typed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a big call the pool keeps its working set, and gives it back after
+    5 s idle. Then, with torch holding nearly all the rest, "cuda" raises
+    CudaOutOfMemoryError and "auto" warns and gives the CPU's results."""
+    torch = _torch()
+    texts = (corpus_sample() * 40)[:20000]
+    encode_cuda(NAME, texts)  # its tensors die here; the pool keeps the memory
+    gc.collect()
+    kept, _ = torch.cuda.mem_get_info()
+    time.sleep(6.5)
+    trimmed, _ = torch.cuda.mem_get_info()
+    assert trimmed - kept > 64 << 20, (kept, trimmed)
+
+    big = ["some text " * 1000] * 800  # 8 MB: ~0.5 GB of scratch in one chunk
+    # one chunk for all of it (sized from free memory, chunks would shrink to fit)
+    monkeypatch.setenv("GPU_TOK_CHUNK_BYTES", str(64 << 20))
+    hog = torch.empty(trimmed - (256 << 20), dtype=torch.uint8, device="cuda")
+    try:
+        with pytest.raises(gpu_tok.CudaOutOfMemoryError, match="out of memory"):
+            ours(NAME).encode_batch(big, device="cuda")
+        with pytest.warns(gpu_tok.CpuFallbackWarning, match="out of memory"):
+            enc = ours(NAME).encode_batch(big, device="auto")
+    finally:
+        del hog
+        torch.cuda.empty_cache()
+    assert enc.input_ids.device == "cpu"
+    assert enc.to_lists() == ours(NAME).encode_batch(big, device="cpu").to_lists()
 
 
 # -- (h) info and timings ----------------------------------------------------------

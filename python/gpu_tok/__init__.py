@@ -12,7 +12,9 @@ from typing import Any
 
 from . import _core
 from ._errors import (
+    CpuFallbackWarning,
     CudaError,
+    CudaOutOfMemoryError,
     CudaUnavailableError,
     EncodingError,
     GpuTokError,
@@ -56,7 +58,9 @@ def _cuda_report() -> dict[str, Any]:
 
 __all__ = [
     "BatchEncoding",
+    "CpuFallbackWarning",
     "CudaError",
+    "CudaOutOfMemoryError",
     "CudaUnavailableError",
     "EncodingError",
     "GpuTokError",

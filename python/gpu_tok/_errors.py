@@ -37,13 +37,25 @@ class CudaError(GpuTokError, RuntimeError):
     """A CUDA call failed while the GPU was working (out of memory, a kernel fault...)."""
 
 
+class CudaOutOfMemoryError(CudaError):
+    """The GPU had no room for a call's buffers. `device="auto"` computes such a
+    call on the CPU instead (with a `CpuFallbackWarning`); `device="cuda"` raises."""
+
+
+class CpuFallbackWarning(RuntimeWarning):
+    """`device="auto"` chose the GPU, which could not take the call (e.g. out of
+    memory): it was computed on the CPU instead, with the same results."""
+
+
 class KernelCompileError(CudaError):
     """NVRTC could not compile gpu_tok's built-in kernels for this GPU (its log is in
     the message): a bug to report, not a missing CUDA installation."""
 
 
 __all__ = [
+    "CpuFallbackWarning",
     "CudaError",
+    "CudaOutOfMemoryError",
     "CudaUnavailableError",
     "EncodingError",
     "GpuTokError",

@@ -11,11 +11,17 @@ Accepts "auto", "cpu", "cuda", "cuda:N", None (= "auto") and anything whose
   gain: a usable GPU (set up once per process; any failure means the CPU), a
   call the GPU can pack (no pairs, no offsets) and at least `AUTO_MIN_BYTES`
   of text. In a forked child whose parent initialised CUDA it warns once and
-  uses the CPU.
+  uses the CPU. A call the GPU has no memory for is computed on the CPU
+  (`Tokenizer._run`, with a `CpuFallbackWarning`).
+
+`GPU_TOK_CHUNK_BYTES` (a positive integer, read at each call) sets the text
+bytes per device chunk for the GPU, instead of sizing chunks from free memory:
+smaller chunks use less GPU memory, and tests use it to run many chunks.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import warnings
 from dataclasses import dataclass
@@ -31,17 +37,34 @@ _CUDA = re.compile(r"cuda(?::(\d+))?")
 AUTO_MIN_BYTES = 1 << 20
 # The core device "auto" offloads to (tests without a GPU point it at the host emulator).
 AUTO_DEVICE = "cuda:0"
+CHUNK_ENV = "GPU_TOK_CHUNK_BYTES"
 
 _warned_fork = False
 
 
 @dataclass(frozen=True)
 class Placement:
-    """The core's device ("cpu", "cuda:N", or for tests "emulator[:N]"), and whether
-    results are copied to the host."""
+    """The core's device ("cpu", "cuda:N", or for tests "emulator[:N]"), whether
+    results are copied to the host (device="auto": the CPU may then stand in for
+    the GPU), and the text bytes per device chunk (None: the device's choice)."""
 
     core: str
     to_host: bool = False
+    chunk_bytes: int | None = None
+
+
+def chunk_bytes() -> int | None:
+    """`GPU_TOK_CHUNK_BYTES` as a positive integer, or None when unset."""
+    value = os.environ.get(CHUNK_ENV, "").strip()
+    if not value:
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number <= 0:
+        raise ValueError(f"{CHUNK_ENV} must be a positive number of bytes, not {value!r}")
+    return number
 
 
 def _preload_nvrtc() -> None:
@@ -86,13 +109,15 @@ def resolve(device: Any, text_bytes: int | None = None, packable: bool = True) -
     if name == "cpu":
         return Placement("cpu")
     if name == "auto":
-        return Placement(AUTO_DEVICE, to_host=True) if _auto_wants_gpu(text_bytes, packable) else Placement("cpu")
+        if not _auto_wants_gpu(text_bytes, packable):
+            return Placement("cpu")
+        return Placement(AUTO_DEVICE, to_host=True, chunk_bytes=chunk_bytes())
     match = _CUDA.fullmatch(name)
     if match:
         if _core.cuda_initialised_before_fork() or not cuda_usable():
             raise CudaUnavailableError(f"device={device!r} cannot be used: {_core.cuda_probe()['reason']}; "
                                        "use 'cpu' or 'auto'")
-        return Placement(f"cuda:{match.group(1) or 0}")
+        return Placement(f"cuda:{match.group(1) or 0}", chunk_bytes=chunk_bytes())
     raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', not {device!r}")
 
 

@@ -20,13 +20,20 @@ import json
 import numbers
 import os
 import time
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from . import _added, _chat, _config, _core, _pad, _placement, _reference, _settings
-from ._errors import InvalidTokenizerError, TokenizerNotFoundError, UnsupportedTokenizerError
+from ._errors import (
+    CpuFallbackWarning,
+    CudaOutOfMemoryError,
+    InvalidTokenizerError,
+    TokenizerNotFoundError,
+    UnsupportedTokenizerError,
+)
 from .batch import KEY_ORDER, BatchEncoding, as_tensor, check_dtype, check_kind, convert
 
 _OPTIONAL_KEYS = ("token_type_ids", "attention_mask", "special_tokens_mask", "offset_mapping", "length")
@@ -415,11 +422,24 @@ class Tokenizer:
             raise TypeError("add_special_tokens must be a bool")
         if type_ids is None:
             type_ids = self._uses_token_type_ids()
-        core = self._core.encode_batch(
-            texts, pairs, add_special_tokens=add_special_tokens, truncation=truncation,
-            padding=padding, attention_mask=attention_mask, type_ids=type_ids,
-            special_tokens_mask=special_tokens_mask, offsets=offsets, device=placement.core, dtype=dtype,
-        )
+
+        def run(device: str, chunk_bytes: int | None) -> _core.CoreBatch:
+            return self._core.encode_batch(
+                texts, pairs, add_special_tokens=add_special_tokens, truncation=truncation,
+                padding=padding, attention_mask=attention_mask, type_ids=type_ids,
+                special_tokens_mask=special_tokens_mask, offsets=offsets, device=device, dtype=dtype,
+                chunk_bytes=chunk_bytes,
+            )
+
+        try:
+            core = run(placement.core, placement.chunk_bytes)
+        except CudaOutOfMemoryError as err:
+            if not placement.to_host:  # device="cuda" asked for GPU memory: say it has none
+                raise
+            # device="auto" only promised host results: the CPU gives the same ones
+            warnings.warn(f"gpu_tok: the GPU ran out of memory ({err}); device='auto' computed this call "
+                          "on the CPU", CpuFallbackWarning, stacklevel=3)
+            core = run("cpu", None)
         if placement.to_host:
             core = core.cpu()
         return core, (time.perf_counter() - started) * 1e3

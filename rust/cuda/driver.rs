@@ -3,9 +3,17 @@
 //!
 //! - [`Gpu`]: one per device ordinal and process, made at first use: the
 //!   primary context, the kernels' module (CUBIN from `jit`, cached on disk),
-//!   a private memory pool (stream-ordered; keeps up to `POOL_KEEP_BYTES`
-//!   between calls, returns the rest; other libraries' pools are untouched),
-//!   a pool of streams, and pinned staging buffers for uploads.
+//!   a private memory pool (stream-ordered; other libraries' pools are
+//!   untouched), a pool of streams, and pinned staging buffers for uploads.
+//! - Pool size: between calls the pool keeps what the last busy period used
+//!   at its peak (its release threshold follows that working set), so calls
+//!   alike reuse memory instead of mapping it again; once no call has run for
+//!   `IDLE_TRIM`, a background thread gives all unused memory back to the
+//!   driver, for the other libraries in the process.
+//! - Consumer streams: a tensor exported through DLPack to a consumer's stream
+//!   is freed only after the work queued on that stream by then (an event
+//!   recorded on it, waited for by the freeing stream), so a side stream that
+//!   still reads the tensor never sees its memory reused.
 //! - [`GpuStream`]: one call's ordered stream of work, taken from the pool and
 //!   given back on drop, so concurrent calls from many threads overlap.
 //! - Every entry point pushes the device's context and pops it on the way
@@ -23,13 +31,15 @@ use crate::kernels::{DevPtr, Kernel};
 use cudarc::driver::result as cu;
 use cudarc::driver::sys;
 use std::ffi::{c_void, CString};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 /// The oldest driver the kernels and cudarc's CUDA 13 bindings run on.
 const MIN_DRIVER: i32 = 13000;
-/// Freed pool memory kept for the next calls; more is returned on sync.
-const POOL_KEEP_BYTES: u64 = 2 << 30;
+/// Freed pool memory kept before the first call has measured its working set.
+const POOL_KEEP_FIRST: u64 = 256 << 20;
+/// After this long with no call running, unused pool memory is released.
+const IDLE_TRIM: Duration = Duration::from_secs(5);
 /// Pinned staging kept for reuse: at most this many buffers and bytes.
 const STAGING_KEPT: usize = 4;
 const STAGING_KEPT_BYTES: usize = 1 << 30;
@@ -49,10 +59,24 @@ pub struct Gpu {
     pool: sys::CUmemoryPool,
     functions: Vec<sys::CUfunction>,
     streams: Mutex<Vec<StreamHandle>>,
-    /// Calls running now: each sizes its chunks to a share of free memory.
-    active: AtomicUsize,
+    /// Calls running now and the pool's use; `idle` wakes the trim thread.
+    activity: Mutex<Activity>,
+    idle: Condvar,
+    /// The trim thread, started when the device first goes idle.
+    trimmer: OnceLock<()>,
     /// Pinned host buffers for uploads, reused call after call.
     staging: Mutex<Vec<Pinned>>,
+}
+
+/// What the pool's size follows (see the module comment).
+struct Activity {
+    /// Calls running now: each sizes its chunks to a share of free memory.
+    running: usize,
+    /// The highest use of the pool in the current busy period.
+    busy_peak: u64,
+    /// When the device last went idle (or a tensor was freed while idle);
+    /// None while busy and once trimmed.
+    idle_since: Option<Instant>,
 }
 
 /// A stream handle (a pointer the driver owns; used from any thread).
@@ -198,13 +222,20 @@ fn set_up(ordinal: usize) -> Result<Gpu> {
         pool,
         functions,
         streams: Mutex::new(Vec::new()),
-        active: AtomicUsize::new(0),
+        activity: Mutex::new(Activity {
+            running: 0,
+            busy_peak: 0,
+            idle_since: None,
+        }),
+        idle: Condvar::new(),
+        trimmer: OnceLock::new(),
         staging: Mutex::new(Vec::new()),
     })
 }
 
 /// gpu_tok's own stream-ordered pool on device `ordinal`, keeping at most
-/// `POOL_KEEP_BYTES` of freed memory across synchronisations.
+/// `POOL_KEEP_FIRST` of freed memory across synchronisations until the first
+/// call has measured its working set.
 ///
 /// # Safety
 /// The device's context must be current.
@@ -218,14 +249,38 @@ unsafe fn private_pool(ordinal: usize) -> Result<sys::CUmemoryPool> {
     // SAFETY: `props` is fully initialised; the pool lives for the process.
     unsafe {
         let pool = cu::mem_pool::create(&props).map_err(cuda_err("cuMemPoolCreate"))?;
-        let mut keep = POOL_KEEP_BYTES;
-        cu::mem_pool::set_attribute(
+        set_pool_u64(
             pool,
             sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
-            (&mut keep as *mut u64).cast(),
+            POOL_KEEP_FIRST,
         )
         .map_err(cuda_err("cuMemPoolSetAttribute"))?;
         Ok(pool)
+    }
+}
+
+/// Sets a 64-bit attribute of `pool`.
+///
+/// # Safety
+/// `pool` must be a live pool and `attr` an attribute whose value is a u64.
+unsafe fn set_pool_u64(
+    pool: sys::CUmemoryPool,
+    attr: sys::CUmemPool_attribute,
+    mut value: u64,
+) -> std::result::Result<(), cu::DriverError> {
+    // SAFETY: the caller's contract; `value` outlives the call.
+    unsafe { cu::mem_pool::set_attribute(pool, attr, (&mut value as *mut u64).cast()) }
+}
+
+/// An out-of-memory error from `err` where the driver says so.
+fn alloc_err(what: String, err: cu::DriverError) -> Error {
+    if err.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+        Error::CudaOutOfMemory(format!(
+            "{what} failed: {err}; free memory on the device, tokenize smaller batches, \
+             or lower GPU_TOK_CHUNK_BYTES"
+        ))
+    } else {
+        Error::Cuda(format!("{what} failed: {err}"))
     }
 }
 
@@ -247,6 +302,96 @@ fn load_module(arch: &str) -> Result<(sys::CUmodule, jit::Cubin)> {
 }
 
 impl Gpu {
+    fn activity(&self) -> std::sync::MutexGuard<'_, Activity> {
+        self.activity.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Counts a call in; returns how many run now (this one included).
+    fn call_started(&self) -> usize {
+        let mut activity = self.activity();
+        activity.running += 1;
+        activity.idle_since = None;
+        activity.running
+    }
+
+    /// Counts a call out (its stream synchronised, the context current): the
+    /// pool's release threshold becomes the peak use of this busy period, so
+    /// the next calls like it find their memory kept; when no call is left,
+    /// the trim thread starts counting.
+    fn call_ended(self: &Arc<Self>) {
+        let mut activity = self.activity();
+        activity.running = activity.running.saturating_sub(1);
+        let mut peak = 0u64;
+        // SAFETY: a live pool; the attributes are u64 values.
+        unsafe {
+            let high = sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_HIGH;
+            if cu::mem_pool::get_attribute(self.pool, high, (&mut peak as *mut u64).cast()).is_ok()
+            {
+                let _ = set_pool_u64(self.pool, high, 0); // the next peak starts from here
+            }
+            activity.busy_peak = activity.busy_peak.max(peak);
+            let threshold = sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD;
+            let _ = set_pool_u64(self.pool, threshold, activity.busy_peak);
+        }
+        if activity.running == 0 {
+            activity.busy_peak = 0;
+            drop(activity);
+            self.went_idle();
+        }
+    }
+
+    /// Restarts the idle clock (no call is running) and wakes the trim
+    /// thread, started here the first time.
+    fn went_idle(self: &Arc<Self>) {
+        {
+            let mut activity = self.activity();
+            if activity.running > 0 {
+                return;
+            }
+            activity.idle_since = Some(Instant::now());
+        }
+        self.trimmer.get_or_init(|| {
+            let gpu = self.clone();
+            // Without the thread (spawn failed) memory is only kept, never trimmed.
+            let _ = std::thread::Builder::new()
+                .name("gpu_tok-pool-trim".into())
+                .spawn(move || gpu.trim_when_idle());
+        });
+        self.idle.notify_all();
+    }
+
+    /// The trim thread: once the device has been idle for `IDLE_TRIM`, gives
+    /// the pool's unused memory back (tensors still alive keep theirs).
+    fn trim_when_idle(&self) {
+        let mut activity = self.activity();
+        loop {
+            match activity.idle_since {
+                None => {
+                    activity = self.idle.wait(activity).unwrap_or_else(|e| e.into_inner());
+                }
+                Some(since) if since.elapsed() < IDLE_TRIM => {
+                    let left = IDLE_TRIM - since.elapsed().min(IDLE_TRIM);
+                    activity = self
+                        .idle
+                        .wait_timeout(activity, left)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+                }
+                Some(_) => {
+                    activity.idle_since = None;
+                    drop(activity);
+                    if !probe::initialised_before_fork() {
+                        if let Ok(_current) = ContextGuard::enter(self.ctx) {
+                            // SAFETY: a live pool; trimming releases only unused memory.
+                            let _ = unsafe { cu::mem_pool::trim_to(self.pool, 0) };
+                        }
+                    }
+                    activity = self.activity();
+                }
+            }
+        }
+    }
+
     /// A pinned buffer of at least `bytes`, free to write (its last copy done).
     fn take_staging(&self, bytes: usize) -> Result<Pinned> {
         let reused = {
@@ -263,11 +408,7 @@ impl Gpu {
         let capacity = bytes.next_power_of_two().max(STAGING_MIN_BYTES);
         // SAFETY: plain allocation; write-combined suits memory the CPU only writes.
         let ptr = unsafe { cu::malloc_host(capacity, sys::CU_MEMHOSTALLOC_WRITECOMBINED) }
-            .map_err(|err| {
-                Error::Cuda(format!(
-                    "pinning {capacity} bytes of host memory failed: {err}"
-                ))
-            })?;
+            .map_err(|err| alloc_err(format!("pinning {capacity} bytes of host memory"), err))?;
         // Initialised once, so the staging slice is never uninitialised memory.
         // SAFETY: `capacity` bytes were just allocated at `ptr`.
         unsafe { std::ptr::write_bytes(ptr.cast::<u8>(), 0, capacity) };
@@ -367,14 +508,15 @@ pub struct GpuStream {
 
 /// Device memory allocated on one stream. Internal buffers are freed in that
 /// stream's order. Exported buffers (tensors) were complete when the call
-/// returned (it synchronised), and are freed in the order of the legacy
-/// default stream, after the work already queued on blocking streams (torch's
-/// and CuPy's default streams); work on other streams must be done first, as
-/// for any DLPack import.
+/// returned (it synchronised, so a consumer's stream never has to wait for
+/// gpu_tok's work), and are freed in the order of the legacy default stream:
+/// after the work already queued on it and on blocking streams (CuPy's and
+/// torch's default streams), and after the work queued by then on each
+/// consumer stream the tensor was exported to (`__dlpack__(stream=...)`,
+/// e.g. a torch side stream, which is non-blocking).
 struct StreamMemory {
-    ctx: sys::CUcontext,
+    gpu: Arc<Gpu>,
     stream: StreamHandle,
-    ordinal: usize,
     exported: bool,
 }
 
@@ -384,11 +526,11 @@ unsafe impl Send for StreamMemory {}
 unsafe impl Sync for StreamMemory {}
 
 impl Memory for StreamMemory {
-    fn free(&self, ptr: DevPtr, _bytes: usize) {
+    fn free(&self, ptr: DevPtr, _bytes: usize, consumers: &[u64]) {
         if probe::initialised_before_fork() {
             return; // the parent's memory: the driver is unusable in this child
         }
-        let Ok(_current) = ContextGuard::enter(self.ctx) else {
+        let Ok(_current) = ContextGuard::enter(self.gpu.ctx) else {
             return; // e.g. at interpreter exit, after the driver shut down
         };
         let stream = if self.exported {
@@ -396,16 +538,50 @@ impl Memory for StreamMemory {
         } else {
             self.stream.0
         };
+        for &consumer in consumers {
+            // SAFETY: `consumer` was checked to be a stream of this context when
+            // the tensor was exported; a stream destroyed since makes the
+            // driver report an error (handled below).
+            if unsafe { wait_for(stream, consumer as sys::CUstream) }.is_err() {
+                // The order is lost: wait for the whole device instead, so the
+                // memory is never reused while the consumer may still read it.
+                let _ = cu::ctx::synchronize();
+                break;
+            }
+        }
         // SAFETY: `ptr` came from this context's pool; the free is ordered on
         // `stream` as described on StreamMemory. Errors are ignored (shutdown).
         let _ = unsafe { cu::free_async(ptr, stream) };
+        if self.exported {
+            self.gpu.went_idle(); // memory back in the pool: trim it if idle
+        }
+    }
+
+    fn check_consumer(&self, consumer: u64) -> Result<()> {
+        if probe::initialised_before_fork() {
+            return Err(Error::CudaUnavailable(probe::FORKED_REASON.into()));
+        }
+        let mut ctx = std::ptr::null_mut();
+        // SAFETY: one out-pointer; the driver validates the handle as far as it can.
+        let owner = unsafe { sys::cuStreamGetCtx(consumer as sys::CUstream, &mut ctx) }.result();
+        match owner {
+            Ok(()) if ctx == self.gpu.ctx => Ok(()),
+            Ok(()) => Err(Error::InvalidArgument(format!(
+                "stream {consumer:#x} belongs to another device or CUDA context than this \
+                 tensor (cuda:{}); pass a stream of the tensor's device",
+                self.gpu.ordinal
+            ))),
+            Err(err) => Err(Error::InvalidArgument(format!(
+                "stream {consumer:#x} is not a usable CUDA stream: {err}"
+            ))),
+        }
     }
 
     fn read(&self, ptr: DevPtr, dst: &mut [u8]) -> Result<()> {
         if probe::initialised_before_fork() {
             return Err(Error::CudaUnavailable(probe::FORKED_REASON.into()));
         }
-        let _current = ContextGuard::enter(self.ctx)?;
+        let _current = ContextGuard::enter(self.gpu.ctx)?;
         // SAFETY: `ptr` holds at least dst.len() bytes (the caller's contract).
         // A synchronous copy on the legacy stream orders after the work of
         // blocking streams, e.g. a consumer's in-place writes.
@@ -413,15 +589,42 @@ impl Memory for StreamMemory {
     }
 
     fn location(&self) -> Location {
-        Location::Cuda(self.ordinal)
+        Location::Cuda(self.gpu.ordinal)
     }
 }
 
+/// Makes `stream` wait for the work queued on `consumer` so far.
+///
+/// # Safety
+/// Both must be streams of the current context (a destroyed `consumer` gives
+/// an error where the driver detects it).
+unsafe fn wait_for(
+    stream: sys::CUstream,
+    consumer: sys::CUstream,
+) -> std::result::Result<(), cu::DriverError> {
+    let event = cu::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)?;
+    // SAFETY: a fresh event; the streams are the caller's.
+    let waited = unsafe {
+        cu::event::record(event, consumer).and_then(|()| {
+            cu::stream::wait_event(
+                stream,
+                event,
+                sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
+            )
+        })
+    };
+    // SAFETY: created above and destroyed once; the driver keeps what the
+    // queued wait needs until it has run.
+    let _ = unsafe { cu::event::destroy(event) };
+    waited
+}
+
 impl GpuStream {
-    /// A stream from `gpu`'s pool (a new one when all are busy). Every
-    /// fallible step comes before the stream is taken and the call counted,
-    /// so a failure leaks neither (Drop gives both back).
-    pub fn acquire(gpu: &Arc<Gpu>) -> Result<GpuStream> {
+    /// A stream from `gpu`'s pool (a new one when all are busy), with chunks
+    /// of `chunk_bytes` of text when given, else sized to the free memory.
+    /// Every fallible step comes before the stream is taken and the call
+    /// counted, so a failure leaks neither (Drop gives both back).
+    pub fn acquire(gpu: &Arc<Gpu>, chunk_bytes: Option<usize>) -> Result<GpuStream> {
         let _current = ContextGuard::enter(gpu.ctx)?;
         let (free, _) = cu::mem_get_info().map_err(cuda_err("cuMemGetInfo"))?;
         let pooled = gpu.streams.lock().unwrap_or_else(|e| e.into_inner()).pop();
@@ -434,13 +637,14 @@ impl GpuStream {
         };
         // Scratch is ~70 bytes per text byte: each running call sizes its
         // chunks to a share of what is free.
-        let active = gpu.active.fetch_add(1, Ordering::SeqCst) + 1;
-        let chunk_bytes = (free / (96 * active)).clamp(1 << 20, 1 << 30);
+        let running = gpu.call_started();
+        let chunk_bytes = chunk_bytes
+            .unwrap_or_else(|| (free / (96 * running)).clamp(1 << 20, 1 << 30))
+            .max(1);
         let memory = |exported| -> Arc<dyn Memory> {
             Arc::new(StreamMemory {
-                ctx: gpu.ctx,
+                gpu: gpu.clone(),
                 stream,
-                ordinal: gpu.ordinal,
                 exported,
             })
         };
@@ -461,7 +665,9 @@ impl GpuStream {
 impl Drop for GpuStream {
     fn drop(&mut self) {
         let _ = DeviceStream::synchronize(self);
-        self.gpu.active.fetch_sub(1, Ordering::SeqCst);
+        if let Ok(_current) = self.enter() {
+            self.gpu.call_ended();
+        }
         self.gpu
             .streams
             .lock()
@@ -487,10 +693,10 @@ impl DeviceStream for GpuStream {
         }
         .result()
         .map_err(|err| {
-            Error::Cuda(format!(
-                "allocating {bytes} bytes on cuda:{} failed: {err}",
-                self.gpu.ordinal
-            ))
+            alloc_err(
+                format!("allocating {bytes} bytes on cuda:{}", self.gpu.ordinal),
+                err,
+            )
         })?;
         Ok(DevBuf::new(ptr, bytes, self.memory.clone()))
     }

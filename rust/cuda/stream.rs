@@ -6,16 +6,67 @@
 use crate::error::Result;
 use crate::kernels::{as_bytes, as_bytes_mut, DevPtr, Kernel, KernelArgs, Pod};
 use std::any::Any;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// Frees device memory; shared by every buffer of one device.
 pub trait Memory: Send + Sync {
     /// Releases `bytes` at `ptr` (allocated by the same memory), in stream
-    /// order: after the work already queued. Must not fail loudly.
-    fn free(&self, ptr: DevPtr, bytes: usize);
+    /// order: after the work already queued, including the work queued so
+    /// far on each of `consumers` (CUDA stream handles other libraries read
+    /// the memory on, see [`ConsumerStream`]). Must not fail loudly.
+    fn free(&self, ptr: DevPtr, bytes: usize, consumers: &[u64]);
+    /// Checks that a consumer may use this memory on stream `handle` (a
+    /// stream of the same device); the emulator takes any handle.
+    fn check_consumer(&self, _handle: u64) -> Result<()> {
+        Ok(())
+    }
     /// Copies `dst.len()` bytes from `ptr` once the work queued before is done.
     fn read(&self, ptr: DevPtr, dst: &mut [u8]) -> Result<()>;
     fn location(&self) -> Location;
+}
+
+/// The stream a DLPack consumer will use a CUDA buffer on: the `stream`
+/// argument of `__dlpack__` (the array API's convention for CUDA).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConsumerStream {
+    /// None or -1: the consumer synchronises itself (or uses the legacy stream).
+    Unordered,
+    /// 1: the legacy default stream.
+    Legacy,
+    /// 2: the per-thread default stream.
+    PerThread,
+    /// Any other positive value: a `CUstream` / `cudaStream_t` handle.
+    Handle(u64),
+}
+
+impl ConsumerStream {
+    /// Reads the DLPack `stream` value (None is `Unordered`); 0 and values
+    /// below -1 are refused, with the reason.
+    pub fn from_dlpack(value: Option<i128>) -> std::result::Result<Self, String> {
+        match value {
+            None | Some(-1) => Ok(ConsumerStream::Unordered),
+            Some(0) => Err("stream=0 is ambiguous and not allowed by DLPack; use 1 for the legacy \
+                            default stream, 2 for the per-thread default stream, or a stream handle"
+                .into()),
+            Some(1) => Ok(ConsumerStream::Legacy),
+            Some(2) => Ok(ConsumerStream::PerThread),
+            Some(v) => u64::try_from(v).map(ConsumerStream::Handle).map_err(|_| {
+                format!("stream={v} is not a CUDA stream: expected None, -1, 1, 2 or a stream handle")
+            }),
+        }
+    }
+
+    /// The handle a free must wait for, if any. Exported buffers are freed in
+    /// the legacy default stream's order, which already follows the work
+    /// queued on the legacy stream and on every blocking stream (the
+    /// per-thread default streams are blocking); only a handle, which may name
+    /// a non-blocking stream (torch's side streams are), needs an explicit wait.
+    pub fn wait_handle(self) -> Option<u64> {
+        match self {
+            ConsumerStream::Handle(h) => Some(h),
+            _ => None,
+        }
+    }
 }
 
 /// Device memory that is freed when dropped.
@@ -23,12 +74,41 @@ pub struct DevBuf {
     ptr: DevPtr,
     bytes: usize,
     memory: Arc<dyn Memory>,
+    /// Consumer streams the free must wait for (see [`DevBuf::export_to`]).
+    consumers: Mutex<Vec<u64>>,
 }
 
 impl DevBuf {
     /// Wraps memory allocated by `memory`.
     pub fn new(ptr: DevPtr, bytes: usize, memory: Arc<dyn Memory>) -> Self {
-        DevBuf { ptr, bytes, memory }
+        DevBuf {
+            ptr,
+            bytes,
+            memory,
+            consumers: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Notes that a consumer reads this memory on `stream`: the free waits
+    /// for the work queued on it by then, so the memory is not reused while
+    /// the consumer may still read it. A stream of another device is refused.
+    pub fn export_to(&self, stream: ConsumerStream) -> Result<()> {
+        if let Some(handle) = stream.wait_handle() {
+            self.memory.check_consumer(handle)?;
+            let mut consumers = self.consumers.lock().unwrap_or_else(|e| e.into_inner());
+            if !consumers.contains(&handle) {
+                consumers.push(handle);
+            }
+        }
+        Ok(())
+    }
+
+    /// The consumer streams recorded so far.
+    pub fn consumers(&self) -> Vec<u64> {
+        self.consumers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     pub fn ptr(&self) -> DevPtr {
@@ -44,16 +124,9 @@ impl DevBuf {
     }
 
     /// The same memory, freed by `memory` instead (see [`DeviceStream::export`]).
-    pub fn with_memory(self, memory: Arc<dyn Memory>) -> DevBuf {
-        let this = std::mem::ManuallyDrop::new(self);
-        // SAFETY: `this` is never dropped or used again; its Arc is moved out
-        // exactly once (and released here), so nothing is freed twice.
-        drop(unsafe { std::ptr::read(&this.memory) });
-        DevBuf {
-            ptr: this.ptr,
-            bytes: this.bytes,
-            memory,
-        }
+    pub fn with_memory(mut self, memory: Arc<dyn Memory>) -> DevBuf {
+        self.memory = memory; // the old handle goes; the memory itself is not freed
+        self
     }
 
     /// The first `n` values of `T`, copied to the host.
@@ -70,7 +143,8 @@ impl DevBuf {
 
 impl Drop for DevBuf {
     fn drop(&mut self) {
-        self.memory.free(self.ptr, self.bytes);
+        let consumers = self.consumers.get_mut().unwrap_or_else(|e| e.into_inner());
+        self.memory.free(self.ptr, self.bytes, consumers);
     }
 }
 

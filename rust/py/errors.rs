@@ -27,6 +27,7 @@ pub fn to_py(py: Python<'_>, err: Error) -> PyErr {
         Error::Tokenizers(_) => "EncodingError",
         Error::CudaUnavailable(_) => "CudaUnavailableError",
         Error::Cuda(_) => "CudaError",
+        Error::CudaOutOfMemory(_) => "CudaOutOfMemoryError",
         Error::KernelCompile(_) => "KernelCompileError",
     };
     raise(py, class, message)

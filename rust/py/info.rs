@@ -61,6 +61,17 @@ pub fn note_cuda_initialised_for_tests() {
     probe::note_initialised();
 }
 
+/// For tests of the consumer-stream rule: how each exported emulator buffer
+/// was released since the last call, oldest first, as (bytes, the consumer
+/// streams the release waited for).
+#[pyfunction]
+pub fn emulator_releases_for_tests() -> Vec<(usize, Vec<u64>)> {
+    crate::cuda::emulator::take_releases()
+        .into_iter()
+        .map(|r| (r.bytes, r.waited_for))
+        .collect()
+}
+
 /// Sets up CUDA device `ordinal` for the batch kernels (context, kernels
 /// compiled or loaded from the cache) and describes it.
 #[pyfunction]

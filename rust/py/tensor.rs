@@ -3,15 +3,18 @@
 //! (`__dlpack__`, `__dlpack_device__`) or, for host memory, the buffer
 //! protocol. The buffer is host memory or device memory from the CUDA backend
 //! (freed, back into the driver's pool, when the last tensor or DLPack
-//! consumer lets go of it).
+//! consumer lets go of it, after the work queued by then on the consumer
+//! streams it was exported to).
 
-use crate::cuda::stream::{DevBuf, Location};
+use super::errors::to_py;
+use crate::cuda::stream::{ConsumerStream, DevBuf, Location};
 use crate::dlpack::{self, DLDevice, Export};
 use crate::kernels::{as_bytes, as_bytes_mut};
 use crate::layout::Dtype;
-use pyo3::exceptions::{PyBufferError, PyValueError};
+use pyo3::exceptions::{PyBufferError, PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
+use pyo3::types::PyBool;
 use pyo3::types::{PyBytes, PyList, PyTuple};
 use std::borrow::Cow;
 use std::cell::UnsafeCell;
@@ -174,6 +177,28 @@ impl Storage {
     fn on_host(&self) -> bool {
         self.location().0.device_type == dlpack::DEVICE_CPU
     }
+}
+
+/// The `stream` argument of `__dlpack__`, checked: None, or an int (not a bool).
+fn consumer_stream(stream: Option<&Bound<'_, PyAny>>) -> PyResult<ConsumerStream> {
+    let value = match stream {
+        None => None,
+        Some(s) if s.is_none() => None,
+        Some(s) if s.is_instance_of::<PyBool>() => {
+            return Err(PyTypeError::new_err(
+                "stream must be None or an int, not a bool",
+            ))
+        }
+        Some(s) => Some(s.extract::<i128>().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "stream must be None or an int (a CUDA stream handle), not {}",
+                s.get_type()
+                    .name()
+                    .map_or_else(|_| "?".into(), |n| n.to_string())
+            ))
+        })?),
+    };
+    ConsumerStream::from_dlpack(value).map_err(PyValueError::new_err)
 }
 
 fn read<T: crate::kernels::Pod + Default>(d: &DevBuf, n: usize) -> PyResult<Vec<T>> {
@@ -343,9 +368,15 @@ impl Tensor {
         (device.device_type, device.device_id)
     }
 
-    /// DLPack export. `stream` must be None or -1 for host memory; for device
-    /// memory any stream is fine: the data are complete when a call returns
-    /// (its stream was synchronised), so no consumer stream has to wait. A
+    /// DLPack export. `stream` must be None or -1 for host memory. For device
+    /// memory it is the consumer's CUDA stream (None or -1: none given, 1:
+    /// the legacy default stream, 2: the per-thread default stream, else a
+    /// stream handle of the tensor's device; 0 is refused as DLPack says):
+    /// the data are complete when a call returns (its stream was
+    /// synchronised), so the consumer's stream never has to wait for them;
+    /// and the memory is not reused until the work queued on a stream handle
+    /// by the time the tensor dies is done. Emulated device memory (host
+    /// memory) takes these values too and records the waits, for tests. A
     /// device tensor asked for on the CPU (`dl_device`) is copied unless
     /// `copy=False`. A `max_version` of (1, x) or later gets a versioned capsule.
     #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
@@ -358,13 +389,24 @@ impl Tensor {
         copy: Option<bool>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let on_host = self.buffer.on_host();
-        if let Some(stream) = stream {
-            if on_host && !stream.is_none() && stream.extract::<i64>().ok() != Some(-1) {
-                return Err(PyValueError::new_err(
-                    "stream must be None or -1 for a CPU tensor",
-                ));
-            }
-        }
+        let device_memory = match &*self.buffer {
+            Storage::Device(d, _) => Some(d),
+            Storage::Host(_) => None,
+        };
+        let consumer = consumer_stream(stream.as_ref());
+        let consumer = match device_memory {
+            // Emulated device memory checks and records streams as a GPU would.
+            Some(_) => consumer?,
+            None => match consumer {
+                Ok(ConsumerStream::Unordered) => ConsumerStream::Unordered,
+                Err(err) if !err.is_instance_of::<PyValueError>(py) => return Err(err),
+                _ => {
+                    return Err(PyValueError::new_err(
+                        "stream must be None or -1 for a CPU tensor",
+                    ))
+                }
+            },
+        };
         let here = self.__dlpack_device__();
         let to_host =
             match dl_device {
@@ -385,6 +427,9 @@ impl Tensor {
                 "copy=True of a device tensor: copy it with the consumer (e.g. torch's .clone())",
             ));
         } else {
+            if let Some(d) = device_memory {
+                d.export_to(consumer).map_err(|e| to_py(py, e))?;
+            }
             Arc::clone(&self.buffer)
         };
         let (device, data) = buffer.location();

@@ -21,20 +21,28 @@ use std::sync::Arc;
 enum Backend {
     Cpu,
     Cuda(usize),
-    /// The CUDA pipeline on the host, with this many text bytes per chunk.
-    Emulator(usize),
+    /// The CUDA pipeline on the host, with this many text bytes per chunk,
+    /// and at most this much memory in use (for out-of-memory tests).
+    Emulator(usize, Option<usize>),
 }
 
 impl Backend {
     fn parse(device: &str) -> PyResult<Self> {
         let bad = || PyValueError::new_err(format!("unknown device {device:?}"));
-        match device.split_once(':') {
-            None if device == "cpu" => Ok(Backend::Cpu),
-            None if device == "cuda" => Ok(Backend::Cuda(0)),
-            None if device == "emulator" => Ok(Backend::Emulator(64 << 10)),
-            Some(("cuda", n)) => n.parse().map(Backend::Cuda).map_err(|_| bad()),
-            Some(("emulator", n)) => n.parse().map(Backend::Emulator).map_err(|_| bad()),
-            _ => Err(bad()),
+        let mut parts = device.split(':');
+        let number = |part: Option<&str>| part.map(|n| n.parse::<usize>().map_err(|_| bad()));
+        let backend = match parts.next() {
+            Some("cpu") => Backend::Cpu,
+            Some("cuda") => Backend::Cuda(number(parts.next()).transpose()?.unwrap_or(0)),
+            Some("emulator") => {
+                let chunk = number(parts.next()).transpose()?.unwrap_or(64 << 10);
+                Backend::Emulator(chunk, number(parts.next()).transpose()?)
+            }
+            _ => return Err(bad()),
+        };
+        match parts.next() {
+            Some(_) => Err(bad()),
+            None => Ok(backend),
         }
     }
 }
@@ -57,11 +65,14 @@ impl CoreTokenizer {
     }
 
     /// Encodes a batch. Settings are explicit; the Python layer resolves defaults.
-    /// `device`: "cpu", "cuda:N", or "emulator[:chunk_bytes]" (the CUDA pipeline
-    /// run on the host, for tests).
+    /// `device`: "cpu", "cuda:N", or "emulator[:chunk_bytes[:memory_bytes]]"
+    /// (the CUDA pipeline run on the host, for tests; `memory_bytes` makes
+    /// allocations past it fail as out of memory). `chunk_bytes`: text bytes
+    /// per device chunk, instead of the device's own choice (`cuda` sizes
+    /// chunks from free memory); it has no effect on the CPU.
     #[pyo3(signature = (texts, pairs=None, *, add_special_tokens=true, truncation=None, padding=None,
                         attention_mask=false, type_ids=false, special_tokens_mask=false, offsets=false,
-                        device="cpu", dtype="int64"))]
+                        device="cpu", dtype="int64", chunk_bytes=None))]
     #[allow(clippy::too_many_arguments)]
     fn encode_batch(
         &self,
@@ -77,8 +88,12 @@ impl CoreTokenizer {
         offsets: bool,
         device: &str,
         dtype: &str,
+        chunk_bytes: Option<usize>,
     ) -> PyResult<CoreBatch> {
         let backend = Backend::parse(device)?;
+        if chunk_bytes == Some(0) {
+            return Err(PyValueError::new_err("chunk_bytes must be positive"));
+        }
         let dtype = Dtype::parse(dtype).map_err(|e| PyValueError::new_err(e.to_string()))?;
         let firsts = inputs::Texts::read(texts, "texts")?;
         let seconds = pairs
@@ -123,14 +138,18 @@ impl CoreTokenizer {
             Backend::Cpu => detach_work(py, || {
                 CoreBatch::new(engine.encode_batch(&rows, &settings)?, dtype)
             }),
-            Backend::Emulator(chunk_bytes) => {
-                let dev = Emulator::new(chunk_bytes);
+            Backend::Emulator(chunk, limit) => {
+                let chunk = chunk_bytes.unwrap_or(chunk);
+                let dev = match limit {
+                    Some(limit) => Emulator::with_memory_limit(chunk, limit),
+                    None => Emulator::new(chunk),
+                };
                 let batch = detach_work(py, || engine.encode_batch_on(&dev, &rows, &settings))?;
                 Ok(CoreBatch::from_device(batch))
             }
             Backend::Cuda(ordinal) => {
                 let batch = detach_work(py, || {
-                    let stream = driver::GpuStream::acquire(&driver::gpu(ordinal)?)?;
+                    let stream = driver::GpuStream::acquire(&driver::gpu(ordinal)?, chunk_bytes)?;
                     engine.encode_batch_on(&stream, &rows, &settings)
                 })?;
                 Ok(CoreBatch::from_device(batch))
