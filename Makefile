@@ -1,7 +1,7 @@
 # The targets people and CI run alike (.ci/run calls `make test`).
 PYTHON ?= python3
 
-.PHONY: install test lint rust-test pytest bench fmt wheel wheelhouse
+.PHONY: install test lint rust-test pytest bench fmt kernels wheel wheelhouse
 
 install:  ## build the extension (release) and install it, editable, with the test tools
 	@echo "make install: building gpu_tok's Rust core (release; a few minutes on 2 cores the first time)"
@@ -26,8 +26,19 @@ test: install lint rust-test pytest  ## everything CI checks
 bench:  ## the benchmark on the shared corpus (8 MB), results under benches/results/
 	$(PYTHON) benches/run_bench.py
 
-wheel:  ## the abi3 wheel (every CPython >= 3.11) into dist/, e.g. for benches/gpu_check.sh on a GPU machine
+# The SMs wheels carry prebuilt kernels for (others compile them with NVRTC at first use).
+KERNEL_ARCHS ?= sm_80 sm_86 sm_89 sm_90 sm_100 sm_120
+KERNEL_CORE := target/kernel-core
+
+kernels:  ## prebuilt CUBINs for KERNEL_ARCHS into python/gpu_tok/kernels/ (git-ignored), by a core built from these sources; needs nvidia-cuda-nvrtc
+	rm -rf $(KERNEL_CORE) && $(PYTHON) -m maturin build --release --out $(KERNEL_CORE)
+	$(PYTHON) -m zipfile -e $(KERNEL_CORE)/*.whl $(KERNEL_CORE)/site
+	PYTHONPATH=$(KERNEL_CORE)/site $(PYTHON) -m gpu_tok._prebuilt --out python/gpu_tok/kernels $(KERNEL_ARCHS)
+
+wheel: kernels  ## the abi3 wheel (every CPython >= 3.11) with prebuilt kernels into dist/, e.g. for benches/gpu_check.sh on a GPU machine
+	rm -f dist/gpu_tok-*.whl
 	$(PYTHON) -m maturin build --release --out dist
+	PYTHONPATH=$(KERNEL_CORE)/site $(PYTHON) -m gpu_tok._prebuilt --check dist/gpu_tok-*.whl $(KERNEL_ARCHS)
 
 wheelhouse:  ## what gpu_check.sh installs offline on a GPU machine (CPython 3.12, x86_64) into dist/wheelhouse
 	$(PYTHON) -m pip download -q --only-binary=:all: --python-version 3.12 --platform manylinux2014_x86_64 \

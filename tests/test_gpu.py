@@ -24,6 +24,7 @@ import traceback
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
+from pathlib import Path
 from threading import Barrier
 from typing import Any
 
@@ -648,6 +649,21 @@ def test_idle_pool_is_trimmed_and_out_of_memory_is_typed(monkeypatch: pytest.Mon
 
 
 # -- (h) info and timings ----------------------------------------------------------
+
+
+def test_the_device_loads_the_prebuilt_kernels_of_its_sm() -> None:
+    """A wheel from `make wheel` carries its SM's kernels: no NVRTC compile at set-up."""
+    from gpu_tok import _core, _prebuilt
+
+    sm = CUDA["devices"][0]["sm"]
+    prebuilt = dict(_core.prebuilt_kernels())
+    if sm not in prebuilt:
+        why = f"this build has no prebuilt kernels for {sm} (only {sorted(prebuilt)}; make wheel builds them)"
+        if os.environ.get("GPU_TOK_REQUIRE_CUDA") == "1" and sm in _prebuilt.ARCHS:
+            pytest.fail(why)
+        pytest.skip(why)
+    device = _core.cuda_device(0)
+    assert Path(device["cubin"]) == prebuilt[sm] and device["cubin_from_cache"]
 
 
 def test_info_reports_the_device() -> None:

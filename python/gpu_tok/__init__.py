@@ -32,7 +32,8 @@ __version__: str = _core.__version__
 
 
 def info(tokenizer: Tokenizer | None = None, *, probe_cuda: bool = True) -> dict[str, Any]:
-    """Version, build, backend, CUDA status and threads; with a tokenizer, its plan.
+    """Version, build (with the SMs whose kernels come prebuilt), backend, CUDA
+    status and threads; with a tokenizer, its plan.
 
     The CUDA probe loads the driver and calls cuInit; a process that forks
     afterwards cannot use CUDA in the child, so pass `probe_cuda=False` there.
@@ -41,7 +42,9 @@ def info(tokenizer: Tokenizer | None = None, *, probe_cuda: bool = True) -> dict
     report["threads"] = _core.num_threads()
     report["cuda"] = _cuda_report() if probe_cuda else {"available": None, "reason": "not probed"}
     cuda = report["cuda"]
-    report["backend"] = "cuda" if cuda["available"] and cuda.get("nvrtc_version") else "cpu"
+    # A GPU needs NVRTC unless the wheel carries its SM's kernels prebuilt.
+    devices_prebuilt = all(d["sm"] in report["prebuilt_kernels"] for d in cuda.get("devices") or [])
+    report["backend"] = "cuda" if cuda["available"] and (cuda.get("nvrtc_version") or devices_prebuilt) else "cpu"
     if tokenizer is not None:
         report["plan"] = tokenizer.plan
     return report

@@ -2,7 +2,7 @@
 
 from os import PathLike
 from pathlib import Path
-from typing import Any, final
+from typing import Any, Literal, final
 
 __version__: str
 __all__ = [
@@ -19,10 +19,12 @@ __all__ = [
     "cuda_initialised_before_fork",
     "cuda_probe",
     "emulator_releases_for_tests",
+    "find_kernels",
     "kernel_sources",
     "note_cuda_initialised_for_tests",
     "num_threads",
     "nvrtc_compile",
+    "prebuilt_kernels",
 ]
 
 @final
@@ -152,6 +154,10 @@ def kernel_sources() -> tuple[dict[str, str], dict[str, list[str]]]: ...
 def byte_level_alphabet() -> str: ...
 def compile_kernels(arch: str, cache_dir: str | PathLike[str] | None = None) -> tuple[Path, bool, int]: ...
 def nvrtc_compile(unit: str, files: list[tuple[str, str]], arch: str) -> bytes: ...
+def find_kernels(
+    arch: str, prebuilt_dir: str | PathLike[str] | None = None, cache_dir: str | PathLike[str] | None = None
+) -> tuple[Path, Literal["prebuilt", "cache", "nvrtc"], int]: ...
+def prebuilt_kernels(dir: str | PathLike[str] | None = None) -> list[tuple[str, Path]]: ...
 def cuda_device(ordinal: int) -> dict[str, Any]: ...
 def cuda_initialised_before_fork() -> bool: ...
 def note_cuda_initialised_for_tests() -> None: ...

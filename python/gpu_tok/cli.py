@@ -312,6 +312,7 @@ def _info(args: argparse.Namespace) -> int:
     print(f"CUDA: {state}" + (f"; {', '.join(details)}" if details else ""))
     if cuda.get("kernel_cache_dir"):
         print(f"kernel cache: {cuda['kernel_cache_dir']}")
+    print(f"prebuilt kernels: {' '.join(report['prebuilt_kernels']) or 'none (compiled at first use)'}")
     if tok is not None:
         print("plan:")
         for row in report["plan"]:

@@ -25,7 +25,7 @@
 //!   the parent is neither read nor freed there.
 
 use super::stream::{DevBuf, DeviceStream, Location, Mark, Memory};
-use super::{jit, probe};
+use super::{jit, prebuilt, probe};
 use crate::error::{Error, Result};
 use crate::kernels::{DevPtr, Kernel};
 use cudarc::driver::result as cu;
@@ -216,8 +216,8 @@ fn set_up(ordinal: usize) -> Result<Gpu> {
         name,
         sm,
         total_memory,
+        cubin_from_cache: cubin.from_cache(),
         cubin_path: cubin.path,
-        cubin_from_cache: cubin.from_cache,
         ctx,
         pool,
         functions,
@@ -284,21 +284,14 @@ fn alloc_err(what: String, err: cu::DriverError) -> Error {
     }
 }
 
-/// The kernels' module for `arch`; a cached CUBIN the driver refuses is
-/// deleted and compiled again once.
+/// The kernels' module for `arch`: prebuilt, cached or compiled, passing over
+/// an image the driver refuses (`prebuilt::load_kernels`).
 fn load_module(arch: &str) -> Result<(sys::CUmodule, jit::Cubin)> {
-    let dir = jit::cache_dir();
-    let mut cubin = jit::kernels_cubin(arch, &dir)?;
-    // SAFETY: the image is a complete ELF (checked by jit) alive for the call.
-    let mut loaded = unsafe { cu::module::load_data(cubin.image.as_ptr().cast()) };
-    if loaded.is_err() && cubin.from_cache {
-        let _ = std::fs::remove_file(&cubin.path);
-        cubin = jit::kernels_cubin(arch, &dir)?;
-        // SAFETY: as above.
-        loaded = unsafe { cu::module::load_data(cubin.image.as_ptr().cast()) };
-    }
-    let module = loaded.map_err(cuda_err("cuModuleLoadData"))?;
-    Ok((module, cubin))
+    prebuilt::load_kernels(arch, |image| {
+        // SAFETY: the image is a complete ELF (checked by jit) alive for the call.
+        unsafe { cu::module::load_data(image.as_ptr().cast()) }
+            .map_err(cuda_err("cuModuleLoadData"))
+    })
 }
 
 impl Gpu {

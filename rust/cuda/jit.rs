@@ -5,6 +5,7 @@
 //! version, in the file name (`gt_batch-<hash>-sm_90-nvrtc13.0.cubin`); a file
 //! is written to a temporary name and renamed, so concurrent processes never
 //! read half a file. Compiling needs no GPU (CI compiles for sm_80 and sm_90).
+//! Prebuilt CUBINs are such cache files, made at wheel-build time.
 //!
 //! libnvrtc is found by bare name (cudarc's lookup); the Python layer first
 //! loads the pip wheel's copy by full path (`gpu_tok._nvrtc`).
@@ -52,27 +53,69 @@ pub fn nvrtc_version() -> Result<(i32, i32)> {
     })
 }
 
+/// Where a CUBIN came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// Shipped with the package (`prebuilt`), built at wheel-build time.
+    Prebuilt,
+    /// The on-disk kernel cache.
+    Cache,
+    /// Compiled by NVRTC in this call.
+    Compiled,
+}
+
+impl Origin {
+    pub fn name(self) -> &'static str {
+        match self {
+            Origin::Prebuilt => "prebuilt",
+            Origin::Cache => "cache",
+            Origin::Compiled => "nvrtc",
+        }
+    }
+}
+
 /// A CUBIN of the built-in kernels for `arch` (e.g. "sm_90").
 pub struct Cubin {
     pub image: Vec<u8>,
     pub path: PathBuf,
-    pub from_cache: bool,
+    pub origin: Origin,
+}
+
+impl Cubin {
+    /// Read from disk rather than compiled now.
+    pub fn from_cache(&self) -> bool {
+        self.origin != Origin::Compiled
+    }
+}
+
+/// `gt_batch-<source hash>-`: how every CUBIN file of the built-in sources
+/// starts (the arch and the NVRTC version follow).
+pub fn sources_prefix() -> String {
+    format!("gt_batch-{:016x}-", source_hash(&sources::FILES))
+}
+
+/// `gt_batch-<source hash>-<arch>-`: the start of the built-in sources' CUBIN
+/// files for `arch`.
+pub fn cubin_prefix(arch: &str) -> String {
+    format!("{}{arch}-", sources_prefix())
+}
+
+/// A CUBIN image as far as the CPU can tell: an ELF file.
+pub fn looks_like_cubin(image: &[u8]) -> bool {
+    image.starts_with(b"\x7fELF")
 }
 
 /// The built-in kernels for `arch`, from `dir` when cached there, else
 /// compiled and stored there (a cache that cannot be written is not an error).
 pub fn kernels_cubin(arch: &str, dir: &Path) -> Result<Cubin> {
     let (major, minor) = nvrtc_version()?;
-    let hash = source_hash(&sources::FILES);
-    let path = dir.join(format!(
-        "gt_batch-{hash:016x}-{arch}-nvrtc{major}.{minor}.cubin"
-    ));
+    let path = dir.join(format!("{}nvrtc{major}.{minor}.cubin", cubin_prefix(arch)));
     if let Ok(image) = std::fs::read(&path) {
-        if image.starts_with(b"\x7fELF") {
+        if looks_like_cubin(&image) {
             return Ok(Cubin {
                 image,
                 path,
-                from_cache: true,
+                origin: Origin::Cache,
             });
         }
     }
@@ -81,7 +124,7 @@ pub fn kernels_cubin(arch: &str, dir: &Path) -> Result<Cubin> {
     Ok(Cubin {
         image,
         path,
-        from_cache: false,
+        origin: Origin::Compiled,
     })
 }
 

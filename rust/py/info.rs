@@ -1,7 +1,7 @@
 //! Build and runtime facts for `gpu_tok.info()`.
 
 use super::errors::detach_work;
-use crate::cuda::{jit, probe};
+use crate::cuda::{jit, prebuilt, probe};
 use crate::kernels::sources;
 use crate::pool;
 use pyo3::prelude::*;
@@ -17,6 +17,17 @@ pub fn build_info(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     // Always built: cudarc loads libcuda and NVRTC at run time, if present.
     d.set_item("cuda_backend", true)?;
     d.set_item("debug", cfg!(debug_assertions))?;
+    let dir = prebuilt::dir();
+    let archs: Vec<String> = dir
+        .iter()
+        .flat_map(|dir| prebuilt::list(dir))
+        .map(|(arch, _)| arch)
+        .collect();
+    d.set_item("prebuilt_kernels", archs)?;
+    d.set_item(
+        "prebuilt_kernel_dir",
+        dir.map(|d| d.to_string_lossy().into_owned()),
+    )?;
     Ok(d)
 }
 
@@ -98,7 +109,44 @@ pub fn compile_kernels(
 ) -> PyResult<(PathBuf, bool, usize)> {
     let dir = cache_dir.unwrap_or_else(jit::cache_dir);
     let cubin = detach_work(py, || jit::kernels_cubin(&arch, &dir))?;
-    Ok((cubin.path, cubin.from_cache, cubin.image.len()))
+    let from_cache = cubin.from_cache();
+    Ok((cubin.path, from_cache, cubin.image.len()))
+}
+
+/// The CUBIN a device of `arch` loads, found as the device set-up finds it
+/// (no device needed): prebuilt in `prebuilt_dir` (default: the package's),
+/// else cached in `cache_dir`, else compiled. (path, origin, size), origin
+/// "prebuilt", "cache" or "nvrtc".
+#[pyfunction]
+#[pyo3(signature = (arch, prebuilt_dir=None, cache_dir=None))]
+pub fn find_kernels(
+    py: Python<'_>,
+    arch: String,
+    prebuilt_dir: Option<PathBuf>,
+    cache_dir: Option<PathBuf>,
+) -> PyResult<(PathBuf, &'static str, usize)> {
+    let prebuilt_dir = prebuilt_dir.or_else(prebuilt::dir);
+    let cache_dir = cache_dir.unwrap_or_else(jit::cache_dir);
+    let ((), cubin) = detach_work(py, || {
+        prebuilt::load_first(
+            &arch,
+            prebuilt_dir.as_deref(),
+            &cache_dir,
+            jit::kernels_cubin,
+            |_| Ok(()),
+        )
+    })?;
+    Ok((cubin.path, cubin.origin.name(), cubin.image.len()))
+}
+
+/// (arch, path) of the prebuilt CUBINs of this binary's kernel sources in
+/// `dir` (default: the package's `kernels/` folder), by arch.
+#[pyfunction]
+#[pyo3(signature = (dir=None))]
+pub fn prebuilt_kernels(dir: Option<PathBuf>) -> Vec<(String, PathBuf)> {
+    dir.or_else(prebuilt::dir)
+        .map(|dir| prebuilt::list(&dir))
+        .unwrap_or_default()
 }
 
 /// Compiles `unit` of `files` ({name: text}, headers are the `.cuh` files) to

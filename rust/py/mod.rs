@@ -29,6 +29,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(info::byte_level_alphabet, m)?)?;
     m.add_function(wrap_pyfunction!(info::compile_kernels, m)?)?;
     m.add_function(wrap_pyfunction!(info::nvrtc_compile, m)?)?;
+    m.add_function(wrap_pyfunction!(info::find_kernels, m)?)?;
+    m.add_function(wrap_pyfunction!(info::prebuilt_kernels, m)?)?;
     m.add_function(wrap_pyfunction!(info::cuda_device, m)?)?;
     m.add_function(wrap_pyfunction!(info::cuda_initialised_before_fork, m)?)?;
     m.add_function(wrap_pyfunction!(info::note_cuda_initialised_for_tests, m)?)?;
