@@ -37,7 +37,7 @@ TRICKY = [
 
 
 def assert_matches(json_text: str, texts: list[str], label: str) -> None:
-    """ids (fast path) and offsets (exact path) equal the oracle's."""
+    """ids and offsets (both on the fast path where the plan allows) equal the oracle's."""
     hf = unpadded_oracle(json_text)
     tok = gpu_tok.Tokenizer.from_str(json_text)
     expected = hf.encode_batch(texts)

@@ -61,7 +61,8 @@ def test_converted_sentencepiece_models_run_fast_with_identical_ids(kind: str) -
 def test_every_code_point_through_the_charsmap() -> None:
     """Each code point alone, after a letter, before a combining mark and
     doubled: the charsmap fast path (per character) and the crate's
-    per-grapheme rule must agree everywhere."""
+    per-grapheme rule must agree everywhere, and so must the offsets (the
+    crate's alignments of every mapping, removal and grapheme)."""
     json_text = converted("xlmr")
     points = [chr(c) for c in range(0x20, 0x30000) if not 0xD800 <= c < 0xE000]
     texts = ["".join(f"a{c} {c}\u0301 {c}{c} " for c in points[i:i + 64]) for i in range(0, len(points), 64)]
@@ -71,6 +72,12 @@ def test_every_code_point_through_the_charsmap() -> None:
     got = tok.encode_batch(texts, padding=False, truncation=False, add_special_tokens=False).to_lists()["input_ids"]
     bad = [i for i, (row, enc) in enumerate(zip(got, expected, strict=True)) if row != enc.ids]
     assert not bad, f"{len(bad)} groups differ, first {texts[bad[0]]!r:.300}"
+    offsets = tok.encode_batch(texts, padding=False, truncation=False, add_special_tokens=False,
+                               return_offsets=True).to_lists()["offset_mapping"]
+    with_offsets = hf.encode_batch(texts, add_special_tokens=False)  # encode_batch_fast leaves offsets out
+    bad = [i for i, (row, enc) in enumerate(zip(offsets, with_offsets, strict=True))
+           if row != [tuple(o) for o in enc.offsets]]
+    assert not bad, f"{len(bad)} groups' offsets differ, first {texts[bad[0]]!r:.300}"
 
 
 @pytest.mark.skipif(not HAVE_SHARED, reason="the whole mixed.jsonl lives in ../shared")

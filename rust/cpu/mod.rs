@@ -11,8 +11,12 @@ pub mod unigram;
 pub mod word_cache;
 pub mod wordpiece;
 
+use crate::plan::normalize::Aligns;
 use crate::plan::PlainAdded;
+use encode::{char_offsets, push_added, Encoded};
 use std::borrow::Cow;
+use token_spans::{push_spans, SpanSource};
+use word_cache::WordScratch;
 
 /// A piece of a text as a per-word model sees it.
 pub enum Part<'w> {
@@ -22,6 +26,9 @@ pub enum Part<'w> {
     Word(&'w str),
 }
 
+/// Takes a word and the source range of each of its bytes.
+pub type AlignedWord<'a> = dyn FnMut(&str, &[(u32, u32)]) + 'a;
+
 /// What the per-word plans (SentencePiece BPE, Unigram) share: plain added
 /// tokens, a normalizer per piece, and the words of a normalized piece.
 pub trait WordPlan {
@@ -30,6 +37,17 @@ pub trait WordPlan {
     fn normalize_piece<'t>(&self, piece: &'t str) -> Option<Cow<'t, str>>;
     /// The words of a normalized piece that starts the original text (`first`) or not.
     fn each_word(&self, normalized: &str, first: bool, word: &mut dyn FnMut(&str));
+    /// A piece after the normalizer with the crate's alignments (the source
+    /// range of each byte); None when the plan cannot follow them.
+    fn normalize_aligned(&self, piece: &str) -> Option<(String, Aligns)>;
+    /// [`WordPlan::each_word`] with each word's alignments.
+    fn each_word_aligned(
+        &self,
+        normalized: &str,
+        align: &[(u32, u32)],
+        first: bool,
+        word: &mut AlignedWord<'_>,
+    );
 }
 
 /// `text` as a per-word model sees it, in order: plain added tokens (the
@@ -51,4 +69,80 @@ pub fn each_part(plan: &impl WordPlan, text: &str, mut part: impl FnMut(Part<'_>
         plan.each_word(&normalized, start == 0, &mut |word| part(Part::Word(word)));
     }
     true
+}
+
+/// `text` with offsets on a per-word plan: `each_part`'s walk with
+/// alignments (the crate's split of added tokens, each piece normalized with
+/// them, its words with theirs), each word's ids through the cache and
+/// `kernel`, each token's span from the token lengths (`token_spans`; a
+/// word they cannot tell is the crate model's, `spans.crate_word`) mapped
+/// back through its word's alignments, then to characters as the crate
+/// converts them. None when only the crate can: an irregular added token, a
+/// normalizer the plan cannot align.
+pub fn encode_with_offsets(
+    plan: &impl WordPlan,
+    plan_id: u64,
+    text: &str,
+    source: &SpanSource<'_>,
+    kernel: impl Fn(&[u8], &mut WordScratch, &mut Vec<u32>) -> bool,
+) -> Option<Encoded> {
+    if PlainAdded::irregular_in(plan.plain_added(), text) {
+        return None;
+    }
+    let (mut ids, mut spans, mut added) = (Vec::new(), Vec::new(), Vec::new());
+    let fine = word_cache::with_cache(plan_id, |cache| {
+        for (piece, (start, end), token) in PlainAdded::pieces(plan.plain_added(), text) {
+            if let Some((id, value)) = token {
+                push_added(
+                    &mut ids,
+                    Some(&mut spans),
+                    &mut added,
+                    id,
+                    (start, end),
+                    value,
+                );
+                continue;
+            }
+            let Some((normalized, align)) = plan.normalize_aligned(piece) else {
+                return false;
+            };
+            let mut told = true;
+            plan.each_word_aligned(&normalized, &align, start == 0, &mut |word, word_align| {
+                if !told {
+                    return;
+                }
+                let mut span = |(a, b): (usize, usize)| {
+                    spans.push((
+                        start + word_align[a].0 as usize,
+                        start + word_align[b - 1].1 as usize,
+                    ))
+                };
+                let first = ids.len();
+                if !cache.encode_word(word.as_bytes(), &mut ids, &kernel) {
+                    told = false;
+                } else if !push_spans(&ids[first..], source.lens, 0, word.len(), &mut |_, s| {
+                    span(s)
+                }) {
+                    // The crate's model on this word: the same ids, with their spans.
+                    ids.truncate(first);
+                    match source.crate_word.and_then(|crate_word| crate_word(word)) {
+                        Some(tokens) => tokens.into_iter().for_each(|(id, s)| {
+                            ids.push(id);
+                            span(s)
+                        }),
+                        None => told = false,
+                    }
+                }
+            });
+            if !told {
+                return false;
+            }
+        }
+        true
+    });
+    fine.then(|| Encoded {
+        offsets: Some(char_offsets(text, &spans)),
+        ids,
+        added,
+    })
 }

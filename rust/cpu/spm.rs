@@ -4,27 +4,27 @@
 //! and BPE each word through the per-thread cache and the shared kernel
 //! (`gt_spm_word`).
 
-use super::encode::{char_offsets, push_added, Encoded};
-use super::token_spans::push_spans;
+use super::encode::Encoded;
+use super::token_spans::SpanSource;
 use super::word_cache::{self, WordScratch};
-use super::{each_part, Part, WordPlan};
+use super::{each_part, encode_with_offsets, AlignedWord, Part, WordPlan};
 use crate::kernels;
+use crate::plan::normalize::Aligns;
 use crate::plan::spm::{Cuts, SpmPlan};
 use crate::plan::PlainAdded;
 use std::borrow::Cow;
 
 /// `text` on the fast path, or None when the normalizer fails. With
-/// offsets (`token_lens`: bytes each id covers, see `token_spans`), None too
-/// when the plan cannot align its normalizer (`SpmPlan::normalize_aligned`)
-/// or a word's token spans cannot be told.
+/// offsets (`spans`: how token spans are told, see `token_spans`), None too
+/// where `cpu::encode_with_offsets` cannot tell them.
 pub fn encode(
     plan: &SpmPlan,
     plan_id: u64,
     text: &str,
-    token_lens: Option<&[u32]>,
+    spans: Option<&SpanSource<'_>>,
 ) -> Option<Encoded> {
-    if let Some(lens) = token_lens {
-        return encode_with_offsets(plan, plan_id, text, lens);
+    if let Some(source) = spans {
+        return encode_with_offsets(plan, plan_id, text, source, kernel(plan));
     }
     let each = |part: &mut dyn FnMut(Part<'_>)| each_part(plan, text, part);
     word_cache::encode_parts(plan_id, text.len() / 3 + 1, each, kernel(plan))
@@ -32,54 +32,6 @@ pub fn encode(
 
 fn kernel(plan: &SpmPlan) -> impl Fn(&[u8], &mut WordScratch, &mut Vec<u32>) -> bool + '_ {
     |w, s, o| kernels::spm_word(plan.model(), w, &mut s.bpe, o)
-}
-
-/// `text` with each token's span: added tokens as the crate splits them, each
-/// piece between them normalized with its alignments, its words' token spans
-/// mapped back through them, then to characters as the crate converts them.
-fn encode_with_offsets(plan: &SpmPlan, plan_id: u64, text: &str, lens: &[u32]) -> Option<Encoded> {
-    if PlainAdded::irregular_in(plan.plain_added(), text) {
-        return None;
-    }
-    let (mut ids, mut spans, mut added) = (Vec::new(), Vec::new(), Vec::new());
-    let encode = kernel(plan);
-    let fine = word_cache::with_cache(plan_id, |cache| {
-        for (piece, (start, end), token) in PlainAdded::pieces(plan.plain_added(), text) {
-            if let Some((id, value)) = token {
-                push_added(
-                    &mut ids,
-                    Some(&mut spans),
-                    &mut added,
-                    id,
-                    (start, end),
-                    value,
-                );
-                continue;
-            }
-            let Some((normalized, align)) = plan.normalize_aligned(piece) else {
-                return false;
-            };
-            for word in words(&normalized, plan.cuts.as_ref()) {
-                let at = word.as_ptr() as usize - normalized.as_ptr() as usize;
-                let first = ids.len();
-                if !cache.encode_word(word.as_bytes(), &mut ids, &encode) {
-                    return false;
-                }
-                let told = push_spans(&ids[first..], lens, at, word.len(), &mut |_, (a, b)| {
-                    spans.push((start + align[a].0 as usize, start + align[b - 1].1 as usize))
-                });
-                if !told {
-                    return false;
-                }
-            }
-        }
-        true
-    });
-    fine.then(|| Encoded {
-        offsets: Some(char_offsets(text, &spans)),
-        ids,
-        added,
-    })
 }
 
 impl WordPlan for SpmPlan {
@@ -96,6 +48,26 @@ impl WordPlan for SpmPlan {
         self.words.each(normalized, first, |pre_token| {
             words(pre_token, self.cuts.as_ref()).for_each(&mut *word)
         });
+    }
+
+    fn normalize_aligned(&self, piece: &str) -> Option<(String, Aligns)> {
+        SpmPlan::normalize_aligned(self, piece)
+    }
+
+    fn each_word_aligned(
+        &self,
+        normalized: &str,
+        align: &[(u32, u32)],
+        first: bool,
+        word: &mut AlignedWord<'_>,
+    ) {
+        self.words
+            .each_aligned(normalized, align, first, |pre_token, pre_align| {
+                for w in words(pre_token, self.cuts.as_ref()) {
+                    let at = w.as_ptr() as usize - pre_token.as_ptr() as usize;
+                    word(w, &pre_align[at..at + w.len()]);
+                }
+            });
     }
 }
 

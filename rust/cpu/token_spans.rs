@@ -7,6 +7,20 @@
 
 use std::collections::HashMap;
 
+/// How a per-word plan tells its tokens' spans: the token lengths, and the
+/// crate's model for a word they cannot tell (its tokens with their byte
+/// spans in the word; None when the crate fails on it). No `crate_word` for a
+/// BPE model without an unknown token: it drops unknown characters, and the
+/// crate's spans then run on from the dropped character to the end of the
+/// pre-token, past the word (the crate's whole pre-token is needed).
+pub struct SpanSource<'a> {
+    pub lens: &'a [u32],
+    pub crate_word: Option<&'a CrateWord<'a>>,
+}
+
+/// The crate's model on one word: its tokens with their byte spans.
+pub type CrateWord<'a> = dyn Fn(&str) -> Option<Vec<(u32, (usize, usize))>> + 'a;
+
 /// A token length the vocabulary does not give (the unknown token's).
 pub const UNKNOWN_LEN: u32 = u32::MAX;
 

@@ -5,24 +5,32 @@
 //! (`gt_unigram_word`).
 
 use super::encode::Encoded;
+use super::token_spans::SpanSource;
 use super::word_cache::{self, WordScratch};
-use super::{each_part, Part, WordPlan};
+use super::{each_part, encode_with_offsets, AlignedWord, Part, WordPlan};
 use crate::kernels;
+use crate::plan::normalize::Aligns;
 use crate::plan::unigram::UnigramPlan;
 use crate::plan::PlainAdded;
 use std::borrow::Cow;
 
-/// `text` on the fast path, or None when offsets are asked for (the
-/// normalizer may change the text: they stay on the exact path) or when only
-/// the exact path can encode it (a normalizer error, a character without a
-/// token and no unknown token: the crate reports those).
-pub fn encode(plan: &UnigramPlan, plan_id: u64, text: &str, offsets: bool) -> Option<Encoded> {
-    if offsets {
-        return None;
-    }
+/// `text` on the fast path, or None when only the exact path can encode it
+/// (a normalizer error, a character without a token and no unknown token:
+/// the crate reports those). With offsets (`token_lens`: bytes each id
+/// covers, see `token_spans`), None too where `cpu::encode_with_offsets`
+/// cannot tell them.
+pub fn encode(
+    plan: &UnigramPlan,
+    plan_id: u64,
+    text: &str,
+    spans: Option<&SpanSource<'_>>,
+) -> Option<Encoded> {
     let kernel = |w: &[u8], s: &mut WordScratch, o: &mut Vec<u32>| {
         kernels::unigram_word(plan.model(), w, &mut s.unigram, o)
     };
+    if let Some(source) = spans {
+        return encode_with_offsets(plan, plan_id, text, source, kernel);
+    }
     let each = |part: &mut dyn FnMut(Part<'_>)| each_part(plan, text, part);
     word_cache::encode_parts(plan_id, text.len() / 3 + 1, each, kernel)
 }
@@ -38,5 +46,19 @@ impl WordPlan for UnigramPlan {
 
     fn each_word(&self, normalized: &str, first: bool, word: &mut dyn FnMut(&str)) {
         self.words(normalized, first, word)
+    }
+
+    fn normalize_aligned(&self, piece: &str) -> Option<(String, Aligns)> {
+        UnigramPlan::normalize_aligned(self, piece)
+    }
+
+    fn each_word_aligned(
+        &self,
+        normalized: &str,
+        align: &[(u32, u32)],
+        first: bool,
+        word: &mut AlignedWord<'_>,
+    ) {
+        self.words_aligned(normalized, align, first, word)
     }
 }

@@ -13,7 +13,7 @@
 
 use super::Engine;
 use crate::cpu::encode::char_offsets;
-use crate::cpu::token_spans::{self, push_spans};
+use crate::cpu::token_spans::{self, push_spans, CrateWord, SpanSource};
 use crate::cpu::word_cache::{self, WordScratch};
 use crate::error::{Error, Result};
 use crate::kernels;
@@ -120,15 +120,33 @@ impl Engine {
         })
     }
 
-    /// With offsets, a SentencePiece-style BPE text whose normalizer the plan
-    /// aligns itself (`cpu::spm`); None when it cannot.
-    pub(super) fn encode_spm_offsets(
-        &self,
-        plan: &SpmPlan,
-        text: &str,
-    ) -> Option<crate::cpu::encode::Encoded> {
-        let lens = self.token_lens(&WordModel::SentencePiece(plan));
-        crate::cpu::spm::encode(plan, self.id, text, Some(lens))
+    /// With offsets, a per-word plan's text on the CPU fast path
+    /// (`cpu::encode_with_offsets`); None when it cannot tell them.
+    pub(super) fn encode_word_offsets(&self, text: &str) -> Option<crate::cpu::encode::Encoded> {
+        let crate_word = |word: &str| {
+            let tokens = self.hf.get_model().tokenize(word).ok()?;
+            Some(tokens.into_iter().map(|t| (t.id, t.offsets)).collect())
+        };
+        match &self.fast {
+            Ok(FastPlan::SentencePiece(plan)) => {
+                let lens = self.token_lens(&WordModel::SentencePiece(plan));
+                let drops_unknown = plan.model().unk_id == crate::kernels::NONE;
+                let source = SpanSource {
+                    lens,
+                    crate_word: (!drops_unknown).then_some(&crate_word as &CrateWord<'_>),
+                };
+                crate::cpu::spm::encode(plan, self.id, text, Some(&source))
+            }
+            Ok(FastPlan::Unigram(plan)) => {
+                let lens = self.token_lens(&WordModel::Unigram(plan));
+                let source = SpanSource {
+                    lens,
+                    crate_word: Some(&crate_word),
+                };
+                crate::cpu::unigram::encode(plan, self.id, text, Some(&source))
+            }
+            _ => None,
+        }
     }
 
     /// The tokens of a pre-token with their byte spans in it, on the fast

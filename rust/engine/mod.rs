@@ -119,10 +119,12 @@ impl Engine {
                 let added = self.hf.get_added_vocabulary();
                 cpu::encode::encode(plan, self.id, added, text, offsets)
             }
-            Ok(FastPlan::SentencePiece(plan)) if offsets => self.encode_spm_offsets(plan, text),
+            Ok(FastPlan::SentencePiece(_) | FastPlan::Unigram(_)) if offsets => {
+                self.encode_word_offsets(text)
+            }
             Ok(FastPlan::SentencePiece(plan)) => cpu::spm::encode(plan, self.id, text, None),
             Ok(FastPlan::WordPiece(plan)) => cpu::wordpiece::encode(plan, self.id, text, offsets),
-            Ok(FastPlan::Unigram(plan)) => cpu::unigram::encode(plan, self.id, text, offsets),
+            Ok(FastPlan::Unigram(plan)) => cpu::unigram::encode(plan, self.id, text, None),
             Err(_) => None,
         }
     }

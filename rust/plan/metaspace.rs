@@ -135,6 +135,71 @@ impl Words {
     }
 }
 
+impl Words {
+    /// [`Words::each`] with alignments: each word with the source range of
+    /// each of its bytes (`align` gives the piece's), as the crate's
+    /// `Metaspace` aligns them: a replacement takes its space's range, a
+    /// prepended one the first character's.
+    pub fn each_aligned(
+        &self,
+        piece: &str,
+        align: &[(u32, u32)],
+        first: bool,
+        mut word: impl FnMut(&str, &[(u32, u32)]),
+    ) {
+        let (mut text, mut text_align) = (String::new(), Vec::new());
+        let mut metaspace =
+            |part: &str, part_align: &[(u32, u32)], first: bool| match self.metaspace {
+                None => word(part, part_align),
+                Some((replacement, prepend, split)) => {
+                    let before = match prepend {
+                        Prepend::Always => true,
+                        Prepend::First => first,
+                        Prepend::Never => false,
+                    };
+                    text.clear();
+                    text_align.clear();
+                    let width = replacement.len_utf8();
+                    if before && !part.is_empty() && !part.starts_with([replacement, ' ']) {
+                        text.push(replacement);
+                        text_align.extend(std::iter::repeat_n(part_align[0], width));
+                    }
+                    for (at, c) in part.char_indices() {
+                        match c {
+                            ' ' => {
+                                text.push(replacement);
+                                text_align.extend(std::iter::repeat_n(part_align[at], width));
+                            }
+                            c => {
+                                text.push(c);
+                                text_align.extend_from_slice(&part_align[at..at + c.len_utf8()]);
+                            }
+                        }
+                    }
+                    match split {
+                        true => {
+                            for w in split_before(&text, replacement) {
+                                let at = w.as_ptr() as usize - text.as_ptr() as usize;
+                                word(w, &text_align[at..at + w.len()]);
+                            }
+                        }
+                        false if !text.is_empty() => word(&text, &text_align),
+                        false => {}
+                    }
+                }
+            };
+        match self.whitespace_split {
+            true => {
+                for (n, (start, part)) in whitespace_words(piece).enumerate() {
+                    let part_align = &align[start..start + part.len()];
+                    metaspace(part, part_align, first && n == 0 && start == 0);
+                }
+            }
+            false => metaspace(piece, align, first),
+        }
+    }
+}
+
 /// `text` cut before every `at` (the crate's `MergedWithNext` split): pieces
 /// that each start with `at`, but perhaps the first.
 fn split_before(text: &str, at: char) -> impl Iterator<Item = &str> {

@@ -9,10 +9,10 @@
 //!   crate's own charsmap lookup;
 //! - `Replace` of the regex `" {2,}"` by `" "`: runs of spaces to one.
 //!
-//! Offsets: for normalizers of `Prepend` and string `Replace` steps only,
-//! `normalize_aligned` also gives each normalized byte's source, as the
-//! crate's alignments record it; other normalizers leave offsets to the
-//! crate's own normalization (`engine/aligned.rs`).
+//! Offsets: `normalize_aligned` also gives each normalized byte's source, as
+//! the crate's alignments record it, for every step but the crate's own
+//! components (those leave offsets to the crate's normalization,
+//! `engine/aligned.rs`).
 
 use serde_json::Value;
 use std::borrow::Cow;
@@ -161,22 +161,22 @@ impl PieceNormalizer {
 
     /// True when [`PieceNormalizer::normalize_aligned`] can follow every step.
     pub fn aligns(&self) -> bool {
-        self.steps
-            .iter()
-            .all(|step| matches!(step, Step::Prepend(_) | Step::Replace(..)))
+        !self.steps.iter().any(|step| matches!(step, Step::Crate(_)))
     }
 
     /// `piece` normalized, with the byte range of `piece` each normalized byte
     /// comes from: the crate's alignments (`NormalizedString`). A byte starts
     /// aligned to its character; `prepend` gives its text the first
-    /// character's range; `replace` gives the replacement the range of the
-    /// last byte of what it replaces. None unless [`PieceNormalizer::aligns`].
-    pub fn normalize_aligned(&self, piece: &str) -> Option<(String, Vec<(u32, u32)>)> {
+    /// character's range; a `replace` (strings, runs of spaces) gives the
+    /// replacement the range of the last byte of what it replaces; the
+    /// charsmap follows the crate's `transform` (see `aligned_charsmap`).
+    /// None unless [`PieceNormalizer::aligns`].
+    pub fn normalize_aligned(&self, piece: &str) -> Option<(String, Aligns)> {
         if !self.aligns() || u32::try_from(piece.len()).is_err() {
             return None;
         }
         let mut text = piece.to_string();
-        let mut align: Vec<(u32, u32)> = piece
+        let mut align: Aligns = piece
             .char_indices()
             .flat_map(|(at, c)| {
                 let range = (at as u32, (at + c.len_utf8()) as u32);
@@ -184,26 +184,31 @@ impl PieceNormalizer {
             })
             .collect();
         for step in &self.steps {
-            match step {
+            let matches: Vec<(usize, usize)> = match step {
                 Step::Prepend(p) if !text.is_empty() => {
                     text.insert_str(0, p);
                     align.splice(0..0, std::iter::repeat_n(align[0], p.len()));
+                    continue;
                 }
-                Step::Replace(from, to) if text.contains(from.as_str()) => {
-                    let (mut out, mut out_align) = (String::new(), Vec::new());
-                    let mut last = 0;
-                    for (at, _) in text.match_indices(from.as_str()) {
-                        out.push_str(&text[last..at]);
-                        out_align.extend_from_slice(&align[last..at]);
-                        last = at + from.len();
-                        out.push_str(to);
-                        out_align.extend(std::iter::repeat_n(align[last - 1], to.len()));
+                Step::Replace(from, _) => text
+                    .match_indices(from.as_str())
+                    .map(|(at, m)| (at, at + m.len()))
+                    .collect(),
+                Step::CollapseSpaces => space_runs(&text),
+                Step::Precompiled(charsmap) => {
+                    if let Cow::Owned(_) = precompiled(charsmap, &text) {
+                        (text, align) = aligned_charsmap(&charsmap.map, &text, &align);
                     }
-                    out.push_str(&text[last..]);
-                    out_align.extend_from_slice(&align[last..]);
-                    (text, align) = (out, out_align);
+                    continue;
                 }
-                _ => {}
+                _ => continue,
+            };
+            let to = match step {
+                Step::Replace(_, to) => to.as_str(),
+                _ => " ",
+            };
+            if !matches.is_empty() {
+                (text, align) = replaced(&text, &align, &matches, to);
             }
         }
         Some((text, align))
@@ -299,6 +304,114 @@ fn by_graphemes(p: &Precompiled, text: &str) -> String {
         }
     }
     out
+}
+
+/// Where each normalized byte comes from: a byte range of the piece.
+pub type Aligns = Vec<(u32, u32)>;
+
+/// `text` with each of `matches` (byte ranges, in order) replaced by `to`, as
+/// the crate's `NormalizedString::replace` aligns it: the replacement takes
+/// the range of the match's last byte.
+fn replaced(
+    text: &str,
+    align: &[(u32, u32)],
+    matches: &[(usize, usize)],
+    to: &str,
+) -> (String, Aligns) {
+    let (mut out, mut out_align) = (
+        String::with_capacity(text.len()),
+        Vec::with_capacity(align.len()),
+    );
+    let mut last = 0;
+    for &(start, end) in matches {
+        out.push_str(&text[last..start]);
+        out_align.extend_from_slice(&align[last..start]);
+        out.push_str(to);
+        out_align.extend(std::iter::repeat_n(align[end - 1], to.len()));
+        last = end;
+    }
+    out.push_str(&text[last..]);
+    out_align.extend_from_slice(&align[last..]);
+    (out, out_align)
+}
+
+/// The byte ranges of the runs of two or more spaces (the regex `" {2,}"`).
+fn space_runs(text: &str) -> Vec<(usize, usize)> {
+    let bytes = text.as_bytes();
+    let mut runs = Vec::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        let end = at + bytes[at..].iter().take_while(|&&b| b == b' ').count();
+        if end - at >= 2 {
+            runs.push((at, end));
+        }
+        at = end.max(at + 1);
+    }
+    runs
+}
+
+/// The charsmap normalization with alignments: the crate's
+/// `Precompiled::normalize` builds a list of (character, change) grapheme by
+/// grapheme (a mapping's first character replaces, its others are inserted;
+/// a mapping to nothing removes the character into the previous entry), and
+/// `NormalizedString::transform` aligns it: a replacing character takes the
+/// range of the character it replaces, an inserted one the previous byte's
+/// (or (0, 0) at the start).
+fn aligned_charsmap(p: &Precompiled, text: &str, align: &[(u32, u32)]) -> (String, Aligns) {
+    let mut changes: Vec<(char, isize)> = Vec::with_capacity(text.len());
+    // The crate's `replace` (normalizers/precompiled.rs).
+    let replace = |changes: &mut Vec<(char, isize)>, old: &str, new: &str| {
+        let diff = new.chars().count() as isize - old.chars().count() as isize;
+        changes.extend(new.chars().map(|c| (c, 0)));
+        if diff > 0 {
+            changes
+                .iter_mut()
+                .rev()
+                .take(diff as usize)
+                .for_each(|(_, ch)| *ch = 1);
+        } else if diff < 0 {
+            if let Some((_, ch)) = changes.last_mut() {
+                *ch += diff;
+            }
+        }
+    };
+    for grapheme in text.graphemes(true) {
+        if grapheme.len() < 6 {
+            if let Some(mapped) = p.transform(grapheme) {
+                replace(&mut changes, grapheme, mapped);
+                continue;
+            }
+        }
+        for (at, c) in grapheme.char_indices() {
+            let part = &grapheme[at..at + c.len_utf8()];
+            match p.transform(part) {
+                Some(mapped) => replace(&mut changes, part, mapped),
+                None => changes.push((c, 0)),
+            }
+        }
+    }
+    let mut source = text.chars();
+    let (mut out, mut out_align) = (
+        String::with_capacity(text.len()),
+        Vec::with_capacity(align.len()),
+    );
+    let mut offset = 0usize;
+    for (c, change) in changes {
+        let range = match change {
+            1.. if offset == 0 => (0, 0),
+            1.. => align[offset - 1],
+            _ => align.get(offset).copied().unwrap_or((0, 0)),
+        };
+        if change <= 0 {
+            offset += source.next().map_or(0, char::len_utf8);
+        }
+        for _ in 0..(-change).max(0) {
+            offset += source.next().map_or(0, char::len_utf8);
+        }
+        out.push(c);
+        out_align.extend(std::iter::repeat_n(range, c.len_utf8()));
+    }
+    (out, out_align)
 }
 
 /// Runs of two or more spaces as one space.

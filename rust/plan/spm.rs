@@ -16,7 +16,7 @@
 
 use super::bytelevel::{check_bpe_model, merge_table, MergeTable};
 use super::metaspace::Words;
-use super::normalize::PieceNormalizer;
+use super::normalize::{Aligns, PieceNormalizer};
 use super::PlainAdded;
 use crate::kernels::{BytesTable, GtSpmModel, NONE};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -136,14 +136,10 @@ impl SpmPlan {
         self.normalizer.normalize(piece)
     }
 
-    /// A piece normalized with its alignments, when the plan can give offsets
-    /// itself: its normalizer aligns (`PieceNormalizer::aligns`) and its
-    /// pre-tokenizer keeps pieces whole. None otherwise.
-    pub fn normalize_aligned(&self, piece: &str) -> Option<(String, Vec<(u32, u32)>)> {
-        match self.words.is_identity() {
-            true => self.normalizer.normalize_aligned(piece),
-            false => None,
-        }
+    /// A piece normalized with its alignments, when the normalizer can give
+    /// them (`PieceNormalizer::normalize_aligned`).
+    pub fn normalize_aligned(&self, piece: &str) -> Option<(String, Aligns)> {
+        self.normalizer.normalize_aligned(piece)
     }
 
     /// How the plan normalizes and splits, for `tok.plan`.

@@ -13,7 +13,7 @@
 //! without a normalizer, where that is the piece's own position.
 
 use super::metaspace::Words;
-use super::normalize::PieceNormalizer;
+use super::normalize::{Aligns, PieceNormalizer};
 use super::PlainAdded;
 use crate::kernels::{BytesTable, GtUnigramModel, NONE};
 use rustc_hash::FxHashMap;
@@ -120,6 +120,23 @@ impl UnigramPlan {
     /// (`first`) or not, each passed to `word`.
     pub fn words(&self, piece: &str, first: bool, word: impl FnMut(&str)) {
         self.words.each(piece, first, word)
+    }
+
+    /// A piece normalized with its alignments, when the normalizer can give
+    /// them (`PieceNormalizer::normalize_aligned`).
+    pub fn normalize_aligned(&self, piece: &str) -> Option<(String, Aligns)> {
+        self.normalizer.normalize_aligned(piece)
+    }
+
+    /// [`UnigramPlan::words`] with each word's alignments.
+    pub fn words_aligned(
+        &self,
+        piece: &str,
+        align: &[(u32, u32)],
+        first: bool,
+        word: impl FnMut(&str, &[(u32, u32)]),
+    ) {
+        self.words.each_aligned(piece, align, first, word)
     }
 
     /// How the plan normalizes and splits, for `tok.plan`.
