@@ -81,9 +81,9 @@ impl FastPlan {
                     .into(),
             ],
             FastPlan::SentencePiece(plan) => [
-                "per piece between added tokens: Prepend and string Replace (with alignments when offsets \
-                 are asked for), other steps the crate's own; offsets of those through the crate's \
-                 normalizer and pre-tokenizer around the fast model"
+                "per piece between added tokens: Prepend and string Replace (with the crate's alignments \
+                 for offsets), other steps the crate's own (offsets then through the crate's \
+                 normalizer and pre-tokenizer around the fast model)"
                     .into(),
                 plan.describe(),
                 "BPE kernel over characters with byte fallback (cuda/gt_spm.cuh) and a per-thread word cache"
@@ -98,9 +98,9 @@ impl FastPlan {
                     .into(),
             ],
             FastPlan::Unigram(plan) => [
-                "per piece between added tokens: Precompiled and collapsed spaces without alignments, other \
-                 steps the crate's own; offsets through the crate's normalizer and pre-tokenizer around \
-                 the fast model".into(),
+                "per piece between added tokens: Precompiled and collapsed spaces (with the crate's \
+                 alignments for offsets), other steps the crate's own (offsets then through the crate's \
+                 normalizer and pre-tokenizer around the fast model)".into(),
                 plan.describe(),
                 "Unigram Viterbi kernel (cuda/gt_unigram.cuh) over a hash of tokens and their prefixes, \
                  with a per-thread word cache"
