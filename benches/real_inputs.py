@@ -5,7 +5,7 @@ tokens in the text), offsets requested, and padded + truncated numpy output.
     python benches/real_inputs.py [--tokenizers qwen3,gpt-oss] [--every 8] [--repeats 3] [--json out.json]
 
 Uses every N-th document of ../shared/corpus/mixed.jsonl and the tokenizers in
-../shared/tokenizers. Reports median MB/s of UTF-8 input per case, the ratio
+../shared/tokenizers (and the committed Unigram fixture, tests/fixtures/unigram-xlmr). Reports median MB/s of UTF-8 input per case, the ratio
 to `tokenizers` and whether the ids (and offsets) were identical.
 """
 
@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import lzma
 import statistics
+import tempfile
 import sys
 import time
 from pathlib import Path
@@ -22,14 +24,27 @@ from typing import Any
 import gpu_tok
 import tokenizers
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
 CHAT = {  # each tokenizer's own chat markers
     "qwen3": ("<|im_start|>user\n{q}<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n{a}<|im_end|>\n"),
     "gpt-oss": "<|start|>user<|message|>{q}<|end|><|start|>assistant<|channel|>final<|message|>{a}<|end|>",
     "deepseek_v3": "<｜begin▁of▁sentence｜><｜User｜>{q}<｜Assistant｜>{a}<｜end▁of▁sentence｜>",
     "llama2": "<s>[INST] {q} [/INST] {a}</s>",
     "bert-minilm": "[CLS] {q} [SEP] {a} [SEP]",
+    "unigram-xlmr": "<s> {q}</s></s> {a}</s>",
 }
+
+
+def tokenizer_path(name: str) -> Path:
+    """tokenizer.json of `name`: in ../shared, else the committed fixture (unpacked)."""
+    shared = SHARED / "tokenizers" / name / "tokenizer.json"
+    if shared.is_file():
+        return shared
+    packed = ROOT / "tests" / "fixtures" / name / "tokenizer.json.xz"
+    unpacked = Path(tempfile.mkdtemp(prefix="gpu_tok_real_inputs_")) / "tokenizer.json"
+    unpacked.write_bytes(lzma.decompress(packed.read_bytes()))
+    return unpacked
 
 
 def median_seconds(call: Any, texts: list[str], repeats: int) -> float:
@@ -42,7 +57,7 @@ def median_seconds(call: Any, texts: list[str], repeats: int) -> float:
 
 
 def measure(name: str, docs: list[str], repeats: int) -> dict[str, Any]:
-    path = SHARED / "tokenizers" / name / "tokenizer.json"
+    path = tokenizer_path(name)
     tok, hf = gpu_tok.Tokenizer.from_file(path), tokenizers.Tokenizer.from_file(str(path))
     template = CHAT[name]
     chat = [template.format(q=d[: len(d) // 2], a=d[len(d) // 2:]) for d in docs]
@@ -82,7 +97,7 @@ def measure(name: str, docs: list[str], repeats: int) -> dict[str, Any]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--tokenizers", default="qwen3,gpt-oss,deepseek_v3,llama2,bert-minilm")
+    parser.add_argument("--tokenizers", default="qwen3,gpt-oss,deepseek_v3,llama2,bert-minilm,unigram-xlmr")
     parser.add_argument("--every", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", dest="json_out")
