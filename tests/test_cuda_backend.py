@@ -309,9 +309,8 @@ def test_added_token_rows_run_on_the_device(name: str) -> None:
     plain = both(name, rows, add_special_tokens=False)
     expected = [e.ids for e in unpadded_oracle(tokenizer_json(name)).encode_batch(rows, add_special_tokens=False)]
     assert plain[1].to_lists()["input_ids"] == expected
-    # The text between added tokens went to the device (WordPiece rows with
-    # added tokens are still encoded whole by the host).
-    assert plain[1].timings()["rows_on_host"] == (len(rows) if name == "bert-minilm" else 0)
+    # The text between added tokens went to the device.
+    assert plain[1].timings()["rows_on_host"] == 0
 
 
 # -- consumer streams: a tensor exported to a stream is freed after that stream's work

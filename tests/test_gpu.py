@@ -257,13 +257,13 @@ def test_device_spellings_agree() -> None:
 
 @pytest.mark.parametrize("name", TOKENIZER_NAMES)
 def test_added_token_rows_run_on_the_device(name: str) -> None:
-    """Chat-like rows: the text between added tokens is encoded on the device
-    (WordPiece rows with added tokens still on the host), ids as `tokenizers`."""
+    """Chat-like rows: the text between added tokens is encoded on the device,
+    ids as `tokenizers`."""
     rows = chat_rows(name)
     enc = encode_cuda(name, rows, add_special_tokens=False, padding=False, truncation=False)
     expected = unpadded_oracle(tokenizer_json(name)).encode_batch(rows, add_special_tokens=False)
     assert enc.to_lists()["input_ids"] == [e.ids for e in expected]
-    assert enc.timings["rows_on_host"] == (len(rows) if name == "bert-minilm" else 0)
+    assert enc.timings["rows_on_host"] == 0
 
 
 def test_int32_outputs_on_the_device() -> None:

@@ -18,7 +18,8 @@ use crate::error::{Error, Result};
 use crate::kernels::{GtBpeModel, GtTemplate};
 use crate::layout::Dtype;
 use crate::plan::bytelevel::ByteLevelPlan;
-use crate::plan::FastPlan;
+use crate::plan::wordpiece::WordPiecePlan;
+use crate::plan::{FastPlan, PlainAdded};
 use crate::pool;
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
@@ -131,13 +132,7 @@ impl Engine {
                 words_row(|part| cpu::each_part(plan, text, part))
             }
             Some(FastPlan::Unigram(plan)) => words_row(|part| cpu::each_part(plan, text, part)),
-            Some(FastPlan::WordPiece(plan)) => {
-                plan.device_pieces(text, pipeline::PIECE_BYTES)
-                    .map(|ends| Row::Words {
-                        text: Cow::Borrowed(text),
-                        ends,
-                    })
-            }
+            Some(FastPlan::WordPiece(plan)) => wordpiece_row(plan, text),
             None => None,
         };
         match row {
@@ -189,6 +184,35 @@ fn byte_level_parts<'t>(
         Segment::Added(id, _) => push_id(&mut parts, id),
     });
     fine.then_some(Row::Parts(parts))
+}
+
+/// A WordPiece row: pieces of its raw text the device normalizes and
+/// encodes, cut at added tokens (their ids from the host) as the crate splits
+/// them; None when only the host can (an added token that strips spaces, a
+/// character the crate's NFD could reorder).
+fn wordpiece_row<'t>(plan: &WordPiecePlan, text: &'t str) -> Option<Row<'t>> {
+    let plain = plan.plain_added.as_ref();
+    if PlainAdded::irregular_in(plain, text) {
+        return None;
+    }
+    let words = |piece: &'t str| {
+        let ends = plan.piece_ends(piece, pipeline::PIECE_BYTES)?;
+        Some(Row::Words {
+            text: Cow::Borrowed(piece),
+            ends,
+        })
+    };
+    if !plain.is_some_and(|p| p.occurs_in(text)) {
+        return words(text);
+    }
+    let mut parts = Vec::new();
+    for (piece, _, token) in PlainAdded::pieces(plain, text) {
+        match token {
+            Some((id, _)) => push_id(&mut parts, id),
+            None => parts.push(words(piece)?),
+        }
+    }
+    Some(Row::Parts(parts))
 }
 
 /// The words a per-word model family makes of a text (`each_part` passes

@@ -119,15 +119,13 @@ impl WordPiecePlan {
         self.chars.tokens_fit
     }
 
-    /// The pieces of a row for the device: `text` cut before ASCII spaces
-    /// into pieces of about `piece_bytes` (whitespace splits words and
-    /// normalization maps each code point alone, so the pieces' tokens are
-    /// the text's), or None when a code point needs the exact path or an
-    /// added token is in the text.
-    pub fn device_pieces(&self, text: &str, piece_bytes: usize) -> Option<Vec<u32>> {
-        if self.plain_added.as_ref().is_some_and(|p| p.occurs_in(text))
-            || crate::kernels::wordpiece_needs_exact(&self.model, text.as_bytes())
-        {
+    /// The pieces of text free of added tokens for the device (the ends of
+    /// each): `text` cut before ASCII spaces into pieces of about
+    /// `piece_bytes` (whitespace splits words and normalization maps each
+    /// code point alone, so the pieces' tokens are the text's), or None when
+    /// a code point needs the exact path.
+    pub fn piece_ends(&self, text: &str, piece_bytes: usize) -> Option<Vec<u32>> {
+        if crate::kernels::wordpiece_needs_exact(&self.model, text.as_bytes()) {
             return None;
         }
         let bytes = text.as_bytes();
