@@ -264,9 +264,10 @@ def test_text_with_added_tokens(name: str) -> None:
 @pytest.mark.parametrize("name", [n for n in BYTE_LEVEL if n != "claude"])  # claude: ByteLevel alone, no Split
 def test_inverted_removed_split_is_recognised_as_isolated(name: str) -> None:
     """A converter's spelling of the same pre-tokenizer, Split(Removed, invert=true)
-    over a pattern that matches every character, runs on the fast engine and
-    gives the oracle's ids (DeepSeek's last step does not match digits, so there
-    the spelling means something else and the plan must refuse it)."""
+    over a pattern that matches every character, runs on the fast engine as
+    the scanners' isolation and gives the oracle's ids (DeepSeek's last step
+    does not match digits, so there the spelling means something else: the
+    CPU's rule for other behaviours, not the scanner chain)."""
     import json
 
     spec = json.loads(tokenizer_json(name))
@@ -278,11 +279,37 @@ def test_inverted_removed_split_is_recognised_as_isolated(name: str) -> None:
         step["behavior"], step["invert"] = "Removed", True
     text = json.dumps(spec)
     tok, hf = gpu_tok.Tokenizer.from_str(text), tokenizers.Tokenizer.from_str(text)
-    fast = {row["stage"]: row["path"] for row in tok.plan}["pre_tokenize"] == "fast"
-    assert fast == (name != "deepseek_v3"), tok.plan
+    pre_tokenize = {row["stage"]: row for row in tok.plan}["pre_tokenize"]
+    assert pre_tokenize["path"] == "fast", tok.plan
+    assert ("CPU only" in pre_tokenize["reason"]) == (name == "deepseek_v3"), tok.plan
     texts = edge_cases() + corpus_sample()[:100]
     expected = [e.ids for e in hf.encode_batch(texts)]
     assert tok.encode_batch(texts).to_lists()["input_ids"] == expected
+
+
+@pytest.mark.parametrize("behavior", ["Isolated", "Removed", "MergedWithPrevious", "MergedWithNext", "Contiguous"])
+@pytest.mark.parametrize("invert", [False, True])
+@pytest.mark.parametrize("pattern", ["scanner", "regex"])
+def test_every_split_behavior_on_the_fast_path(behavior: str, invert: bool, pattern: str) -> None:
+    """Split with any behaviour, inverted or not, over a pattern a scanner
+    knows (Qwen3's own) or one it does not: the CPU fast engine makes the
+    crate's pieces (ids and offsets as the oracle's)."""
+    import json
+
+    spec = json.loads(tokenizer_json("qwen3"))
+    step = spec["pre_tokenizer"]["pretokenizers"][0]
+    assert step["type"] == "Split"
+    if pattern == "regex":
+        step["pattern"] = {"Regex": r" ?\p{N}+|\s+"}
+    step["behavior"], step["invert"] = behavior, invert
+    text = json.dumps(spec)
+    tok, hf = gpu_tok.Tokenizer.from_str(text), tokenizers.Tokenizer.from_str(text)
+    assert {row["stage"]: row["path"] for row in tok.plan}["pre_tokenize"] == "fast", tok.plan
+    texts = edge_cases()[:200] + corpus_sample()[:40] + ["", " ", "12  34\n\n 5 a", "x <|im_start|>1 2<|im_end|> "]
+    expected = hf.encode_batch(texts)
+    got = tok.encode_batch(texts, return_offsets=True).to_lists()
+    assert got["input_ids"] == [e.ids for e in expected]
+    assert got["offset_mapping"] == [[tuple(o) for o in e.offsets] for e in expected]
 
 
 def test_byte_level_with_a_prefix_space_on_the_fast_path() -> None:

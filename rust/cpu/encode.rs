@@ -9,7 +9,7 @@
 
 use super::word_cache;
 use crate::kernels;
-use crate::plan::bytelevel::{ByteLevelPlan, SplitStep};
+use crate::plan::bytelevel::{Behavior, ByteLevelPlan, SplitStep};
 use crate::plan::Piece;
 use std::borrow::Cow;
 use tokenizers::{AddedVocabulary, NormalizerWrapper, OffsetReferential, OffsetType};
@@ -203,10 +203,11 @@ fn encode_text(
     });
 }
 
-/// Calls `emit` with each non-empty word (for chains with a regex step; all-
-/// scanner chains use `gt_split_words`, the same rule): the pieces of `text` after every
-/// Split step (Isolated: each match and each gap between matches is a piece),
-/// in order, as the crate's `PreTokenizedString::split` produces them.
+/// Calls `emit` with each non-empty word (for chains with a regex step or
+/// another behaviour; all-scanner chains use `gt_split_words`, the same
+/// rule): the pieces of `text` after every Split step (Isolated: each match
+/// and each gap between matches is a piece; others: `behaved_pieces`), in
+/// order, as the crate's `PreTokenizedString::split` produces them.
 fn for_each_word(splits: &[SplitStep], text: &str, emit: &mut impl FnMut(&str)) {
     let Some((step, rest)) = splits.split_first() else {
         if !text.is_empty() {
@@ -214,6 +215,17 @@ fn for_each_word(splits: &[SplitStep], text: &str, emit: &mut impl FnMut(&str)) 
         }
         return;
     };
+    if let SplitStep::Behaved {
+        matcher,
+        behavior,
+        invert,
+    } = step
+    {
+        for (start, end) in behaved_pieces(matcher, *behavior, *invert, text) {
+            for_each_word(rest, &text[start..end], emit);
+        }
+        return;
+    }
     let mut prev = 0;
     let mut piece = |start: usize, end: usize, prev: &mut usize| {
         if *prev != start {
@@ -233,8 +245,79 @@ fn for_each_word(splits: &[SplitStep], text: &str, emit: &mut impl FnMut(&str)) 
                 piece(start, end, &mut prev);
             }
         }
+        SplitStep::Behaved { .. } => unreachable!("handled above"),
     }
     if prev != text.len() {
         for_each_word(rest, &text[prev..], emit);
     }
+}
+
+/// The pieces (byte ranges) a Split step of any behaviour makes of `text`,
+/// as the crate's `NormalizedString::split` makes them: the matcher's
+/// matches and the gaps between them in order (`find_matches`), each flag
+/// flipped when `invert`, then merged or dropped per `behavior`.
+pub(crate) fn behaved_pieces(
+    matcher: &SplitStep,
+    behavior: Behavior,
+    invert: bool,
+    text: &str,
+) -> Vec<(usize, usize)> {
+    let mut matches: Vec<((usize, usize), bool)> = Vec::new();
+    let mut prev = 0;
+    let mut found = |start: usize, end: usize| {
+        if prev != start {
+            matches.push(((prev, start), invert));
+        }
+        matches.push(((start, end), !invert));
+        prev = end;
+    };
+    match matcher {
+        SplitStep::Scanner(pattern) => {
+            let mut at = 0;
+            while let Some((start, end)) = kernels::find(*pattern, text, at) {
+                found(start, end);
+                at = end;
+            }
+        }
+        SplitStep::Regex(regex) => regex.find_iter(text).for_each(|(s, e)| found(s, e)),
+        SplitStep::Behaved { .. } => {}
+    }
+    if prev != text.len() || text.is_empty() {
+        matches.push(((prev, text.len()), invert));
+    }
+    // (range, drop it)
+    let mut pieces: Vec<((usize, usize), bool)> = Vec::with_capacity(matches.len());
+    let mut previous_match = false;
+    match behavior {
+        Behavior::Isolated => pieces.extend(matches.iter().map(|&(range, _)| (range, false))),
+        Behavior::Removed => pieces = matches,
+        Behavior::Contiguous | Behavior::MergedWithPrevious => {
+            for (range, is_match) in matches {
+                let merge = match behavior {
+                    Behavior::Contiguous => is_match == previous_match,
+                    _ => is_match && !previous_match,
+                };
+                match pieces.last_mut() {
+                    Some(((_, end), _)) if merge => *end = range.1,
+                    _ => pieces.push((range, false)),
+                }
+                previous_match = is_match;
+            }
+        }
+        Behavior::MergedWithNext => {
+            for (range, is_match) in matches.into_iter().rev() {
+                match pieces.last_mut() {
+                    Some(((start, _), _)) if is_match && !previous_match => *start = range.0,
+                    _ => pieces.push((range, false)),
+                }
+                previous_match = is_match;
+            }
+            pieces.reverse();
+        }
+    }
+    pieces
+        .into_iter()
+        .filter(|&((start, end), drop)| !drop && end > start)
+        .map(|(range, _)| range)
+        .collect()
 }

@@ -11,8 +11,11 @@
 //!   leaves alone are computed on the fast path: `cpu::encode`).
 //! - pre-tokenizer: `ByteLevel` (GPT-2 regex, with or without the prefix
 //!   space) or a `Sequence`
-//!   of `Split(Regex, Isolated)` steps (or `Split(Removed, invert=true)` over a
-//!   pattern that matches every character) ending in `ByteLevel(use_regex=false)`.
+//!   of `Split(Regex)` steps ending in `ByteLevel(use_regex=false)`. Isolated
+//!   steps (and `Split(Removed, invert=true)` over a pattern that matches
+//!   every character, which splits alike) run as scanners on the CPU and the
+//!   device; other behaviours and inverted matches (`SplitStep::Behaved`) on
+//!   the CPU, as the crate's `NormalizedString::split` makes its pieces.
 //!   The regexes run on the crate's own `SysRegex` (Oniguruma), the same engine
 //!   and pattern the crate uses, so the words are the same.
 //! - model: BPE without dropout, prefixes/suffixes or byte fallback, whose
@@ -75,10 +78,29 @@ const SCANNERS: [(&str, u32); 7] = [
 ];
 
 /// One Split step: a hand-written scanner when the pattern is one we know,
-/// else the crate's own regex engine.
+/// else the crate's own regex engine; both isolate their matches.
 pub enum SplitStep {
     Scanner(u32),
     Regex(SysRegex),
+    /// Another behaviour, or inverted matches: a `Scanner` or `Regex` step's
+    /// matches made into pieces as the crate's `NormalizedString::split`
+    /// does (`cpu::encode::behaved_pieces`). CPU only: the device's scanners
+    /// isolate.
+    Behaved {
+        matcher: Box<SplitStep>,
+        behavior: Behavior,
+        invert: bool,
+    },
+}
+
+/// What a Split step does with its matches (the crate's `SplitDelimiterBehavior`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Behavior {
+    Isolated,
+    Removed,
+    MergedWithPrevious,
+    MergedWithNext,
+    Contiguous,
 }
 
 impl SplitStep {
@@ -235,7 +257,7 @@ impl ByteLevelPlan {
             .iter()
             .map(|step| match step {
                 SplitStep::Scanner(pattern) => Some(*pattern),
-                SplitStep::Regex(_) => None,
+                SplitStep::Regex(_) | SplitStep::Behaved { .. } => None,
             })
             .collect();
         Ok(ByteLevelPlan {
@@ -307,6 +329,10 @@ impl ByteLevelPlan {
                 SplitStep::Scanner(_) => "hand-written scanner (cuda/gt_pretok.cuh)",
                 SplitStep::Regex(_) => {
                     "the crate's Oniguruma regex (no scanner for this pattern yet)"
+                }
+                SplitStep::Behaved { .. } => {
+                    "a scanner or the crate's regex, its matches merged or removed as the \
+                     crate does (CPU only)"
                 }
             })
             .collect();
@@ -413,16 +439,24 @@ fn split_step(step: &Value) -> Result<SplitStep, String> {
         .ok_or("Split with a string pattern is not covered yet")?;
     let invert = step["invert"].as_bool().unwrap_or(false);
     let split = SplitStep::new(pattern)?;
-    match (step["behavior"].as_str(), invert, &split) {
-        (Some("Isolated"), false, _) => Ok(split),
-        (Some("Removed"), true, SplitStep::Scanner(id)) if COVERS_EVERY_CHAR.contains(id) => {
+    let behavior = match step["behavior"].as_str() {
+        Some("Isolated") => Behavior::Isolated,
+        Some("Removed") => Behavior::Removed,
+        Some("MergedWithPrevious") => Behavior::MergedWithPrevious,
+        Some("MergedWithNext") => Behavior::MergedWithNext,
+        Some("Contiguous") => Behavior::Contiguous,
+        other => return Err(format!("unknown Split behavior {other:?}")),
+    };
+    match (behavior, invert, &split) {
+        (Behavior::Isolated, false, _) => Ok(split),
+        (Behavior::Removed, true, SplitStep::Scanner(id)) if COVERS_EVERY_CHAR.contains(id) => {
             Ok(split)
         }
-        _ => Err(
-            "only Split(Isolated), or Split(Removed, invert=true) over a pattern that \
-                  matches every character, is covered"
-                .into(),
-        ),
+        _ => Ok(SplitStep::Behaved {
+            matcher: Box::new(split),
+            behavior,
+            invert,
+        }),
     }
 }
 
@@ -692,10 +726,24 @@ mod tests {
             assert_eq!(same, COVERS_EVERY_CHAR.contains(&id), "scanner {id}");
         }
         let spec = |behavior: &str, invert: bool, pattern: &str| serde_json::json!({"type": "Split", "pattern": {"Regex": pattern}, "behavior": behavior, "invert": invert});
-        assert!(split_step(&spec("Removed", true, SCANNERS[1].0)).is_ok());
-        assert!(split_step(&spec("Removed", true, SCANNERS[4].0)).is_err());
-        assert!(split_step(&spec("Removed", false, SCANNERS[1].0)).is_err());
-        assert!(split_step(&spec("Isolated", true, SCANNERS[1].0)).is_err());
+        // The covering scanner's inverted removal is its isolation (the device's
+        // scanner chain); any other spelling keeps its own behaviour (CPU only).
+        let scanner = |step: SplitStep| matches!(step, SplitStep::Scanner(_));
+        assert!(scanner(
+            split_step(&spec("Removed", true, SCANNERS[1].0)).unwrap()
+        ));
+        for (behavior, invert, id) in [
+            ("Removed", true, 4),
+            ("Removed", false, 1),
+            ("Isolated", true, 1),
+        ] {
+            let step = split_step(&spec(behavior, invert, SCANNERS[id].0)).unwrap();
+            assert!(
+                matches!(step, SplitStep::Behaved { .. }),
+                "{behavior} {invert} {id}"
+            );
+        }
+        assert!(split_step(&spec("Sideways", false, SCANNERS[1].0)).is_err());
     }
 
     /// The pattern text of scanner `id`.
