@@ -20,7 +20,7 @@ use crate::kernels;
 use crate::plan::spm::SpmPlan;
 use crate::plan::unigram::UnigramPlan;
 use crate::plan::FastPlan;
-use tokenizers::{Encoding, Model, OffsetType, PreTokenizer, Token};
+use tokenizers::{Encoding, Model, OffsetType, Token};
 
 /// The model of a per-word plan, one word at a time.
 enum WordModel<'p> {
@@ -84,14 +84,7 @@ impl Engine {
         type_id: u32,
     ) -> Result<Encoding> {
         let hf = &self.hf;
-        let mut pretokenized = hf
-            .get_added_vocabulary()
-            .extract_and_normalize(hf.get_normalizer(), text);
-        if let Some(pre_tokenizer) = hf.get_pre_tokenizer() {
-            pre_tokenizer
-                .pre_tokenize(&mut pretokenized)
-                .map_err(Error::tokenizers)?;
-        }
+        let mut pretokenized = super::exact::pre_tokenized(hf, text)?;
         let lens = self.token_lens(model);
         pretokenized
             .tokenize(|normalized| {

@@ -17,6 +17,21 @@ enum Prepend {
     Never,
 }
 
+impl Prepend {
+    /// Whether `Metaspace` puts `replacement` before `part` (which starts the
+    /// original text when `first`): per the scheme, unless the part is empty
+    /// (the crate's `prepend` does nothing to an empty string) or starts with
+    /// a space (which becomes the replacement).
+    fn before(self, part: &str, replacement: char, first: bool) -> bool {
+        let scheme = match self {
+            Prepend::Always => true,
+            Prepend::First => first,
+            Prepend::Never => false,
+        };
+        scheme && !part.is_empty() && !part.starts_with([replacement, ' '])
+    }
+}
+
 /// The pre-tokenizer: optional `WhitespaceSplit`, then optional `Metaspace`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Words {
@@ -101,14 +116,8 @@ impl Words {
         let mut metaspace = |part: &str, first: bool| match self.metaspace {
             None => word(part),
             Some((replacement, prepend, split)) => {
-                let before = match prepend {
-                    Prepend::Always => true,
-                    Prepend::First => first,
-                    Prepend::Never => false,
-                };
                 text.clear();
-                // The crate's `prepend` does nothing to an empty string.
-                if before && !part.is_empty() && !part.starts_with([replacement, ' ']) {
+                if prepend.before(part, replacement, first) {
                     text.push(replacement);
                 }
                 for (n, between_spaces) in part.split(' ').enumerate() {
@@ -152,15 +161,10 @@ impl Words {
             |part: &str, part_align: &[(u32, u32)], first: bool| match self.metaspace {
                 None => word(part, part_align),
                 Some((replacement, prepend, split)) => {
-                    let before = match prepend {
-                        Prepend::Always => true,
-                        Prepend::First => first,
-                        Prepend::Never => false,
-                    };
                     text.clear();
                     text_align.clear();
                     let width = replacement.len_utf8();
-                    if before && !part.is_empty() && !part.starts_with([replacement, ' ']) {
+                    if prepend.before(part, replacement, first) {
                         text.push(replacement);
                         text_align.extend(std::iter::repeat_n(part_align[0], width));
                     }
