@@ -5,8 +5,9 @@ tokens in the text), offsets requested, and padded + truncated numpy output.
     python benches/real_inputs.py [--tokenizers qwen3,gpt-oss] [--every 8] [--repeats 3] [--json out.json]
 
 Uses every N-th document of ../shared/corpus/mixed.jsonl and the tokenizers in
-../shared/tokenizers (and the committed Unigram fixture, tests/fixtures/unigram-xlmr). Reports median MB/s of UTF-8 input per case, the ratio
-to `tokenizers` and whether the ids (and offsets) were identical.
+../shared/tokenizers (and the committed Unigram fixture, tests/fixtures/unigram-xlmr).
+Reports median MB/s of UTF-8 input per case, the ratio to `tokenizers` and
+whether the ids (and offsets) were identical.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ import argparse
 import json
 import lzma
 import statistics
-import tempfile
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
