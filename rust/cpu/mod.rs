@@ -125,7 +125,10 @@ pub fn encode_with_offsets(
                 }) {
                     // The crate's model on this word: the same ids, with their spans.
                     ids.truncate(first);
-                    match source.crate_word.and_then(|crate_word| crate_word(word)) {
+                    let tokens = source.crate_word.and_then(|crate_word| crate_word(word));
+                    // Spans inside the word and not empty, as the crate's tokens are.
+                    let inside = |&(_, (a, b)): &(u32, (usize, usize))| a < b && b <= word.len();
+                    match tokens.filter(|tokens| tokens.iter().all(inside)) {
                         Some(tokens) => tokens.into_iter().for_each(|(id, s)| {
                             ids.push(id);
                             span(s)

@@ -47,6 +47,11 @@ pub fn push_spans(
         (1, Some(rest)) if rest > 0 => rest,
         _ => return false,
     };
+    // Every token covers at least a byte (an empty vocabulary entry never
+    // comes out of the models; if one did, its span could not be told).
+    if ids.iter().any(|&id| len_of(id) == 0) {
+        return false;
+    }
     let mut at = start;
     for &id in ids {
         let n = match len_of(id) {
@@ -104,6 +109,8 @@ mod tests {
         assert_eq!(spans(&[0, 1], &lens, 6), None);
         assert_eq!(spans(&[2, 2], &lens, 6), None);
         assert_eq!(spans(&[0, 2], &lens, 4), None);
+        // A token of no bytes cannot be told.
+        assert_eq!(spans(&[0, 3], &[4, 1, UNKNOWN_LEN, 0], 4), None);
         // An id the table does not name is told like the unknown token.
         assert_eq!(spans(&[7], &lens, 4), Some(vec![(7, (10, 14))]));
     }
