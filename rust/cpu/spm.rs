@@ -30,7 +30,8 @@ pub fn encode(
     word_cache::encode_parts(plan_id, text.len() / 3 + 1, each, kernel(plan))
 }
 
-fn kernel(plan: &SpmPlan) -> impl Fn(&[u8], &mut WordScratch, &mut Vec<u32>) -> bool + '_ {
+/// The plan's ids of one word (`gt_spm_word`); false when it cannot encode it.
+pub fn kernel(plan: &SpmPlan) -> impl Fn(&[u8], &mut WordScratch, &mut Vec<u32>) -> bool + '_ {
     |w, s, o| kernels::spm_word(plan.model(), w, &mut s.bpe, o)
 }
 

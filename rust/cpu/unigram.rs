@@ -25,14 +25,17 @@ pub fn encode(
     text: &str,
     spans: Option<&SpanSource<'_>>,
 ) -> Option<Encoded> {
-    let kernel = |w: &[u8], s: &mut WordScratch, o: &mut Vec<u32>| {
-        kernels::unigram_word(plan.model(), w, &mut s.unigram, o)
-    };
     if let Some(source) = spans {
-        return encode_with_offsets(plan, plan_id, text, source, kernel);
+        return encode_with_offsets(plan, plan_id, text, source, kernel(plan));
     }
     let each = |part: &mut dyn FnMut(Part<'_>)| each_part(plan, text, part);
-    word_cache::encode_parts(plan_id, text.len() / 3 + 1, each, kernel)
+    word_cache::encode_parts(plan_id, text.len() / 3 + 1, each, kernel(plan))
+}
+
+/// The plan's ids of one word (`gt_unigram_word`); false when it cannot
+/// encode it (no unknown token for a character).
+pub fn kernel(plan: &UnigramPlan) -> impl Fn(&[u8], &mut WordScratch, &mut Vec<u32>) -> bool + '_ {
+    |w, s, o| kernels::unigram_word(plan.model(), w, &mut s.unigram, o)
 }
 
 impl WordPlan for UnigramPlan {

@@ -1,11 +1,14 @@
 //! Offsets for the per-word families (SentencePiece-style BPE, Unigram),
-//! whose normalizers change the text: the crate's own added-token split,
-//! normalizer and pre-tokenizer (which record where each normalized byte came
-//! from), the fast model on each pre-token (the word cache and the shared
-//! kernels), and the crate's conversion of the tokens' spans into offsets of
-//! the original text (`into_encoding`). Only the model step is ours, the one
-//! the parity suites hold to the crate's ids; so the offsets are the crate's
-//! by construction.
+//! whose normalizers change the text. First the CPU fast path with the
+//! crate's alignments (`encode_word_offsets` -> `cpu::encode_with_offsets`);
+//! where it cannot follow the normalizer (a step the crate runs) or a BPE
+//! drops unknown characters, `encode_aligned`: the crate's own added-token
+//! split, normalizer and pre-tokenizer (which record where each normalized
+//! byte came from), the fast model on each pre-token (the word cache and the
+//! shared kernels), and the crate's conversion of the tokens' spans into
+//! offsets of the original text (`into_encoding`). Only the model step is
+//! ours, the one the parity suites hold to the crate's ids; so the offsets
+//! are the crate's by construction.
 //!
 //! A token's span in its pre-token comes from the token lengths
 //! (`cpu::token_spans`); a pre-token with a word whose spans cannot be told
@@ -16,7 +19,6 @@ use crate::cpu::encode::char_offsets;
 use crate::cpu::token_spans::{self, push_spans, CrateWord, SpanSource};
 use crate::cpu::word_cache::{self, WordScratch};
 use crate::error::{Error, Result};
-use crate::kernels;
 use crate::plan::spm::SpmPlan;
 use crate::plan::unigram::UnigramPlan;
 use crate::plan::FastPlan;
@@ -32,12 +34,8 @@ impl WordModel<'_> {
     /// The plan's ids of `word`; false when the kernel cannot encode it.
     fn encode(&self, word: &[u8], scratch: &mut WordScratch, out: &mut Vec<u32>) -> bool {
         match self {
-            WordModel::SentencePiece(plan) => {
-                kernels::spm_word(plan.model(), word, &mut scratch.bpe, out)
-            }
-            WordModel::Unigram(plan) => {
-                kernels::unigram_word(plan.model(), word, &mut scratch.unigram, out)
-            }
+            WordModel::SentencePiece(plan) => crate::cpu::spm::kernel(plan)(word, scratch, out),
+            WordModel::Unigram(plan) => crate::cpu::unigram::kernel(plan)(word, scratch, out),
         }
     }
 

@@ -151,7 +151,10 @@ impl Storage {
     pub fn values(&self) -> PyResult<Cow<'_, [i64]>> {
         match self {
             Storage::Host(h) => Ok(h.values().widened()),
-            Storage::Device(..) => Ok(Cow::Owned(self.host_copy()?.widened().into_owned())),
+            Storage::Device(..) => Ok(Cow::Owned(match self.host_copy()? {
+                Values::Int64(v) => v,
+                Values::Int32(v) => v.into_iter().map(i64::from).collect(),
+            })),
         }
     }
 
