@@ -28,6 +28,7 @@
 //!
 //! Why not: each refusal is a reason string shown by `tok.plan`.
 
+use super::normal_form::StableChars;
 use super::PlainAdded;
 use crate::kernels::{self, BytesTable, GtBpeModel, GtPairSlot, GtPairTable, GtSplits};
 use aho_corasick::AhoCorasick;
@@ -137,6 +138,25 @@ pub enum NormalForm {
     Nfkc,
 }
 
+impl NormalForm {
+    /// The characters that keep a text in this form (built once per process).
+    fn stable_chars(self) -> &'static StableChars {
+        match self {
+            NormalForm::Nfc => StableChars::nfc(),
+            NormalForm::Nfkc => StableChars::nfkc(),
+        }
+    }
+
+    /// True when `text` is in this form: the table's answer, else the crate's check.
+    fn holds(self, text: &str) -> bool {
+        self.stable_chars().all_stable(text)
+            || match self {
+                NormalForm::Nfc => unicode_normalization_alignments::is_nfc(text),
+                NormalForm::Nfkc => unicode_normalization_alignments::is_nfkc(text),
+            }
+    }
+}
+
 /// Everything the fast engine needs for one byte-level BPE tokenizer.
 pub struct ByteLevelPlan {
     pub normal_forms: Vec<NormalForm>,
@@ -190,6 +210,10 @@ impl ByteLevelPlan {
     /// Builds the plan, or says why this tokenizer is not for it.
     pub fn build(spec: &Value) -> Result<Self, String> {
         let normal_forms = normal_forms(&spec["normalizer"])?;
+        // Built now rather than in the first call.
+        for form in &normal_forms {
+            let _ = form.stable_chars();
+        }
         let splits = splits(&spec["pre_tokenizer"])?;
         let prefix_space = spec["pre_tokenizer"]["type"].as_str() == Some("ByteLevel")
             && spec["pre_tokenizer"]["add_prefix_space"]
@@ -343,11 +367,7 @@ impl ByteLevelPlan {
     /// (the common case: a quick check, no copy), else normalized with the
     /// crate's own tables, one form after another as the `Sequence` applies them.
     pub fn normalize<'t>(&self, text: &'t str) -> Cow<'t, str> {
-        let unchanged = text.is_ascii()
-            || self.normal_forms.iter().all(|form| match form {
-                NormalForm::Nfc => unicode_normalization_alignments::is_nfc(text),
-                NormalForm::Nfkc => unicode_normalization_alignments::is_nfkc(text),
-            });
+        let unchanged = self.normal_forms.iter().all(|form| form.holds(text));
         if unchanged {
             return Cow::Borrowed(text);
         }

@@ -11,6 +11,7 @@
 pub mod bytelevel;
 pub mod char_table;
 pub mod metaspace;
+pub mod normal_form;
 pub mod normalize;
 pub mod spm;
 pub mod unicode;
