@@ -94,8 +94,14 @@ GT_HD gt_u32 gt_wp_normalize(const GtCharTable* t, const gt_u8* text, gt_u32 n, 
 // True when text[0, n) holds a code point that sends its document to the
 // exact path (gt_wp_normalize would return GT_NONE): the host asks before it
 // sends a row to the device, where there is no exact path.
+// ASCII is never exact (no ASCII character has a combining class: the
+// table's test checks it), so it is skipped without a lookup.
 GT_HD int gt_wp_needs_exact(const GtCharTable* t, const gt_u8* text, gt_u32 n) {
     for (gt_u32 pos = 0; pos < n;) {
+        if (text[pos] < 0x80) {
+            ++pos;
+            continue;
+        }
         gt_u32 cp, len = gt_decode(text, pos, &cp);
         if (gt_char_entry(t, cp) & GT_CHAR_EXACT) return 1;
         pos += len;
