@@ -79,6 +79,9 @@ impl Engine {
         };
         let mut batch = pipeline::encode(dev, &job)?;
         batch.timings.prepare_ms = prepare_ms;
+        // After the pipeline's scratch is freed: on a GPU the frees are queued
+        // on the stream, not host work, so the emulator counts them as device time.
+        batch.timings.emulated_device_ms = dev.emulated_device_ms();
         batch.timings.rows_on_host = on_host.iter().filter(|&&host| host).count();
         Ok(batch)
     }
