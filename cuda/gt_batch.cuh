@@ -305,7 +305,8 @@ struct GtPackArgs {
     const GtPartSpan* parts;
     const gt_u32* part_starts;  // scanned: first raw token of each part
     const gt_u32* lengths;
-    const gt_u64* row_starts;  // relative to out_base
+    const gt_u64* row_starts;  // the chunk's rows' starts in the whole output (n_rows + 1)
+    gt_u64 row_base;           // row_starts[0]: the outputs point there, e counts from it
     gt_u32 n_rows;
     gt_u32 value_bytes;        // 8: int64 outputs, 4: int32
     const gt_u32* raw_ids;
@@ -327,13 +328,14 @@ GT_HD void gt_store(void* out, gt_u32 e, long long value, gt_u32 value_bytes) {
 }
 
 GT_HD void gt_pack_thread(const GtPackArgs* a, gt_u32 e) {
-    gt_u32 lo = 0, hi = a->n_rows;  // the row r with row_starts[r] <= e < row_starts[r + 1]
+    gt_u64 at = a->row_base + e;
+    gt_u32 lo = 0, hi = a->n_rows;  // the row r with row_starts[r] <= at < row_starts[r + 1]
     while (hi - lo > 1) {
         gt_u32 mid = (lo + hi) / 2;
-        if (a->row_starts[mid] <= e) lo = mid;
+        if (a->row_starts[mid] <= at) lo = mid;
         else hi = mid;
     }
-    gt_u32 r = lo, j = (gt_u32)(e - a->row_starts[r]);
+    gt_u32 r = lo, j = (gt_u32)(at - a->row_starts[r]);
     gt_u32 width = (gt_u32)(a->row_starts[r + 1] - a->row_starts[r]), len = a->lengths[r], pad = width - len;
     long long id = a->pad_id, mask = 0, type = a->pad_type_id, special = 1;
     gt_u32 k = a->pad_left ? j - pad : j;  // position among the row's tokens

@@ -44,6 +44,8 @@ const IDLE_TRIM: Duration = Duration::from_secs(5);
 const STAGING_KEPT: usize = 4;
 const STAGING_KEPT_BYTES: usize = 1 << 30;
 const STAGING_MIN_BYTES: usize = 16 << 20;
+/// Staging buffers one call may have in flight before it waits for the oldest.
+const STAGING_IN_FLIGHT: usize = 2;
 
 /// One CUDA device, ready to run the batch kernels.
 pub struct Gpu {
@@ -386,19 +388,29 @@ impl Gpu {
     }
 
     /// A pinned buffer of at least `bytes`, free to write (its last copy done).
+    /// Double buffering: a buffer whose copy is still queued (behind the
+    /// previous chunk's kernels, on one stream) is waited for only when
+    /// `STAGING_IN_FLIGHT` such buffers fit; until then another is pinned, so
+    /// the host stages chunk k + 1 while the device runs chunk k.
     fn take_staging(&self, bytes: usize) -> Result<Pinned> {
         let reused = {
             let mut pool = self.staging.lock().unwrap_or_else(|e| e.into_inner());
-            let best = (0..pool.len())
-                .filter(|&i| pool[i].capacity >= bytes)
-                .min_by_key(|&i| pool[i].capacity);
+            let capacity = |&i: &usize| pool[i].capacity;
+            let fitting = (0..pool.len()).filter(|&i| pool[i].capacity >= bytes);
+            let idle = fitting
+                .clone()
+                .filter(|&i| pool[i].copied())
+                .min_by_key(capacity);
+            let wait_for_one = fitting.clone().count() >= STAGING_IN_FLIGHT;
+            let best = idle.or_else(|| fitting.min_by_key(capacity).filter(|_| wait_for_one));
             best.map(|i| pool.swap_remove(i))
         };
         if let Some(mut pinned) = reused {
             pinned.wait()?;
             return Ok(pinned);
         }
-        let capacity = bytes.next_power_of_two().max(STAGING_MIN_BYTES);
+        // Some room over `bytes`: the next chunk's inputs are rarely the same size.
+        let capacity = (bytes + bytes / 8).next_multiple_of(STAGING_MIN_BYTES);
         // SAFETY: plain allocation; write-combined suits memory the CPU only writes.
         let ptr = unsafe { cu::malloc_host(capacity, sys::CU_MEMHOSTALLOC_WRITECOMBINED) }
             .map_err(|err| alloc_err(format!("pinning {capacity} bytes of host memory"), err))?;
@@ -444,6 +456,14 @@ struct Pinned {
 unsafe impl Send for Pinned {}
 
 impl Pinned {
+    /// True when no queued copy reads this buffer any more.
+    fn copied(&self) -> bool {
+        // SAFETY: a live event recorded on a live stream.
+        self.ready
+            .as_ref()
+            .is_none_or(|event| unsafe { cu::event::query(event.0) }.is_ok())
+    }
+
     /// Waits until the last copy out of this buffer is done.
     fn wait(&mut self) -> Result<()> {
         if let Some(event) = self.ready.take() {

@@ -13,11 +13,11 @@
 use super::stream::{DevBuf, DeviceStream, DeviceStreamExt, Mark};
 use crate::error::{Error, Result};
 use crate::kernels::{
-    next_cut, BytesTable, GtBpeArgs, GtBpeModel, GtBytesSlot, GtBytesTable, GtCharTable,
-    GtCompactArgs, GtMergeEntry, GtMergeScratch, GtPackArgs, GtPairSlot, GtPairTable, GtPartSpan,
-    GtPretokArgs, GtRowArgs, GtRowSource, GtRowSpan, GtScanArgs, GtSplits, GtSpmArgs, GtSpmModel,
-    GtTemplate, GtUnigramArgs, GtUnigramModel, GtWordPieceArgs, GtWordPieceModel, GtWords, Kernel,
-    KernelArgs,
+    as_bytes, next_cut, BytesTable, DevPtr, GtBpeArgs, GtBpeModel, GtBytesSlot, GtBytesTable,
+    GtCharTable, GtCompactArgs, GtMergeEntry, GtMergeScratch, GtPackArgs, GtPairSlot, GtPairTable,
+    GtPartSpan, GtPretokArgs, GtRowArgs, GtRowSource, GtRowSpan, GtScanArgs, GtSplits, GtSpmArgs,
+    GtSpmModel, GtTemplate, GtUnigramArgs, GtUnigramModel, GtWordPieceArgs, GtWordPieceModel,
+    GtWords, Kernel, KernelArgs, Pod,
 };
 use crate::layout::{narrow, row_layout, Batch, Dtype, Outputs};
 use crate::plan::bytelevel::ByteLevelPlan;
@@ -94,8 +94,7 @@ pub struct Job<'a> {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Timings {
     /// Device time from the first kernel to the end of packing (CUDA events;
-    /// includes each chunk's read of its rows' lengths, and the uploads of
-    /// later chunks).
+    /// includes the uploads of later chunks and the read of the rows' lengths).
     pub kernels_ms: f64,
     /// Host time spent laying out and uploading inputs.
     pub upload_ms: f64,
@@ -297,27 +296,35 @@ pub const PIECE_BYTES: usize = 4096;
 const SCAN_TILE: u32 = 1024;
 
 /// Runs `job` on `dev`. Buffers dropped here are freed in stream order (after
-/// the kernels that use them), so no call waits for the device except one
-/// read per chunk of its rows' lengths (which size the packed output): word
-/// and token counts stay on the device, buffers sized by their bounds.
+/// the kernels that use them), so a call waits for the device once: when
+/// every chunk is queued, for its rows' lengths (which size the packed
+/// output). Word and token counts stay on the device, buffers sized by their
+/// bounds, and the host lays out chunk k + 1 while the device runs chunk k.
 pub fn encode(dev: &dyn DeviceStream, job: &Job<'_>) -> Result<DeviceBatch> {
     let mut upload_ms = 0.0;
     let mut first_kernel = None;
+    let n_rows = job.rows.len();
+    // Each chunk writes its rows' lengths here, read once all are queued.
+    let lengths_dev = dev.alloc(4 * n_rows)?;
     let mut chunks = Vec::new();
     for rows in chunk_rows(&job.rows, dev.chunk_bytes()) {
         chunks.push(tokenize_chunk(
             dev,
             job,
             rows,
+            &lengths_dev,
             &mut upload_ms,
             &mut first_kernel,
         )?);
     }
-    let lengths: Vec<usize> = chunks
-        .iter()
-        .flat_map(|c| c.lengths.iter().map(|&n| n as usize))
+    let lengths: Vec<usize> = dev
+        .download_vec::<u32>(&lengths_dev, 0, n_rows)?
+        .into_iter()
+        .map(|n| n as usize)
         .collect();
     let (row_starts, width) = row_layout(&lengths, job.padding, job.outputs.bytes_per_token())?;
+    // Read by the packing kernels, then handed out with the results.
+    let row_starts_buf = upload_staged(dev, &row_starts)?;
     let total = *row_starts.last().unwrap_or(&0) as usize;
 
     let value_bytes = job.outputs.dtype.size();
@@ -338,27 +345,25 @@ pub fn encode(dev: &dyn DeviceStream, job: &Job<'_>) -> Result<DeviceBatch> {
             .map_or(0, |(_, buf)| buf.ptr() + (value_bytes * base) as u64)
     };
     for chunk in &chunks {
-        let starts = &row_starts[chunk.rows.start..=chunk.rows.end];
-        let base = starts[0] as usize;
-        let elements = starts[starts.len() - 1] as usize - base;
-        let elements = u32::try_from(elements).map_err(|_| {
+        let (first, end) = (chunk.rows.start, chunk.rows.end);
+        let base = row_starts[first] as usize;
+        let elements = u32::try_from(row_starts[end] as usize - base).map_err(|_| {
             Error::InvalidArgument(
                 "a device call is limited to 2^32 output tokens per chunk".into(),
             )
         })?;
-        let relative: Vec<u64> = starts.iter().map(|&s| (s as usize - base) as u64).collect();
-        let relative = dev.upload_new(&relative)?;
         let padding = job.padding;
         let args = GtPackArgs {
             spans: chunk.spans.ptr(),
             parts: chunk.parts.ptr(),
             part_starts: chunk.part_starts.ptr(),
-            lengths: chunk.lengths_dev.ptr(),
-            row_starts: relative.ptr(),
+            lengths: lengths_dev.ptr() + 4 * first as u64,
+            row_starts: row_starts_buf.ptr() + 8 * first as u64,
+            row_base: base as u64,
             n_rows: chunk.rows.len() as u32,
             value_bytes: value_bytes as u32,
             raw_ids: chunk.raw_ids.ptr(),
-            host_ids: chunk.host_ids.ptr(),
+            host_ids: chunk.inputs.host_ids,
             tmpl: job.template,
             pad_left: u32::from(
                 padding.is_some_and(|p| matches!(p.direction, PaddingDirection::Left)),
@@ -373,8 +378,8 @@ pub fn encode(dev: &dyn DeviceStream, job: &Job<'_>) -> Result<DeviceBatch> {
         dev.run(Kernel::Pack, &args, elements)?;
     }
     let lengths: Vec<i64> = lengths.iter().map(|&n| n as i64).collect();
-    let row_starts_buf = dev.export(dev.upload_new(&row_starts)?);
-    let lengths_buf = dev.export(dev.upload_new(&lengths)?);
+    let row_starts_buf = dev.export(row_starts_buf);
+    let lengths_buf = dev.export(upload_staged(dev, &lengths)?);
     let fields = fields
         .into_iter()
         .map(|(name, buf)| (name, dev.export(buf)))
@@ -426,12 +431,61 @@ fn chunk_rows(rows: &[Row<'_>], chunk_bytes: usize) -> Vec<Range<usize>> {
 struct Chunk {
     rows: Range<usize>,
     raw_ids: DevBuf,
-    host_ids: DevBuf,
+    /// Its inputs (packing reads the host ids).
+    inputs: StagedInputs,
     spans: DevBuf,
     parts: DevBuf,
     part_starts: DevBuf,
-    lengths_dev: DevBuf,
-    lengths: Vec<u32>,
+}
+
+/// A chunk's inputs on the device, copied in one pinned upload: the text,
+/// then its piece bounds, row sources, row parts and host ids (16-byte
+/// aligned), so that no pageable copy follows the text's.
+struct StagedInputs {
+    _buf: DevBuf,
+    text: DevPtr,
+    bounds: DevPtr,
+    sources: DevPtr,
+    row_parts: DevPtr,
+    host_ids: DevPtr,
+}
+
+impl StagedInputs {
+    fn upload(dev: &dyn DeviceStream, rows: &[Row<'_>], layout: &Layout) -> Result<Self> {
+        let arrays = [
+            as_bytes(&layout.piece_bounds),
+            as_bytes(&layout.sources),
+            as_bytes(&layout.row_parts),
+            as_bytes(&layout.host_ids),
+        ];
+        let mut at = [0; 4];
+        let mut end = layout.text_len;
+        for (i, array) in arrays.iter().enumerate() {
+            at[i] = end.next_multiple_of(16);
+            end = at[i] + array.len();
+        }
+        let buf = dev.upload_with(end, &|staging| {
+            copy_texts(rows, &layout.text_starts, &mut staging[..layout.text_len]);
+            for (i, array) in arrays.iter().enumerate() {
+                staging[at[i]..at[i] + array.len()].copy_from_slice(array);
+            }
+        })?;
+        let base = buf.ptr();
+        Ok(StagedInputs {
+            text: base,
+            bounds: base + at[0] as u64,
+            sources: base + at[1] as u64,
+            row_parts: base + at[2] as u64,
+            host_ids: base + at[3] as u64,
+            _buf: buf,
+        })
+    }
+}
+
+/// A buffer holding `values`, copied through pinned staging.
+fn upload_staged<T: Pod>(dev: &dyn DeviceStream, values: &[T]) -> Result<DevBuf> {
+    let bytes = as_bytes(values);
+    dev.upload_with(bytes.len(), &|staging| staging.copy_from_slice(bytes))
 }
 
 /// Host layout of a chunk: texts back to back (row i's at `text_starts[i]`),
@@ -580,19 +634,14 @@ fn tokenize_chunk(
     dev: &dyn DeviceStream,
     job: &Job<'_>,
     rows: Range<usize>,
+    lengths: &DevBuf,
     upload_ms: &mut f64,
     first_kernel: &mut Option<Mark>,
 ) -> Result<Chunk> {
     let clock = std::time::Instant::now();
     let chunk_rows = &job.rows[rows.clone()];
     let layout = lay_out(chunk_rows, job.splits.can_cut())?;
-    let text = dev.upload_with(layout.text_len, &|staging| {
-        copy_texts(chunk_rows, &layout.text_starts, staging)
-    })?;
-    let bounds = dev.upload_new(&layout.piece_bounds)?;
-    let sources = dev.upload_new(&layout.sources)?;
-    let row_parts = dev.upload_new(&layout.row_parts)?;
-    let host_ids = dev.upload_new(&layout.host_ids)?;
+    let inputs = StagedInputs::upload(dev, chunk_rows, &layout)?;
     *upload_ms += clock.elapsed().as_secs_f64() * 1e3;
     if first_kernel.is_none() {
         *first_kernel = Some(dev.mark()?);
@@ -605,8 +654,8 @@ fn tokenize_chunk(
     let mut pretok = GtPretokArgs {
         splits: job.splits,
         _pad: 0,
-        text: text.ptr(),
-        piece_bounds: bounds.ptr(),
+        text: inputs.text,
+        piece_bounds: inputs.bounds,
         word_counts: word_counts.ptr(),
         first_word: word_counts.ptr(),
         word_starts: 0,
@@ -630,7 +679,7 @@ fn tokenize_chunk(
         let scratch = |bytes_per_byte: usize| dev.alloc(bytes_per_byte * text_len);
         let model_out = scratch(4)?;
         let words = GtWords {
-            text: text.ptr(),
+            text: inputs.text,
             word_starts: word_starts.ptr(),
             word_lens: word_lens.ptr(),
             out: model_out.ptr(),
@@ -723,10 +772,9 @@ fn tokenize_chunk(
     let parts = dev.alloc(std::mem::size_of::<GtPartSpan>() * n_parts)?;
     let part_starts = dev.alloc(4 * (n_parts + 1))?;
     let spans = dev.alloc(std::mem::size_of::<GtRowSpan>() * n_rows)?;
-    let lengths_dev = dev.alloc(4 * n_rows)?;
     let row_args = GtRowArgs {
-        sources: sources.ptr(),
-        row_parts: row_parts.ptr(),
+        sources: inputs.sources,
+        row_parts: inputs.row_parts,
         first_word: word_counts.ptr(),
         tok_offsets: tok_counts.ptr(),
         parts: parts.ptr(),
@@ -736,21 +784,18 @@ fn tokenize_chunk(
         max_seq: job.truncation.map_or(0, |t| t.max_seq),
         truncate_left: u32::from(job.truncation.is_some_and(|t| t.left)),
         spans: spans.ptr(),
-        lengths: lengths_dev.ptr(),
+        lengths: lengths.ptr() + 4 * rows.start as u64,
     };
     dev.run(Kernel::PartSpans, &row_args, n_parts as u32)?;
     scan(dev, &part_starts, n_parts as u32)?;
     dev.run(Kernel::RowSpans, &row_args, n_rows as u32)?;
-    let lengths = dev.download_vec::<u32>(&lengths_dev, 0, n_rows)?;
     Ok(Chunk {
         rows,
         raw_ids,
-        host_ids,
+        inputs,
         spans,
         parts,
         part_starts,
-        lengths_dev,
-        lengths,
     })
 }
 

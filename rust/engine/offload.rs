@@ -317,7 +317,7 @@ mod tests {
     }
 
     #[test]
-    fn no_wait_between_a_chunks_upload_and_its_first_kernel_and_one_per_chunk() {
+    fn one_pinned_upload_per_chunk_and_one_wait_per_call() {
         use crate::cuda::emulator::{Emulator, Op};
         use crate::kernels::Kernel;
         let engine = Engine::from_json(SPM).unwrap();
@@ -332,35 +332,48 @@ mod tests {
         // The tables' upload at first use ends in a sync of its own.
         let tables = trace.iter().position(|op| *op == Op::Synchronize).unwrap();
         let trace = trace[tables + 1..].to_vec();
-        let last_launch = trace.iter().rposition(|op| matches!(op, Op::Launch(_)));
-        let launches = trace
+        let count = |op: &dyn Fn(&Op) -> bool| trace.iter().filter(|o| op(o)).count();
+        let chunks = count(&|op| *op == Op::Launch(Kernel::RowSpans));
+        assert!(chunks > 2, "expected several chunks: {trace:?}");
+        // One read of every row's length, after every chunk is queued: the
+        // host lays out chunk k + 1 while the device runs chunk k.
+        let reads: Vec<usize> = (0..trace.len())
+            .filter(|&i| matches!(trace[i], Op::Download(_)))
+            .collect();
+        assert_eq!(reads.len(), 1, "{trace:?}");
+        let last_row_spans = trace
             .iter()
-            .filter(|op| matches!(op, Op::Launch(_)))
-            .count();
-        assert!(launches > 8, "expected several chunks: {trace:?}");
-        // After an upload, the next operation that is not one is a kernel:
-        // the host never waits between laying out inputs and using them (the
-        // results' own uploads, after the last kernel, end in one sync).
-        for (i, op) in trace.iter().enumerate() {
-            if matches!(op, Op::Upload(_)) && Some(i) < last_launch {
-                let next = trace[i..].iter().find(|op| !matches!(op, Op::Upload(_)));
-                assert!(
-                    matches!(next, Some(Op::Launch(_))),
-                    "{next:?} after an upload: {trace:?}"
-                );
+            .rposition(|op| *op == Op::Launch(Kernel::RowSpans))
+            .unwrap();
+        assert!(reads[0] > last_row_spans, "{trace:?}");
+        // Each chunk's inputs are one upload, straight before its first kernel.
+        let before: Vec<&Op> = trace[..reads[0]]
+            .iter()
+            .filter(|op| !matches!(op, Op::Launch(_)))
+            .collect();
+        assert_eq!(before.len(), chunks, "one upload per chunk: {trace:?}");
+        for (i, op) in trace[..reads[0]].iter().enumerate() {
+            if matches!(op, Op::Upload(_)) {
+                assert!(matches!(trace[i + 1], Op::Launch(_)), "{trace:?}");
             }
         }
-        let syncs = trace.iter().filter(|op| **op == Op::Synchronize).count();
-        assert_eq!(syncs, 1, "one at the end of the call: {trace:?}");
-        // One wait per chunk: its lengths (word and token counts stay on the device).
-        let chunks = trace
-            .iter()
-            .filter(|op| **op == Op::Launch(Kernel::RowSpans))
-            .count();
-        let reads = trace
-            .iter()
-            .filter(|op| matches!(op, Op::Download(_)))
-            .count();
-        assert_eq!(reads, chunks, "{trace:?}");
+        // Then the row starts and lengths (handed out with the results),
+        // packing, and the one sync that ends the call.
+        let after = &trace[reads[0] + 1..];
+        assert_eq!(
+            after
+                .iter()
+                .filter(|op| matches!(op, Op::Upload(_)))
+                .count(),
+            2,
+            "{trace:?}"
+        );
+        assert_eq!(
+            count(&|op| *op == Op::Launch(Kernel::Pack)),
+            chunks,
+            "{trace:?}"
+        );
+        assert_eq!(count(&|op| *op == Op::Synchronize), 1, "{trace:?}");
+        assert_eq!(after.last(), Some(&Op::Synchronize));
     }
 }

@@ -496,7 +496,9 @@ c_mirror! {
         pub parts: DevPtr,
         pub part_starts: DevPtr,
         pub lengths: DevPtr,
+        /// The chunk's rows' starts in the whole output; the outputs point at `row_base`.
         pub row_starts: DevPtr,
+        pub row_base: u64,
         pub n_rows: u32,
         /// 8: the outputs are int64; 4: int32.
         pub value_bytes: u32,
