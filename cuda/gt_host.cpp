@@ -88,6 +88,8 @@ gt_u32 gt_host_next_cut(const gt_u8* text, gt_u32 end, gt_u32 from) { return gt_
 
 int gt_host_chain_can_cut(const GtSplits* splits) { return gt_chain_can_cut(splits); }
 
+gt_u32 gt_host_class(gt_u32 cp) { return gt_class(cp); }
+
 // Runs threads [begin, end) of batch kernel number `kernel` (the order of
 // GT_BATCH_KERNELS) with `args`, as the GPU would; returns 0, or -1 for an
 // unknown kernel.

@@ -42,14 +42,8 @@
 #define GT_PAT_DS_WORDS 7   // DeepSeek-V3 step 3: ASCII-punct words, letters+marks, punct, whitespace
 
 GT_HD gt_u32 gt_class(gt_u32 cp) {
-    if (cp < 128) return gt_ascii_classes[cp];
-    gt_u32 lo = 0, hi = GT_UNICODE_RANGES;
-    while (lo < hi) {
-        gt_u32 mid = (lo + hi) / 2;
-        if (cp > gt_unicode_ranges[mid][1]) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo < GT_UNICODE_RANGES && cp >= gt_unicode_ranges[lo][0] ? gt_unicode_ranges[lo][2] : 0;
+    if (cp >= 0x110000u) return 0;
+    return gt_class_palette[gt_class_blocks[gt_class_block_of[cp >> 7]][cp & 127]];
 }
 
 // Decodes the code point at `pos` (< end) into *cp; returns its byte length.

@@ -84,6 +84,7 @@ extern "C" {
     ) -> u32;
     fn gt_host_next_cut(text: *const u8, end: u32, from: u32) -> u32;
     fn gt_host_chain_can_cut(splits: *const GtSplits) -> i32;
+    fn gt_host_class(cp: u32) -> u32;
     fn gt_host_run(kernel: u32, args: *const u8, begin: u32, end: u32) -> i32;
     fn gt_host_struct_sizes(out: *mut u64, n: u32) -> u32;
 }
@@ -130,6 +131,12 @@ pub fn split_words(splits: &GtSplits, text: &str, emit: &mut dyn FnMut(usize, us
             (&mut emit as *mut &mut dyn FnMut(usize, usize)).cast(),
         )
     }
+}
+
+/// The scanners' class bits of code point `cp` (`gt_class`; GT_L, GT_N...).
+pub fn unicode_class(cp: u32) -> u32 {
+    // SAFETY: a pure lookup, any value (out of range gives 0).
+    unsafe { gt_host_class(cp) }
 }
 
 /// The first safe cut of `text` at or after `from` (>= 1), or `text.len()`

@@ -60,33 +60,64 @@ mod tests {
             .collect()
     }
 
+    /// Code points per block of the two-level table.
+    const BLOCK: usize = 128;
+
+    /// The classes as a two-level table: each block of 128 code points names
+    /// one of the distinct blocks, whose entries index a palette of the
+    /// distinct class bits (3 reads per lookup instead of a binary search).
     fn render(bits: &[u32]) -> String {
-        let mut ranges: Vec<(u32, u32, u32)> = Vec::new();
-        for (cp, &b) in bits.iter().enumerate().skip(128) {
-            let cp = cp as u32;
-            match ranges.last_mut() {
-                Some((_, end, last)) if *last == b && *end + 1 == cp => *end = cp,
-                _ => ranges.push((cp, cp, b)),
-            }
+        let mut palette: Vec<u32> = bits.to_vec();
+        palette.sort_unstable();
+        palette.dedup();
+        assert!(palette.len() <= 256, "class bits fit a u8 palette index");
+        let mut blocks: Vec<Vec<u8>> = Vec::new();
+        let mut block_of = Vec::new();
+        for chunk in bits.chunks(BLOCK) {
+            let entries: Vec<u8> = chunk
+                .iter()
+                .map(|b| palette.binary_search(b).unwrap() as u8)
+                .collect();
+            let at = match blocks.iter().position(|b| *b == entries) {
+                Some(at) => at,
+                None => {
+                    blocks.push(entries);
+                    blocks.len() - 1
+                }
+            };
+            block_of.push(at);
         }
+        assert!(blocks.len() <= 256, "block numbers fit a u8");
         let mut out = String::from(
             "// gt_unicode_table.cuh: GENERATED from Oniguruma by rust/plan/unicode.rs\n\
              // (GPU_TOK_REGENERATE=1 cargo test --release unicode). Do not edit.\n\
-             // Class bits of U+0000..U+007F, then ranges (first, last, bits) from U+0080.\n#pragma once\n\n",
+             // Class bits of a code point cp: gt_class_palette[gt_class_blocks[\n\
+             // gt_class_block_of[cp / 128]][cp % 128]].\n#pragma once\n\n",
         );
-        out.push_str("GT_TABLE const gt_u16 gt_ascii_classes[128] = {");
-        for (i, b) in bits[..128].iter().enumerate() {
-            if i % 16 == 0 {
-                out.push_str("\n    ");
+        let list = |out: &mut String, values: &mut dyn Iterator<Item = u32>, per_line: usize| {
+            for (i, v) in values.enumerate() {
+                if i % per_line == 0 {
+                    out.push_str("\n    ");
+                }
+                write!(out, "{v},").unwrap();
             }
-            write!(out, "{b},").unwrap();
-        }
-        write!(out, "\n}};\n\n#define GT_UNICODE_RANGES {}\nGT_TABLE const gt_u32 gt_unicode_ranges[GT_UNICODE_RANGES][3] = {{", ranges.len()).unwrap();
-        for (i, (first, last, b)) in ranges.iter().enumerate() {
-            if i % 4 == 0 {
-                out.push_str("\n   ");
+            out.push_str("\n};\n\n");
+        };
+        write!(out, "GT_TABLE const gt_u16 gt_class_palette[{}] = {{", palette.len()).unwrap();
+        list(&mut out, &mut palette.iter().copied(), 16);
+        write!(out, "GT_TABLE const gt_u8 gt_class_block_of[{}] = {{", block_of.len()).unwrap();
+        list(&mut out, &mut block_of.iter().map(|&b| b as u32), 32);
+        write!(out, "GT_TABLE const gt_u8 gt_class_blocks[{}][{BLOCK}] = {{", blocks.len()).unwrap();
+        for block in &blocks {
+            out.push_str("\n    {");
+            for (i, v) in block.iter().enumerate() {
+                if i % 64 == 0 && i > 0 {
+                    out.push_str("\n     ");
+                }
+                write!(out, "{v},").unwrap();
             }
-            write!(out, " {{{first:#x},{last:#x},{b}}},").unwrap();
+            out.push('}');
+            out.push(',');
         }
         out.push_str("\n};\n");
         out
@@ -104,6 +135,19 @@ mod tests {
             current == expected,
             "cuda/gt_unicode_table.cuh is stale: GPU_TOK_REGENERATE=1 cargo test --release unicode"
         );
+    }
+
+    /// The compiled lookup (`gt_class`) gives Oniguruma's classes for every
+    /// code point, and none past the last.
+    #[test]
+    fn class_lookup_matches_oniguruma() {
+        let bits = class_bits();
+        for (cp, &expected) in bits.iter().enumerate() {
+            assert_eq!(crate::kernels::unicode_class(cp as u32), expected, "U+{cp:04X}");
+        }
+        for cp in [0x110000, 0x1FFFFF, u32::MAX] {
+            assert_eq!(crate::kernels::unicode_class(cp), 0);
+        }
     }
 
     #[test]
