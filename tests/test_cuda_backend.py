@@ -72,7 +72,7 @@ def test_chunking_does_not_change_results(chunk: int) -> None:
 
 
 def test_long_documents_are_cut_and_match() -> None:
-    # ~40-120 kB rows: many 4 kB pieces each, cut only at safe points.
+    # ~40-120 kB rows: many 1 kB pieces each, cut only at safe points.
     sample = corpus_sample()
     long_rows = [" ".join(sample[i:i + 40]) for i in range(0, 120, 40)]
     long_rows.append("word " * 30000)
