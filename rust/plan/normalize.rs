@@ -222,10 +222,7 @@ impl PieceNormalizer {
             text = match step {
                 Step::Prepend(p) if !text.is_empty() => Cow::Owned(format!("{p}{text}")),
                 Step::Prepend(_) => text,
-                Step::Replace(from, to) if text.contains(from.as_str()) => {
-                    Cow::Owned(text.replace(from.as_str(), to))
-                }
-                Step::Replace(..) => text,
+                Step::Replace(from, to) => with_replaced(text, from, to),
                 Step::Precompiled(charsmap) => match precompiled(charsmap, &text) {
                     Cow::Borrowed(_) => text,
                     Cow::Owned(changed) => Cow::Owned(changed),
@@ -240,6 +237,19 @@ impl PieceNormalizer {
             };
         }
         Some(text)
+    }
+}
+
+/// `text` with every `from` replaced by `to` (as it is when there is none).
+/// A one-character pattern (a space, usually) is searched for with memchr,
+/// as `str::replace` does for a `char`, not with the generic substring search.
+fn with_replaced<'t>(text: Cow<'t, str>, from: &str, to: &str) -> Cow<'t, str> {
+    let mut chars = from.chars();
+    match (chars.next(), chars.next()) {
+        (Some(c), None) if text.contains(c) => Cow::Owned(text.replace(c, to)),
+        (Some(_), None) => text,
+        _ if text.contains(from) => Cow::Owned(text.replace(from, to)),
+        _ => text,
     }
 }
 

@@ -229,6 +229,7 @@ impl Cuts {
     }
 
     /// True when a word can end between `a` and `b`.
+    #[inline]
     pub fn between(&self, a: char, b: char) -> bool {
         if a.is_ascii() && b.is_ascii() {
             let known = self.ascii_known >> a as u32 & self.ascii_known >> b as u32 & 1 == 1;

@@ -103,11 +103,26 @@ mod tests {
             }
             out.push_str("\n};\n\n");
         };
-        write!(out, "GT_TABLE const gt_u16 gt_class_palette[{}] = {{", palette.len()).unwrap();
+        write!(
+            out,
+            "GT_TABLE const gt_u16 gt_class_palette[{}] = {{",
+            palette.len()
+        )
+        .unwrap();
         list(&mut out, &mut palette.iter().copied(), 16);
-        write!(out, "GT_TABLE const gt_u8 gt_class_block_of[{}] = {{", block_of.len()).unwrap();
+        write!(
+            out,
+            "GT_TABLE const gt_u8 gt_class_block_of[{}] = {{",
+            block_of.len()
+        )
+        .unwrap();
         list(&mut out, &mut block_of.iter().map(|&b| b as u32), 32);
-        write!(out, "GT_TABLE const gt_u8 gt_class_blocks[{}][{BLOCK}] = {{", blocks.len()).unwrap();
+        write!(
+            out,
+            "GT_TABLE const gt_u8 gt_class_blocks[{}][{BLOCK}] = {{",
+            blocks.len()
+        )
+        .unwrap();
         for block in &blocks {
             out.push_str("\n    {");
             for (i, v) in block.iter().enumerate() {
@@ -143,7 +158,11 @@ mod tests {
     fn class_lookup_matches_oniguruma() {
         let bits = class_bits();
         for (cp, &expected) in bits.iter().enumerate() {
-            assert_eq!(crate::kernels::unicode_class(cp as u32), expected, "U+{cp:04X}");
+            assert_eq!(
+                crate::kernels::unicode_class(cp as u32),
+                expected,
+                "U+{cp:04X}"
+            );
         }
         for cp in [0x110000, 0x1FFFFF, u32::MAX] {
             assert_eq!(crate::kernels::unicode_class(cp), 0);
