@@ -93,17 +93,16 @@ GT_HD int gt_past_words(const GtWords* x, gt_u32 w) {
     return 1;
 }
 
-// Merge-loop scratch of the BPE families: n entries per byte (heap: 3n).
+// Merge-loop scratch of the BPE families: n entries per byte (heap: 2n).
 struct GtMergeScratch {
     gt_u32* ids;
     gt_i32* prev;
     gt_i32* next;
-    gt_u32* len;
     GtMergeEntry* heap;
 };
 
 GT_HD GtBpeScratch gt_merge_scratch_at(const GtMergeScratch* m, gt_u32 start) {
-    GtBpeScratch s = {m->ids + start, m->prev + start, m->next + start, m->len + start, m->heap + 3ull * start};
+    GtBpeScratch s = {m->ids + start, m->prev + start, m->next + start, m->heap + 2ull * start};
     return s;
 }
 

@@ -27,19 +27,23 @@ struct GtBpeModel {
     gt_u32 pad_;           // named padding: the Rust mirror has no hidden bytes
 };
 
-// Caller-owned scratch for a word of n bytes: ids/prev/next/len hold n
-// entries each, heap holds 3n (n - 1 initial pairs + at most 2 per merge).
+// Caller-owned scratch for a word of n bytes: ids/prev/next hold n
+// entries each, heap holds 2n. Why that is enough: it starts with at most
+// n - 1 pairs; every pop that merges pushes at most 2 (net +1), every other
+// pop pushes none (net -1), and there are at most n - 1 merges, so it never
+// holds more than 2n - 2.
+// An entry is a merge's rank and its left symbol; the id it merges into is
+// the merge's own (merges.merged_of_rank), so 8 bytes hold it.
 struct GtMergeEntry {
     gt_u32 rank;
     gt_u32 pos;
-    gt_u32 merged;
 };
 
+// A symbol's next is -1 at the end of the word, -2 once merged away.
 struct GtBpeScratch {
     gt_u32* ids;
     gt_i32* prev;
     gt_i32* next;
-    gt_u32* len;
     GtMergeEntry* heap;
 };
 
@@ -78,13 +82,13 @@ GT_HD GtMergeEntry gt_heap_pop(GtMergeEntry* heap, gt_u32* size) {
 GT_HD void gt_push_pair(const GtPairTable* merges, GtBpeScratch s, gt_u32* heap_size, gt_u32 left, gt_u32 right) {
     gt_u32 rank, merged;
     if (gt_pair_find(merges, s.ids[left], s.ids[right], &rank, &merged)) {
-        GtMergeEntry e = {rank, left, merged};
+        GtMergeEntry e = {rank, left};
         gt_heap_push(s.heap, heap_size, e);
     }
 }
 
-// The merge loop over the n > 0 symbols s.ids[0..n) (lengths in s.len; the
-// caller links prev/next): writes the final ids to out, returns their count.
+// The merge loop over the n > 0 symbols s.ids[0..n) (the caller links
+// prev/next): writes the final ids to out, returns their count.
 // Shared by byte-level BPE (one symbol per byte) and SentencePiece-style BPE
 // (gt_spm.cuh: one per character, or per fallback byte).
 GT_HD gt_u32 gt_bpe_merge(const GtPairTable* merges, GtBpeScratch s, gt_u32 n, gt_u32* out) {
@@ -94,17 +98,19 @@ GT_HD gt_u32 gt_bpe_merge(const GtPairTable* merges, GtBpeScratch s, gt_u32 n, g
     while (heap_size > 0) {
         GtMergeEntry top = gt_heap_pop(s.heap, &heap_size);
         gt_u32 pos = top.pos;
-        if (s.len[pos] == 0 || s.next[pos] < 0) continue;  // merged away, or last symbol
+        if (s.next[pos] < 0) continue;  // last symbol, or merged away
         gt_u32 right = (gt_u32)s.next[pos];
         gt_u32 rank, merged;
-        if (!gt_pair_find(merges, s.ids[pos], s.ids[right], &rank, &merged) || merged != top.merged) {
-            continue;  // stale entry: this pair changed since it was queued
+        // As the crate checks: stale when the pair now there does not merge
+        // into the id this entry's merge makes.
+        if (!gt_pair_find(merges, s.ids[pos], s.ids[right], &rank, &merged) ||
+            merged != merges->merged_of_rank[top.rank]) {
+            continue;
         }
-        s.ids[pos] = top.merged;
-        s.len[pos] += s.len[right];
+        s.ids[pos] = merged;
         s.next[pos] = s.next[right];
-        s.len[right] = 0;
         if (s.next[right] >= 0) s.prev[s.next[right]] = (gt_i32)pos;
+        s.next[right] = -2;  // merged away: its queued pairs are stale
         if (s.prev[pos] >= 0) gt_push_pair(merges, s, &heap_size, (gt_u32)s.prev[pos], pos);
         if (s.next[pos] >= 0) gt_push_pair(merges, s, &heap_size, pos, (gt_u32)s.next[pos]);
     }
@@ -135,10 +141,7 @@ GT_HD gt_u32 gt_whole_word(const GtBytesTable* vocab, const gt_u8* bytes, gt_u32
 GT_HD gt_u32 gt_bpe_word(const GtBpeModel* m, const gt_u8* bytes, gt_u32 n, GtBpeScratch s, gt_u32* out) {
     if (n == 0) return 0;
     if (m->ignore_merges && gt_whole_word(&m->vocab, bytes, n, out)) return 1;
-    for (gt_u32 i = 0; i < n; ++i) {
-        s.ids[i] = m->byte_ids[bytes[i]];
-        s.len[i] = 1;
-    }
+    for (gt_u32 i = 0; i < n; ++i) s.ids[i] = m->byte_ids[bytes[i]];
     gt_bpe_link(s, n);
     return gt_bpe_merge(&m->merges, s, n, out);
 }

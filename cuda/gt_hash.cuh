@@ -20,8 +20,9 @@ struct GtPairSlot {
 };
 
 struct GtPairTable {
-    const GtPairSlot* slots;  // capacity entries
-    gt_u64 mask;              // capacity - 1
+    const GtPairSlot* slots;        // capacity entries
+    gt_u64 mask;                    // capacity - 1
+    const gt_u32* merged_of_rank;   // each merge's id, by rank (the merge loop's stale check)
 };
 
 GT_HD gt_u64 gt_mix64(gt_u64 x) {

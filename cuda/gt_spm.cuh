@@ -26,11 +26,11 @@ struct GtSpmModel {
 };
 
 // Encodes bytes[0..n) into out (room for n ids); returns the number of ids.
-// The scratch holds n symbols (3n heap entries), as for gt_bpe_word.
+// The scratch holds n symbols (2n heap entries), as for gt_bpe_word.
 GT_HD gt_u32 gt_spm_word(const GtSpmModel* m, const gt_u8* bytes, gt_u32 n, GtBpeScratch s, gt_u32* out) {
     if (n == 0) return 0;
     if (m->ignore_merges && gt_whole_word(&m->vocab, bytes, n, out)) return 1;
-    gt_u32 k = 0, unk_len = 0;
+    gt_u32 k = 0, unk_len = 0;  // unk_len: bytes of the unknown run so far
     for (gt_u32 pos = 0; pos < n;) {
         gt_u32 len = gt_utf8_len(bytes[pos]);
         gt_u32 id = gt_bytes_find(&m->vocab, bytes + pos, len);
@@ -38,21 +38,17 @@ GT_HD gt_u32 gt_spm_word(const GtSpmModel* m, const gt_u8* bytes, gt_u32 n, GtBp
         for (gt_u32 i = 0; fallback && i < len; ++i) fallback = m->byte_ids[bytes[pos + i]] != GT_NONE;
         if (id != GT_NONE) {
             if (unk_len) {
-                s.ids[k] = m->unk_id;
-                s.len[k++] = unk_len;
+                s.ids[k++] = m->unk_id;
                 unk_len = 0;
             }
-            s.ids[k] = id;
-            s.len[k++] = len;
+            s.ids[k++] = id;
         } else if (fallback) {
             for (gt_u32 i = 0; i < len; ++i) {
-                s.ids[k] = m->byte_ids[bytes[pos + i]];
-                s.len[k++] = 1;
+                s.ids[k++] = m->byte_ids[bytes[pos + i]];
             }
         } else if (m->unk_id != GT_NONE) {
             if (unk_len && !m->fuse_unk) {
-                s.ids[k] = m->unk_id;
-                s.len[k++] = unk_len;
+                s.ids[k++] = m->unk_id;
                 unk_len = 0;
             }
             unk_len += len;
@@ -60,8 +56,7 @@ GT_HD gt_u32 gt_spm_word(const GtSpmModel* m, const gt_u8* bytes, gt_u32 n, GtBp
         pos += len;
     }
     if (unk_len) {
-        s.ids[k] = m->unk_id;
-        s.len[k++] = unk_len;
+        s.ids[k++] = m->unk_id;
     }
     if (k == 0) return 0;
     gt_bpe_link(s, k);

@@ -142,13 +142,23 @@ def test_timings_of_device_and_cpu_calls() -> None:
     dev = tok._core.encode_batch(docs(), device="emulator")
     wall_ms = (time.perf_counter() - start) * 1e3
     timings = dev.timings()
-    assert set(timings) == {"kernels_ms", "upload_ms", "prepare_ms", "rows_on_host", "emulated_device_ms"}
+    assert set(timings) == {"kernels_ms", "upload_ms", "prepare_ms", "rows_on_host", "emulated_device_ms",
+                            "emulated_peak_bytes"}
     assert timings["kernels_ms"] > 0 and timings["prepare_ms"] > 0
     # the device's work the emulator did is part of the call (benches/host_cost.py takes it out)
     assert 0 < timings["emulated_device_ms"] < wall_ms
     assert tok._core.encode_batch(["x"]).timings() is None
     enc = tok.encode_batch(["x"], device="cpu")
     assert set(enc.timings) == {"total_ms"} and enc.timings["total_ms"] > 0
+
+
+def test_device_memory_per_byte_of_text() -> None:
+    # Byte-level BPE in one chunk, at its peak (the merge loop): per byte of
+    # text, 1 of text, 16 of words and counts, 4 of model output and 28 of
+    # merge scratch (ids, links, a heap of 2n 8-byte entries); it was 74.
+    text_bytes = sum(len(d.encode()) for d in docs())
+    timings = ours("qwen3")._core.encode_batch(docs(), device=f"emulator:{1 << 26}").timings()
+    assert 45 * text_bytes < timings["emulated_peak_bytes"] <= 50 * text_bytes
 
 
 def test_unknown_core_devices_are_refused() -> None:

@@ -24,6 +24,8 @@ pub struct Emulator {
     /// Bytes allocated and not yet freed, and the most there may be.
     in_use: Arc<AtomicUsize>,
     limit: Option<usize>,
+    /// The most bytes in use at once so far.
+    peak: AtomicUsize,
     chunk_bytes: usize,
     /// Nanoseconds spent doing the device's work: running kernels, and
     /// allocating, filling and freeing memory (device memory costs the host
@@ -118,6 +120,7 @@ impl Emulator {
             exported: memory(true),
             in_use: in_use.clone(),
             limit: None,
+            peak: AtomicUsize::new(0),
             chunk_bytes: chunk_bytes.max(1),
             device_ns,
             trace: None,
@@ -131,6 +134,11 @@ impl Emulator {
             limit: Some(limit),
             ..Emulator::new(chunk_bytes)
         }
+    }
+
+    /// The most bytes of emulated device memory in use at once so far.
+    pub fn peak_bytes(&self) -> usize {
+        self.peak.load(Ordering::Relaxed)
     }
 
     /// An emulator that records every operation (`trace`).
@@ -180,6 +188,7 @@ impl DeviceStream for Emulator {
                  ({limit} bytes in all)"
             )));
         }
+        self.peak.fetch_max(used, Ordering::Relaxed);
         // Filled with a pattern, not zeros: a kernel that reads memory it never
         // wrote shows up as wrong ids in the parity tests.
         let memory: Box<[u64]> = vec![0xA5A5_A5A5_A5A5_A5A5u64; words].into_boxed_slice();
@@ -272,6 +281,10 @@ impl DeviceStream for Emulator {
 
     fn emulated_device_ms(&self) -> Option<f64> {
         Some(self.device_ns.load(Ordering::Relaxed) as f64 / 1e6)
+    }
+
+    fn emulated_peak_bytes(&self) -> Option<usize> {
+        Some(self.peak_bytes())
     }
 }
 

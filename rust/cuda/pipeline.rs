@@ -20,7 +20,7 @@ use crate::kernels::{
     GtWords, Kernel, KernelArgs, Pod,
 };
 use crate::layout::{narrow, row_layout, Batch, Dtype, Outputs};
-use crate::plan::bytelevel::ByteLevelPlan;
+use crate::plan::bytelevel::{ByteLevelPlan, MergeTable};
 use crate::plan::FastPlan;
 use std::borrow::Cow;
 use std::ops::Range;
@@ -105,6 +105,8 @@ pub struct Timings {
     pub rows_on_host: usize,
     /// Time the host emulator spent doing the device's work (None on a GPU).
     pub emulated_device_ms: Option<f64>,
+    /// The most device memory the emulator had in use at once (None on a GPU).
+    pub emulated_peak_bytes: Option<usize>,
 }
 
 /// A packed batch whose token buffers live on the device.
@@ -258,14 +260,18 @@ fn byte_level_model(
 /// A merge table on the device (its buffer kept in `bufs`).
 fn upload_pairs(
     dev: &dyn DeviceStream,
-    slots: &[GtPairSlot],
+    table: &MergeTable,
     bufs: &mut Vec<DevBuf>,
 ) -> Result<GtPairTable> {
-    bufs.push(dev.upload_new(slots)?);
-    Ok(GtPairTable {
-        slots: bufs[bufs.len() - 1].ptr() as *const GtPairSlot,
-        mask: slots.len() as u64 - 1,
-    })
+    let slots = dev.upload_new(&table.slots)?;
+    let merged_of_rank = dev.upload_new(&table.merged_of_rank)?;
+    let view = GtPairTable {
+        slots: slots.ptr() as *const GtPairSlot,
+        mask: table.slots.len() as u64 - 1,
+        merged_of_rank: merged_of_rank.ptr() as *const u32,
+    };
+    bufs.extend([slots, merged_of_rank]);
+    Ok(view)
 }
 
 /// A byte-string table on the device (its buffers kept in `bufs`).
@@ -689,14 +695,13 @@ fn tokenize_chunk(
         };
         // The BPE families' merge scratch (see gt_bpe_words).
         let merge_scratch = || -> Result<(Vec<DevBuf>, GtMergeScratch)> {
-            let heap = scratch(3 * std::mem::size_of::<GtMergeEntry>())?;
-            let bufs = vec![scratch(4)?, scratch(4)?, scratch(4)?, scratch(4)?, heap];
+            let heap = scratch(2 * std::mem::size_of::<GtMergeEntry>())?;
+            let bufs = vec![scratch(4)?, scratch(4)?, scratch(4)?, heap];
             let merge = GtMergeScratch {
                 ids: bufs[0].ptr(),
                 prev: bufs[1].ptr(),
                 next: bufs[2].ptr(),
-                len: bufs[3].ptr(),
-                heap: bufs[4].ptr(),
+                heap: bufs[3].ptr(),
             };
             Ok((bufs, merge))
         };

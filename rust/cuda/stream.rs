@@ -205,6 +205,10 @@ pub trait DeviceStream {
     fn emulated_device_ms(&self) -> Option<f64> {
         None
     }
+    /// The most device memory in use at once so far (the emulator's count).
+    fn emulated_peak_bytes(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// Typed helpers over [`DeviceStream`].

@@ -82,6 +82,7 @@ impl Engine {
         // After the pipeline's scratch is freed: on a GPU the frees are queued
         // on the stream, not host work, so the emulator counts them as device time.
         batch.timings.emulated_device_ms = dev.emulated_device_ms();
+        batch.timings.emulated_peak_bytes = dev.emulated_peak_bytes();
         batch.timings.rows_on_host = on_host.iter().filter(|&&host| host).count();
         Ok(batch)
     }

@@ -109,6 +109,8 @@ c_mirror! {
     pub struct GtPairTable {
         pub slots: *const GtPairSlot,
         pub mask: u64,
+        /// Each merge's id, by rank.
+        pub merged_of_rank: *const u32,
     }
 }
 
@@ -216,6 +218,7 @@ impl GtBpeModel {
             merges: GtPairTable {
                 slots: std::ptr::null(),
                 mask: 0,
+                merged_of_rank: std::ptr::null(),
             },
             vocab: GtBytesTable {
                 slots: std::ptr::null(),
@@ -237,7 +240,6 @@ c_mirror! {
     pub struct GtMergeEntry {
         rank: u32,
         pos: u32,
-        merged: u32,
     }
 }
 
@@ -247,7 +249,6 @@ c_mirror! {
         pub ids: *mut u32,
         pub prev: *mut i32,
         pub next: *mut i32,
-        pub len: *mut u32,
         pub heap: *mut GtMergeEntry,
     }
 }
@@ -369,7 +370,6 @@ c_mirror! {
         pub ids: DevPtr,
         pub prev: DevPtr,
         pub next: DevPtr,
-        pub len: DevPtr,
         pub heap: DevPtr,
     }
 }

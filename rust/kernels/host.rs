@@ -176,7 +176,6 @@ pub struct Scratch {
     ids: Vec<u32>,
     prev: Vec<i32>,
     next: Vec<i32>,
-    len: Vec<u32>,
     heap: Vec<GtMergeEntry>,
 }
 
@@ -186,8 +185,7 @@ impl Scratch {
             self.ids.resize(n, 0);
             self.prev.resize(n, 0);
             self.next.resize(n, 0);
-            self.len.resize(n, 0);
-            self.heap.resize(3 * n, GtMergeEntry::default());
+            self.heap.resize(2 * n, GtMergeEntry::default());
         }
     }
 }
@@ -220,7 +218,7 @@ pub fn spm_word(
     }
 }
 
-/// Runs a per-word kernel given n bytes, scratch for n symbols (3n heap
+/// Runs a per-word kernel given n bytes, scratch for n symbols (2n heap
 /// entries) and room for n ids; it returns how many ids it wrote. False,
 /// running nothing, for a word too long for the scratch's u32 indices.
 ///
@@ -246,7 +244,6 @@ unsafe fn run_word(
         ids: scratch.ids.as_mut_ptr(),
         prev: scratch.prev.as_mut_ptr(),
         next: scratch.next.as_mut_ptr(),
-        len: scratch.len.as_mut_ptr(),
         heap: scratch.heap.as_mut_ptr(),
     };
     // SAFETY: `out` has room for the n ids past `at`.

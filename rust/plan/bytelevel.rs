@@ -185,7 +185,7 @@ pub struct ByteLevelPlan {
 
 /// The arrays behind [`GtBpeModel`], for copying to a device.
 pub struct ModelTables<'a> {
-    pub merges: &'a [GtPairSlot],
+    pub merges: &'a MergeTable,
     /// Whole words (every token with ignore_merges, else empty).
     pub words: &'a BytesTable,
 }
@@ -339,7 +339,7 @@ impl ByteLevelPlan {
     /// The arrays the model view points into.
     pub fn tables(&self) -> ModelTables<'_> {
         ModelTables {
-            merges: &self.merges.slots,
+            merges: &self.merges,
             words: &self.words,
         }
     }
@@ -547,9 +547,11 @@ pub(super) fn check_bpe_model(model: &Value) -> Result<(), String> {
     Ok(())
 }
 
-/// The slots of a `GtPairTable`: (left id, right id) -> (rank, id of the joined token).
-pub(super) struct MergeTable {
+/// The arrays of a `GtPairTable`: slots (left id, right id) -> (rank, id of
+/// the joined token), and each merge's id by rank.
+pub struct MergeTable {
     pub slots: Vec<GtPairSlot>,
+    pub merged_of_rank: Vec<u32>,
 }
 
 impl MergeTable {
@@ -558,6 +560,7 @@ impl MergeTable {
         GtPairTable {
             slots: self.slots.as_ptr(),
             mask: self.slots.len() as u64 - 1,
+            merged_of_rank: self.merged_of_rank.as_ptr(),
         }
     }
 }
@@ -570,6 +573,7 @@ pub(super) fn merge_table(
     let merges = merges.as_array().ok_or("model.merges is not a list")?;
     let capacity = (2 * merges.len()).next_power_of_two().max(2);
     let mut slots = vec![GtPairSlot::default(); capacity];
+    let mut merged_of_rank = Vec::with_capacity(merges.len());
     let mut joined = String::new();
     for (rank, merge) in merges.iter().enumerate() {
         let (a, b) = merge_parts(merge)?;
@@ -582,8 +586,12 @@ pub(super) fn merge_table(
             ));
         };
         kernels::pair_insert(&mut slots, (ia, ib), rank as u32, im);
+        merged_of_rank.push(im);
     }
-    Ok(MergeTable { slots })
+    Ok(MergeTable {
+        slots,
+        merged_of_rank,
+    })
 }
 
 pub(super) fn merge_parts(merge: &Value) -> Result<(&str, &str), String> {

@@ -126,8 +126,8 @@ impl SpmPlan {
     }
 
     /// The arrays the model view points into (merges, vocabulary), for a device.
-    pub fn tables(&self) -> (&[crate::kernels::GtPairSlot], &BytesTable) {
-        (&self.tables.0.slots, &self.tables.1)
+    pub fn tables(&self) -> (&MergeTable, &BytesTable) {
+        (&self.tables.0, &self.tables.1)
     }
 
     /// A piece of text (between added tokens) after the normalizer; None

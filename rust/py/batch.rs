@@ -172,8 +172,8 @@ impl CoreBatch {
 
     /// Milliseconds spent by a device call: {"kernels_ms", "upload_ms",
     /// "prepare_ms", "rows_on_host" (rows the host encoded whole)}, and
-    /// "emulated_device_ms" from the host emulator; None
-    /// for a CPU call.
+    /// "emulated_device_ms" and "emulated_peak_bytes" (the most device memory
+    /// in use at once) from the host emulator; None for a CPU call.
     fn timings<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
         let Some(t) = self.timings else {
             return Ok(None);
@@ -185,6 +185,9 @@ impl CoreBatch {
         out.set_item("rows_on_host", t.rows_on_host)?;
         if let Some(ms) = t.emulated_device_ms {
             out.set_item("emulated_device_ms", ms)?;
+        }
+        if let Some(bytes) = t.emulated_peak_bytes {
+            out.set_item("emulated_peak_bytes", bytes)?;
         }
         Ok(Some(out))
     }
