@@ -20,6 +20,8 @@ Every array starts on a 4-byte boundary (row_offsets on an 8-byte one).
 from __future__ import annotations
 
 import struct
+import sys
+from array import array
 from typing import Any
 
 MAGIC = b"GTK1"
@@ -73,3 +75,35 @@ def to_rows(unpacked: dict[str, Any]) -> dict[str, list[Any]]:
     offsets = unpacked["row_offsets"].tolist()
     return {name: [values[a:b].tolist() for a, b in zip(offsets, offsets[1:], strict=False)]
             for name, values in unpacked.items() if name != "row_offsets"}
+
+
+def rows(body: bytes) -> dict[str, list[Any]]:
+    """A packed body as per-row lists (the JSON answer's shape, `to_rows(unpack(body))`)
+    with the standard library only (the binary protocol's clients)."""
+    if len(body) < _HEADER.size:
+        raise ValueError("packed body too short for its header")
+    magic, count, tokens, flags = _HEADER.unpack_from(body)
+    if magic != MAGIC:
+        raise ValueError(f"packed body starts with {magic!r}, not {MAGIC!r}")
+    names = ["input_ids"] + [name for name, flag in FIELD_FLAGS.items() if flags & flag]
+    ints = array("i")
+    ints.frombytes(memoryview(body)[_HEADER.size + 8 * (count + 1):])
+    offsets = array("q")
+    offsets.frombytes(memoryview(body)[_HEADER.size:_HEADER.size + 8 * (count + 1)])
+    if sys.byteorder == "big":
+        ints.byteswap()
+        offsets.byteswap()
+    widths = [2 if name == "offset_mapping" else 1 for name in names]
+    if len(ints) != tokens * sum(widths) or len(offsets) != count + 1:
+        raise ValueError(f"packed body has {len(body)} bytes, not what its header announces")
+    values = ints.tolist()
+    bounds = list(zip(offsets.tolist(), offsets[1:].tolist(), strict=False))
+    out: dict[str, list[Any]] = {}
+    at = 0
+    for name, width in zip(names, widths, strict=True):
+        if width == 1:
+            out[name] = [values[at + a:at + b] for a, b in bounds]
+        else:
+            out[name] = [[values[at + 2 * k:at + 2 * k + 2] for k in range(a, b)] for a, b in bounds]
+        at += tokens * width
+    return out
