@@ -30,7 +30,7 @@ import http.client
 import json
 import queue
 import socket
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 from . import _frames, _wire
@@ -409,8 +409,7 @@ class _Pipeline(asyncio.Protocol):
         self._buffer = b""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's are not subclasses of asyncio's
 
     def data_received(self, data: bytes) -> None:
         if self._buffer:

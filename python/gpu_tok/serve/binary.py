@@ -30,7 +30,7 @@ import struct
 import time
 from collections import deque
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 
@@ -187,8 +187,7 @@ class BinaryListener:
         """A request frame's B, O, flags, options, lengths and texts (`BadRequest`
         names what is wrong)."""
         if end - start < _BODY_HEAD.size:
-            raise BadRequest(f"a frame of {end - start + 4} bytes after its length: a request frame has at least "
-                             f"{_BODY_HEAD.size + 4}")
+            raise BadRequest(f"a request frame of {end - start + 8} bytes: the smallest is {_BODY_HEAD.size + 8}")
         count, options_size, flags = _BODY_HEAD.unpack_from(data, start)
         if flags & ~FLAG_PAIRS:
             raise BadRequest(f"unknown flags {flags:#x} in the frame header (only bit 0, pairs, is defined)")
@@ -245,8 +244,7 @@ class _Connection(asyncio.Protocol):
         self._closed = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's are not subclasses of asyncio's
         self.listener.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
