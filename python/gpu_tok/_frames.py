@@ -38,15 +38,23 @@ FLAG_PAIRS = 1
 MAX_ID = 2**32 - 1
 
 
+_LENGTHS = [struct.Struct(f"<{n}I") for n in range(17)]
+
+
+def lengths_struct(n: int) -> struct.Struct:
+    """The struct of `n` uint32 (the byte lengths of a frame's texts; the small ones made once)."""
+    return _LENGTHS[n] if n < len(_LENGTHS) else struct.Struct(f"<{n}I")
+
+
 def request_frame(request_id: int, texts: list[str], pairs: list[str] | None, options: bytes) -> bytes:
     """One request frame; `options` is the JSON header (b"" for none)."""
     blobs = [t.encode("utf-8") for t in texts]
     if pairs is not None:
         blobs += [p.encode("utf-8") for p in pairs]
-    lengths = struct.pack(f"<{len(blobs)}I", *map(len, blobs))
-    size = REQUEST_HEAD.size - 4 + len(options) + len(lengths) + sum(map(len, blobs))
+    sizes = [len(blob) for blob in blobs]
+    size = REQUEST_HEAD.size - 4 + len(options) + 4 * len(blobs) + sum(sizes)
     head = REQUEST_HEAD.pack(size, request_id, len(texts), len(options), FLAG_PAIRS if pairs is not None else 0)
-    return b"".join((head, options, lengths, *blobs))
+    return b"".join((head, options, lengths_struct(len(blobs)).pack(*sizes), *blobs))
 
 
 def answer_frame(request_id: int, status: int, body: bytes) -> bytes:

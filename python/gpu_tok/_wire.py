@@ -46,6 +46,40 @@ def pack(row_offsets: Any, fields: dict[str, Any]) -> bytes:
     return b"".join(parts)
 
 
+def pack_many(row_offsets: Any, fields: dict[str, Any], counts: list[int]) -> list[bytes]:
+    """`pack` for consecutive slices of one batch: body i holds the next
+    `counts[i]` rows, its row offsets rebased to 0. Every array is converted
+    once for all the bodies (a merged engine call answers many requests)."""
+    import numpy as np
+
+    if not counts:
+        return []
+    offsets = np.asarray(row_offsets, dtype=np.int64)
+    rows = np.asarray(counts, dtype=np.int64)
+    sizes = rows + 1  # a body has rows + 1 offsets
+    firsts = np.cumsum(rows) - rows  # the first row of each body
+    starts = np.cumsum(sizes) - sizes  # where each body's offsets start in `rebased`
+    # row_offsets[first_i .. first_i + counts[i]] - row_offsets[first_i], for every body, back to back
+    index = np.arange(int(sizes.sum())) - np.repeat(starts - firsts, sizes)
+    rebased = (offsets[index] - np.repeat(offsets[firsts], sizes)).astype("<i8").tobytes()
+    flags = sum(flag for name, flag in FIELD_FLAGS.items() if name in fields)
+    names = ["input_ids"] + [name for name in FIELD_FLAGS if name in fields]
+    blobs = [(np.ascontiguousarray(fields[name], dtype="<i4").tobytes(), 8 if name == "offset_mapping" else 4)
+             for name in names]
+    bounds = offsets.tolist()
+    head = _HEADER.pack
+    out = []
+    row = at = 0
+    for count in counts:
+        a, b = bounds[row], bounds[row + count]
+        parts = [head(MAGIC, count, b - a, flags), rebased[8 * at:8 * (at + count + 1)]]
+        parts += [blob[width * a:width * b] for blob, width in blobs]
+        out.append(b"".join(parts))
+        row += count
+        at += count + 1
+    return out
+
+
 def unpack(body: bytes) -> dict[str, Any]:
     """A packed body as numpy arrays: `row_offsets` (int64, B + 1), `input_ids`
     and the other fields (int32, flat; `offset_mapping` is N x 2)."""
@@ -85,25 +119,25 @@ def rows(body: bytes) -> dict[str, list[Any]]:
     magic, count, tokens, flags = _HEADER.unpack_from(body)
     if magic != MAGIC:
         raise ValueError(f"packed body starts with {magic!r}, not {MAGIC!r}")
-    names = ["input_ids"] + [name for name, flag in FIELD_FLAGS.items() if flags & flag]
-    ints = array("i")
-    ints.frombytes(memoryview(body)[_HEADER.size + 8 * (count + 1):])
-    offsets = array("q")
-    offsets.frombytes(memoryview(body)[_HEADER.size:_HEADER.size + 8 * (count + 1)])
+    at = _HEADER.size + 8 * (count + 1)
+    widths = [1] + [2 if name == "offset_mapping" else 1 for name, flag in FIELD_FLAGS.items() if flags & flag]
+    if len(body) != at + 4 * tokens * sum(widths):
+        raise ValueError(f"packed body has {len(body)} bytes, its header announces {at + 4 * tokens * sum(widths)}")
+    offsets = array("q", body[_HEADER.size:at])
+    values = array("i", body[at:])
     if sys.byteorder == "big":
-        ints.byteswap()
         offsets.byteswap()
-    widths = [2 if name == "offset_mapping" else 1 for name in names]
-    if len(ints) != tokens * sum(widths) or len(offsets) != count + 1:
-        raise ValueError(f"packed body has {len(body)} bytes, not what its header announces")
-    values = ints.tolist()
-    bounds = list(zip(offsets.tolist(), offsets[1:].tolist(), strict=False))
+        values.byteswap()
+    bounds = offsets.tolist()
+    flat = values.tolist()
+    names = ["input_ids"] + [name for name, flag in FIELD_FLAGS.items() if flags & flag]
     out: dict[str, list[Any]] = {}
-    at = 0
+    base = 0
     for name, width in zip(names, widths, strict=True):
         if width == 1:
-            out[name] = [values[at + a:at + b] for a, b in bounds]
+            out[name] = [flat[base + a:base + b] for a, b in zip(bounds, bounds[1:], strict=False)]
         else:
-            out[name] = [[values[at + 2 * k:at + 2 * k + 2] for k in range(a, b)] for a, b in bounds]
-        at += tokens * width
+            pairs = [flat[i:i + 2] for i in range(base, base + 2 * tokens, 2)]
+            out[name] = [pairs[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+        base += tokens * width
     return out

@@ -30,6 +30,7 @@ import http.client
 import json
 import queue
 import socket
+from collections import deque
 from typing import Any, cast
 from urllib.parse import urlsplit
 
@@ -400,23 +401,48 @@ class BinaryClient:
 
 class _Pipeline(asyncio.Protocol):
     """One connection of `AsyncBinaryClient`: requests written as they come,
-    answers handed to the waiting calls by request id."""
+    answers handed to the waiting calls by request id. Timeouts: one sweep
+    over the calls in the order they were sent (not a timer per call)."""
 
-    def __init__(self) -> None:
+    def __init__(self, timeout: float) -> None:
         self.transport: asyncio.Transport | None = None
         self.waiting: dict[int, asyncio.Future[tuple[int, bytes]]] = {}
         self.lost = False
         self._buffer = b""
+        self._timeout = timeout
+        self._deadlines: deque[tuple[float, asyncio.Future[tuple[int, bytes]]]] = deque()
+        self._sweep_at: asyncio.TimerHandle | None = None
+        self._loop = asyncio.get_running_loop()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's are not subclasses of asyncio's
+
+    def send(self, request_id: int, frame: bytes) -> asyncio.Future[tuple[int, bytes]]:
+        """Writes a request; the future gets (status, body) of its answer."""
+        future = self._loop.create_future()
+        self.waiting[request_id] = future
+        self._deadlines.append((self._loop.time() + self._timeout, future))
+        if self._sweep_at is None:
+            self._sweep_at = self._loop.call_later(min(self._timeout, 0.1), self._sweep)
+        assert self.transport is not None
+        self.transport.write(frame)
+        return future
+
+    def _sweep(self) -> None:
+        now = self._loop.time()
+        deadlines = self._deadlines
+        while deadlines and (deadlines[0][1].done() or deadlines[0][0] <= now):
+            future = deadlines.popleft()[1]
+            if not future.done():
+                future.set_exception(TimeoutError(f"no answer within {self._timeout} s"))
+        self._sweep_at = self._loop.call_later(min(self._timeout, 0.1), self._sweep) if deadlines else None
 
     def data_received(self, data: bytes) -> None:
         if self._buffer:
             data = self._buffer + data
         at, size = 0, len(data)
         head = _frames.ANSWER_HEAD
-        while size - at >= head.size:
+        while size - at >= 12:
             length, request_id, status = head.unpack_from(data, at)
             if length < 8:
                 assert self.transport is not None
@@ -427,12 +453,15 @@ class _Pipeline(asyncio.Protocol):
                 break
             future = self.waiting.pop(request_id, None)
             if future is not None and not future.done():
-                future.set_result((status, data[at + head.size:end]))
+                future.set_result((status, data[at + 12:end]))
             at = end
-        self._buffer = data[at:]
+        self._buffer = data[at:] if at < size else b""
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = True
+        if self._sweep_at is not None:
+            self._sweep_at.cancel()
+            self._sweep_at = None
         waiting, self.waiting = self.waiting, {}
         for future in waiting.values():
             if not future.done():
@@ -458,28 +487,26 @@ class AsyncBinaryClient:
         async with self._lock:  # one call connects, the others wait for it
             if self._pipeline is None or self._pipeline.lost:
                 loop = asyncio.get_running_loop()
+                timeout = self._timeout
                 if self._host == "unix":
-                    _, self._pipeline = await loop.create_unix_connection(_Pipeline, str(self._port))
+                    _, self._pipeline = await loop.create_unix_connection(lambda: _Pipeline(timeout), str(self._port))
                 else:  # sets TCP_NODELAY
-                    _, self._pipeline = await loop.create_connection(_Pipeline, self._host, int(self._port))
+                    _, self._pipeline = await loop.create_connection(lambda: _Pipeline(timeout), self._host,
+                                                                     int(self._port))
             return self._pipeline
 
     async def encode(self, texts: list[str], pairs: list[str] | None = None, *, packed: bool = False,
                      **options: Any) -> dict[str, Any]:
         """`tok(texts, pairs, **options)` as per-row lists; `packed=True`: numpy
-        arrays (row_offsets + flat fields), as `AsyncClient.encode` gives them."""
+        arrays (row_offsets + flat fields), as `AsyncClient.encode` gives them.
+        No answer within `timeout`: `TimeoutError`."""
         header = _options_header(texts, pairs, options)
         for attempt in range(2):  # a connection the server closed meanwhile: retry once on a new one
             pipeline = await self._connection()
             request_id = self._next_id
             self._next_id = (request_id + 1) & _frames.MAX_ID
-            future: asyncio.Future[tuple[int, bytes]] = asyncio.get_running_loop().create_future()
-            pipeline.waiting[request_id] = future
-            assert pipeline.transport is not None
-            pipeline.transport.write(_frames.request_frame(request_id, texts, pairs, header))
             try:
-                async with asyncio.timeout(self._timeout):
-                    status, body = await future
+                status, body = await pipeline.send(request_id, _frames.request_frame(request_id, texts, pairs, header))
             except ConnectionError:
                 if attempt:
                     raise

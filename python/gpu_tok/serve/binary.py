@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, cast
 import orjson
 
 from .._errors import EncodingError, GpuTokError
-from .._frames import ANSWER_HEAD, FLAG_PAIRS, LENGTH_AND_ID
+from .._frames import ANSWER_HEAD, FLAG_PAIRS, LENGTH_AND_ID, lengths_struct
 from .batcher import QueueFull
 from .engine import EncodeJob
 from .protocol import BadRequest, EncodeRequest
@@ -82,6 +82,8 @@ class BinaryListener:
         self._options: dict[tuple[bytes, bool], tuple[tuple[str, Any], ...]] = {}
         self._deadlines: deque[tuple[float, asyncio.Future[Any]]] = deque()  # arrival order = deadline order
         self._sweeper: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._unflushed: list[_Connection] = []  # connections with answers to write in this loop iteration
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -99,7 +101,22 @@ class BinaryListener:
     def _listening(self, server: asyncio.AbstractServer) -> None:
         self._servers.append(server)
         if self._sweeper is None:
-            self._sweeper = asyncio.get_running_loop().create_task(self._expire_forever())
+            self._loop = asyncio.get_running_loop()
+            self._sweeper = self._loop.create_task(self._expire_forever())
+
+    def unflushed(self, connection: _Connection) -> None:
+        """`connection` has answers to write: they leave at the end of this loop
+        iteration, with those of every other connection, one write each."""
+        if not self._unflushed:
+            if self._loop is None:
+                self._loop = asyncio.get_running_loop()
+            self._loop.call_soon(self._flush)
+        self._unflushed.append(connection)
+
+    def _flush(self) -> None:
+        connections, self._unflushed = self._unflushed, []
+        for connection in connections:
+            connection.flush()
 
     def stop_listening(self) -> None:
         """Graceful stop, first step: no new connections, and requests arriving
@@ -210,7 +227,7 @@ class BinaryListener:
         lengths_end = options_end + 4 * n
         if lengths_end > end:
             raise BadRequest(f"the frame is too short for the byte lengths of its {count} texts")
-        lengths = struct.unpack_from(f"<{n}I", data, options_end)
+        lengths = lengths_struct(n).unpack_from(data, options_end)
         if lengths_end + sum(lengths) != end:
             raise BadRequest(f"the texts' byte lengths add up to {sum(lengths)}, the frame holds "
                              f"{end - lengths_end} bytes after them")
@@ -303,11 +320,11 @@ class _Connection(asyncio.Protocol):
     def send(self, frame: bytes) -> None:
         if self._closed:
             return
+        if not self._out:
+            self.listener.unflushed(self)
         self._out.append(frame)
-        if len(self._out) == 1:
-            asyncio.get_running_loop().call_soon(self._flush)
 
-    def _flush(self) -> None:
+    def flush(self) -> None:
         if self._closed or self.transport is None:
             return
         out = self._out
@@ -322,7 +339,7 @@ class _Connection(asyncio.Protocol):
 
     def close(self) -> None:
         self._broken = True
-        self._flush()
+        self.flush()
         if self.transport is not None:
             self.transport.close()
 

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Hashable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -37,8 +36,7 @@ class BadRequest(Exception):
     """A request the server refuses with 400 and this message."""
 
 
-@dataclass(frozen=True)
-class EncodeRequest:
+class EncodeRequest(NamedTuple):  # made once per request: a NamedTuple is the cheapest immutable record
     texts: list[str]
     pairs: list[str] | None
     options: tuple[tuple[str, Any], ...]  # the options sent, sorted by name
@@ -49,8 +47,7 @@ class EncodeRequest:
         return self.pairs is not None, self.options
 
 
-@dataclass(frozen=True)
-class DecodeRequest:
+class DecodeRequest(NamedTuple):
     ids: list[list[int]]
     skip_special_tokens: bool
     clean_up_tokenization_spaces: bool
