@@ -85,10 +85,12 @@ class Batcher:
         group = self._groups.get(key)
         if group is None:
             group = self._groups[key] = _Group()
+            self._wakeup.set()  # a group to wait for (the dispatcher may be waiting for any)
         group.jobs.append(_Job(payload, size, texts, future, time.monotonic()))
         group.size += size
         self._queued += 1
-        self._wakeup.set()
+        if group.size >= self._max_batch_bytes:
+            self._wakeup.set()  # due now; otherwise the dispatcher's timer for the oldest group stands
         return future
 
     async def drain(self) -> None:
