@@ -111,8 +111,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--binary-uds", help="also serve the binary framed protocol on this Unix socket path")
     serve.add_argument("--max-batch-tokens", type=_positive_int, default=262_144,
                        help="close a batch once its requests hold this many bytes (default: 262144)")
-    serve.add_argument("--max-delay-ms", type=float, default=2.0,
-                       help="longest wait for more requests to merge (default: 2)")
+    serve.add_argument("--max-delay-ms", type=float, default=0.2,
+                       help="longest wait for more requests to merge (default: 0.2)")
     serve.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
                        help="where engine calls run; auto: the GPU for large batches when usable (default: auto)")
     serve.add_argument("--workers", type=_positive_int, default=1,
