@@ -180,16 +180,17 @@ class BinaryListener:
         future.add_done_callback(partial(self._answer, connection, request_id, started))
 
     def _answer(self, connection: _Connection, request_id: int, started: float, future: asyncio.Future[Any]) -> None:
-        if future.cancelled():
-            frame = error_frame(request_id, 504, f"no answer within {self.timeout_s} s")
+        try:
+            body = future.result()
+        except asyncio.CancelledError:  # by the timeout sweep
             status = 504
-        elif (err := future.exception()) is not None:
+            frame = error_frame(request_id, 504, f"no answer within {self.timeout_s} s")
+        except Exception as err:
             status, message = failure(err)
             frame = error_frame(request_id, status, message)
         else:
-            body = future.result()
-            frame = ANSWER_HEAD.pack(8 + len(body), request_id, 200) + body
             status = 200
+            frame = ANSWER_HEAD.pack(8 + len(body), request_id, 200) + body
         connection.pending -= 1
         connection.send(frame)
         self.metrics.in_flight -= 1
