@@ -2,30 +2,33 @@
 over the binary framed protocol, a naive per-request `tokenizers` server, and
 what each transport costs alone (a server answering a constant).
 
-Rows, each server in its own process on loopback:
+Rows, each server in its own process on loopback (TCP):
 
 - binary, batching on / off: `gpu-tok serve --binary-port` with its defaults,
   and with `--max-batch-tokens 1 --max-delay-ms 0` (one engine call per
-  request, the server's off switch), driven by `gpu_tok.client.AsyncBinaryClient`;
+  request: the server's off switch), on its binary port;
 - binary floor: a raw asyncio.Protocol server on uvloop that cuts the same
   frames and answers each with a constant frame (the transport's own cost);
-- HTTP, batching on / off: the same two servers' HTTP port, driven by
-  `gpu_tok.client.AsyncClient`;
+- HTTP, batching on / off: the same two servers' HTTP port;
 - naive tokenizers server: one `tokenizers` call per request on the event
   loop, on the same HTTP stack (aiohttp + uvloop + orjson);
 - HTTP floor: the same stack answering a constant.
 
-The clients run in `--client-procs` processes of their own (64 clients split
-among them, each client one connection with one request in flight), each
-sending requests of one or two corpus sentences; requests/s is over the
-first client's start to the last one's end, p50/p99 over every request's
-latency as its client saw it. Every answer's input_ids are checked against
-the library call. The rows are measured in `--rounds` interleaved rounds and
-each one's median round is reported, with the requests per engine call of
-that round (from the server's /metrics).
+The 64 clients run in `--client-procs` processes of their own, each client
+one connection with one request in flight, sending requests of one or two
+corpus sentences. They are `RawClient`s: prebuilt requests (HTTP/1.1
+keep-alive, or frames) written from the protocol's callbacks, answers kept as
+bytes and decoded only after the clock stops, so the load generator takes as
+little of the box as a Python client can (`--library-clients`: drive with
+`gpu_tok.client.AsyncClient` / `AsyncBinaryClient` instead). Requests/s is
+over the first client's start to the last one's end, p50/p99 over every
+request's latency as its client saw it. Every answer's input_ids are checked
+against the library call. The rows are measured in `--rounds` interleaved
+rounds and each one's median round is reported, with the requests per engine
+call of that round (from the server's /metrics).
 
     python benches/serve_bench.py [--tokenizer DIR] [--clients 64] [--requests 200] [--rounds 5]
-                                  [--client-procs 2] [--json benches/results/serve.json]
+                                  [--client-procs 1] [--library-clients] [--json benches/results/serve.json]
 
 `--requests` is per client (the issue's full load test: --requests 2000).
 """
