@@ -324,6 +324,26 @@ def test_broken_framing_closes_only_that_connection_after_answering_it() -> None
             assert client.encode(["small"]) == library(tok, ["small"])  # a new connection
 
 
+def test_frames_split_anyhow_across_writes_arrive_whole(qwen_bin) -> None:
+    """Frames cut at every kind of boundary (inside the length, the header, a
+    text; several frames in one write; a 300 KB frame in 64 KiB pieces) are
+    answered exactly."""
+    tok = ours("qwen3")
+    texts = [["Hello world"], ["é\u0301 日本語 " * 3, "second"], ["word " * 60_000]]
+    expected = [library(tok, t, add_special_tokens=False) for t in texts]
+    frames = b"".join(_frames.request_frame(i, t, None, b'{"add_special_tokens": false}') for i, t in enumerate(texts))
+    with connect(qwen_bin) as sock:
+        for cut in (1, 7, 40):  # the first 200 bytes in pieces of `cut`, the rest in 64 KiB writes
+            head, rest = frames[:200], frames[200:]
+            for at in range(0, len(head), cut):
+                sock.sendall(head[at:at + cut])
+                time.sleep(0.0005)
+            for at in range(0, len(rest), 65536):
+                sock.sendall(rest[at:at + 65536])
+            answers = {request_id: (status, body) for request_id, status, body in (read_answer(sock) for _ in texts)}
+            assert [(answers[i][0], _wire.rows(answers[i][1])) for i in range(3)] == [(200, e) for e in expected]
+
+
 def test_garbage_never_stops_the_server(qwen_bin) -> None:
     rng = random.Random(15)
     for _ in range(30):

@@ -381,7 +381,10 @@ class BinaryClient:
             if request_id != 0 or length < 8:
                 sock.close()
                 raise ConnectionError(f"malformed answer frame (id {request_id}, length {length})")
-            self._idle.put(sock)
+            if status == 413:  # the server closes the connection after a frame over its limit
+                sock.close()
+            else:
+                self._idle.put(sock)
             return _answer(status, body, packed)
         raise AssertionError("unreachable")
 
