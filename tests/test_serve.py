@@ -137,7 +137,7 @@ def test_decode_matches_the_library(qwen) -> None:
 def test_info_health_metrics(qwen) -> None:
     info = qwen.info()
     assert info["vocab_size"] == ours("qwen3").get_vocab_size()
-    assert info["config"]["max_delay_ms"] == 2.0 and len(info["addresses"]) == 2
+    assert info["config"]["max_delay_ms"] == 0.2 and len(info["addresses"]) == 2
     assert qwen.health()["status"] == "ok"
     text = qwen.metrics()
     for name in ("gpu_tok_requests_total", "gpu_tok_batch_requests_bucket", "gpu_tok_queue_depth",

@@ -20,6 +20,8 @@ Every array starts on a 4-byte boundary (row_offsets on an 8-byte one).
 from __future__ import annotations
 
 import struct
+import sys
+from array import array
 from typing import Any
 
 MAGIC = b"GTK1"
@@ -42,6 +44,40 @@ def pack(row_offsets: Any, fields: dict[str, Any]) -> bytes:
              np.ascontiguousarray(ids, dtype="<i4").tobytes()]
     parts += [np.ascontiguousarray(fields[name], dtype="<i4").tobytes() for name in FIELD_FLAGS if name in fields]
     return b"".join(parts)
+
+
+def pack_many(row_offsets: Any, fields: dict[str, Any], counts: list[int]) -> list[bytes]:
+    """`pack` for consecutive slices of one batch: body i holds the next
+    `counts[i]` rows, its row offsets rebased to 0. Every array is converted
+    once for all the bodies (a merged engine call answers many requests)."""
+    import numpy as np
+
+    if not counts:
+        return []
+    offsets = np.asarray(row_offsets, dtype=np.int64)
+    rows = np.asarray(counts, dtype=np.int64)
+    sizes = rows + 1  # a body has rows + 1 offsets
+    firsts = np.cumsum(rows) - rows  # the first row of each body
+    starts = np.cumsum(sizes) - sizes  # where each body's offsets start in `rebased`
+    # row_offsets[first_i .. first_i + counts[i]] - row_offsets[first_i], for every body, back to back
+    index = np.arange(int(sizes.sum())) - np.repeat(starts - firsts, sizes)
+    rebased = (offsets[index] - np.repeat(offsets[firsts], sizes)).astype("<i8").tobytes()
+    flags = sum(flag for name, flag in FIELD_FLAGS.items() if name in fields)
+    names = ["input_ids"] + [name for name in FIELD_FLAGS if name in fields]
+    blobs = [(np.ascontiguousarray(fields[name], dtype="<i4").tobytes(), 8 if name == "offset_mapping" else 4)
+             for name in names]
+    bounds = offsets.tolist()
+    head = _HEADER.pack
+    out = []
+    row = at = 0
+    for count in counts:
+        a, b = bounds[row], bounds[row + count]
+        parts = [head(MAGIC, count, b - a, flags), rebased[8 * at:8 * (at + count + 1)]]
+        parts += [blob[width * a:width * b] for blob, width in blobs]
+        out.append(b"".join(parts))
+        row += count
+        at += count + 1
+    return out
 
 
 def unpack(body: bytes) -> dict[str, Any]:
@@ -73,3 +109,35 @@ def to_rows(unpacked: dict[str, Any]) -> dict[str, list[Any]]:
     offsets = unpacked["row_offsets"].tolist()
     return {name: [values[a:b].tolist() for a, b in zip(offsets, offsets[1:], strict=False)]
             for name, values in unpacked.items() if name != "row_offsets"}
+
+
+def rows(body: bytes) -> dict[str, list[Any]]:
+    """A packed body as per-row lists (the JSON answer's shape, `to_rows(unpack(body))`)
+    with the standard library only (the binary protocol's clients)."""
+    if len(body) < _HEADER.size:
+        raise ValueError("packed body too short for its header")
+    magic, count, tokens, flags = _HEADER.unpack_from(body)
+    if magic != MAGIC:
+        raise ValueError(f"packed body starts with {magic!r}, not {MAGIC!r}")
+    at = _HEADER.size + 8 * (count + 1)
+    widths = [1] + [2 if name == "offset_mapping" else 1 for name, flag in FIELD_FLAGS.items() if flags & flag]
+    if len(body) != at + 4 * tokens * sum(widths):
+        raise ValueError(f"packed body has {len(body)} bytes, its header announces {at + 4 * tokens * sum(widths)}")
+    offsets = array("q", body[_HEADER.size:at])
+    values = array("i", body[at:])
+    if sys.byteorder == "big":
+        offsets.byteswap()
+        values.byteswap()
+    bounds = offsets.tolist()
+    flat = values.tolist()
+    names = ["input_ids"] + [name for name, flag in FIELD_FLAGS.items() if flags & flag]
+    out: dict[str, list[Any]] = {}
+    base = 0
+    for name, width in zip(names, widths, strict=True):
+        if width == 1:
+            out[name] = [flat[base + a:base + b] for a, b in zip(bounds, bounds[1:], strict=False)]
+        else:
+            pairs = [flat[i:i + 2] for i in range(base, base + 2 * tokens, 2)]
+            out[name] = [pairs[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+        base += tokens * width
+    return out

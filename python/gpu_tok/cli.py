@@ -26,7 +26,8 @@ gpu_tok: exact Hugging Face tokenization, fast.
   gpu-tok encode "some text"                     print ids (--json: with tokens and offsets)
   gpu-tok decode 9707 1879                       print text
   gpu-tok info [--tokenizer DIR]                 version, backend, CUDA, threads, plan
-  gpu-tok serve --tokenizer DIR --port 8000      HTTP service with dynamic batching (--uds PATH)
+  gpu-tok serve --tokenizer DIR --port 8000      HTTP service with dynamic batching (--uds PATH,
+                                                 --binary-port N: a binary framed protocol too)
   gpu-tok tokenize --tokenizer DIR data.jsonl --output shards/   corpus to token shards (resumable)
 
 --tokenizer takes tokenizer.json, a model directory, or `default` (the embedded
@@ -105,10 +106,13 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1", help="TCP address to listen on (default: 127.0.0.1)")
     serve.add_argument("--port", type=int, help="TCP port, 0 for any free one (default: 8000, or none with --uds)")
     serve.add_argument("--uds", help="also (or, without --port, only) listen on this Unix socket path")
+    serve.add_argument("--binary-port", type=int, help="also serve /encode in the binary framed protocol on this "
+                                                       "TCP port, 0 for any free one (docs/SERVE.md)")
+    serve.add_argument("--binary-uds", help="also serve the binary framed protocol on this Unix socket path")
     serve.add_argument("--max-batch-tokens", type=_positive_int, default=262_144,
                        help="close a batch once its requests hold this many bytes (default: 262144)")
-    serve.add_argument("--max-delay-ms", type=float, default=2.0,
-                       help="longest wait for more requests to merge (default: 2)")
+    serve.add_argument("--max-delay-ms", type=float, default=0.2,
+                       help="longest wait for more requests to merge (default: 0.2)")
     serve.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
                        help="where engine calls run; auto: the GPU for large batches when usable (default: auto)")
     serve.add_argument("--workers", type=_positive_int, default=1,
@@ -330,7 +334,8 @@ def _serve(args: argparse.Namespace) -> int:
         raise UsageError("--max-delay-ms must be >= 0 and --timeout-s > 0")
     tok, _, path = _load(args.tokenizer)
     port = args.port if args.port is not None or args.uds else 8000
-    config = ServeConfig(host=args.host, port=port, uds=args.uds, max_batch_tokens=args.max_batch_tokens,
+    config = ServeConfig(host=args.host, port=port, uds=args.uds, binary_port=args.binary_port,
+                         binary_uds=args.binary_uds, max_batch_tokens=args.max_batch_tokens,
                          max_delay_ms=args.max_delay_ms, device=args.device, workers=args.workers,
                          max_queue=args.max_queue, max_request_bytes=args.max_request_bytes,
                          timeout_s=args.timeout_s)

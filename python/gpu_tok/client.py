@@ -8,10 +8,18 @@
     async with AsyncClient("http://127.0.0.1:8000") as c:
         await c.encode(["Hello world"])
 
-Standard library only (http.client, asyncio streams), so it adds no
-dependency; `packed=True` needs numpy. Both clients are safe to share: the
-sync one across threads, the async one across tasks; each keeps a pool of
-idle keep-alive connections and opens another only when all are busy.
+    # /encode over the binary framed protocol (gpu-tok serve --binary-port 9000 / --binary-uds PATH)
+    with BinaryClient("gtok://127.0.0.1:9000") as c:    # or BinaryClient("gtok+unix:///run/gpu-tok-bin.sock")
+        c.encode(["Hello world"], truncation=True)       # the same answers as Client.encode
+    async with AsyncBinaryClient("gtok://127.0.0.1:9000") as c:
+        await asyncio.gather(*(c.encode([t]) for t in texts))   # pipelined on one connection
+
+Standard library only (http.client, asyncio streams, sockets), so it adds no
+dependency; `packed=True` needs numpy. The clients are safe to share: the
+sync ones across threads, the async ones across tasks. `Client`,
+`AsyncClient` and `BinaryClient` keep a pool of idle keep-alive connections
+and open another only when all are busy; `AsyncBinaryClient` sends every
+call on one connection without waiting for the answers before (pipelining).
 A failed request raises `ServerError` with the server's status and message.
 """
 
@@ -19,12 +27,14 @@ from __future__ import annotations
 
 import asyncio
 import http.client
+import json
 import queue
 import socket
-from typing import Any
+from collections import deque
+from typing import Any, cast
 from urllib.parse import urlsplit
 
-from . import _wire
+from . import _frames, _wire
 from ._errors import GpuTokError
 
 _JSON = "application/json"
@@ -51,8 +61,6 @@ def _target(url: str) -> tuple[str, int | str]:
 
 
 def _body(texts: Any, pairs: Any, options: dict[str, Any]) -> bytes:
-    import json
-
     if isinstance(texts, str):
         raise TypeError("texts must be a list of strings (wrap a single text in a list)")
     payload = {"texts": list(texts), **options}
@@ -66,16 +74,12 @@ def _result(status: int, headers: dict[str, str], body: bytes) -> Any:
     if status != 200:
         message = body.decode("utf-8", "replace")
         if content_type.startswith(_JSON):
-            import json
-
             message = json.loads(body).get("error", message)
         retry = headers.get("retry-after")
         raise ServerError(status, message, float(retry) if retry else None)
     if content_type.startswith(_wire.CONTENT_TYPE):
         return _wire.unpack(body)
     if content_type.startswith(_JSON):
-        import json
-
         return json.loads(body)
     return body.decode("utf-8")
 
@@ -143,8 +147,6 @@ class Client:
 
     def decode(self, ids: list[list[int]], skip_special_tokens: bool = True,
                clean_up_tokenization_spaces: bool = False) -> list[str]:
-        import json
-
         body = json.dumps({"ids": ids, "skip_special_tokens": skip_special_tokens,
                            "clean_up_tokenization_spaces": clean_up_tokenization_spaces}).encode()
         return self.request("POST", "/decode", body)["texts"]
@@ -256,8 +258,6 @@ class AsyncClient:
 
     async def decode(self, ids: list[list[int]], skip_special_tokens: bool = True,
                      clean_up_tokenization_spaces: bool = False) -> list[str]:
-        import json
-
         body = json.dumps({"ids": ids, "skip_special_tokens": skip_special_tokens,
                            "clean_up_tokenization_spaces": clean_up_tokenization_spaces}).encode()
         return (await self.request("POST", "/decode", body))["texts"]
@@ -282,6 +282,249 @@ class AsyncClient:
                 pass
 
     async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+# -- the binary framed protocol (gpu_tok._frames) ----------------------------------------------
+
+def _binary_target(url: str) -> tuple[str, int | str]:
+    """(host, port) of gtok://host:port, or ("unix", path) of gtok+unix:///path."""
+    parts = urlsplit(url)
+    if parts.scheme == "gtok+unix":
+        return "unix", parts.path
+    if parts.scheme != "gtok":
+        raise ValueError(f"url must be gtok://host:port or gtok+unix:///path/to/socket, not {url!r}")
+    return parts.hostname or "127.0.0.1", parts.port or 9000
+
+
+def _options_header(texts: Any, pairs: Any, options: dict[str, Any]) -> bytes:
+    if isinstance(texts, str):
+        raise TypeError("texts must be a list of strings (wrap a single text in a list)")
+    if pairs is not None and len(pairs) != len(texts):  # the frame has one length per text and per pair
+        raise ValueError(f"pairs has {len(pairs)} items, texts has {len(texts)}: they must match")
+    return json.dumps(options, ensure_ascii=False, separators=(",", ":")).encode("utf-8") if options else b""
+
+
+def _answer(status: int, body: bytes, packed: bool) -> dict[str, Any]:
+    if status != 200:
+        try:
+            error = json.loads(body)
+        except ValueError:
+            error = {"error": body.decode("utf-8", "replace")}
+        retry = error.get("retry_after")
+        raise ServerError(status, error.get("error", ""), float(retry) if retry is not None else None)
+    return _wire.unpack(body) if packed else _wire.rows(body)
+
+
+def _recv_exactly(sock: socket.socket, size: int) -> bytes:
+    buffer = bytearray(size)
+    view = memoryview(buffer)
+    at = 0
+    while at < size:
+        got = sock.recv_into(view[at:])
+        if not got:
+            raise ConnectionResetError("the server closed the connection")
+        at += got
+    return bytes(buffer)
+
+
+class BinaryClient:
+    """Blocking client of the binary protocol (thread-safe, connections pooled):
+    `encode` only, answering exactly as `Client.encode`."""
+
+    def __init__(self, url: str = "gtok://127.0.0.1:9000", *, timeout: float = 60.0) -> None:
+        self._host, self._port = _binary_target(url)
+        self._timeout = timeout
+        self._idle: queue.LifoQueue[socket.socket] = queue.LifoQueue()
+
+    def _connection(self) -> socket.socket:
+        try:
+            return self._idle.get_nowait()
+        except queue.Empty:
+            pass
+        if self._host == "unix":
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(self._timeout)
+            try:
+                sock.connect(str(self._port))
+            except BaseException:
+                sock.close()
+                raise
+            return sock
+        sock = socket.create_connection((self._host, int(self._port)), timeout=self._timeout)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return sock
+
+    def encode(self, texts: list[str], pairs: list[str] | None = None, *, packed: bool = False,
+               **options: Any) -> dict[str, Any]:
+        """`tok(texts, pairs, **options)` as per-row lists; `packed=True`: numpy
+        arrays (row_offsets + flat fields), as `Client.encode` gives them."""
+        frame = _frames.request_frame(0, texts, pairs, _options_header(texts, pairs, options))
+        for attempt in range(2):  # a pooled connection the server closed meanwhile: retry once on a new one
+            sock = self._connection()
+            try:
+                sock.sendall(frame)
+                length, request_id, status = _frames.ANSWER_HEAD.unpack(_recv_exactly(sock, _frames.ANSWER_HEAD.size))
+                body = _recv_exactly(sock, length - 8)
+            except ConnectionError:
+                sock.close()
+                self.close()  # the other idle connections are as stale (a restarted server)
+                if attempt:
+                    raise
+                continue
+            except BaseException:
+                sock.close()
+                raise
+            if request_id != 0 or length < 8:
+                sock.close()
+                raise ConnectionError(f"malformed answer frame (id {request_id}, length {length})")
+            if status == 413:  # the server closes the connection after a frame over its limit
+                sock.close()
+            else:
+                self._idle.put(sock)
+            return _answer(status, body, packed)
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        while True:
+            try:
+                self._idle.get_nowait().close()
+            except queue.Empty:
+                return
+
+    def __enter__(self) -> BinaryClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _Pipeline(asyncio.Protocol):
+    """One connection of `AsyncBinaryClient`: requests written as they come,
+    answers handed to the waiting calls by request id. Timeouts: one sweep
+    over the calls in the order they were sent (not a timer per call)."""
+
+    def __init__(self, timeout: float) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.waiting: dict[int, asyncio.Future[tuple[int, bytes]]] = {}
+        self.lost = False
+        self._buffer = b""
+        self._timeout = timeout
+        self._deadlines: deque[tuple[float, asyncio.Future[tuple[int, bytes]]]] = deque()
+        self._sweep_at: asyncio.TimerHandle | None = None
+        self._loop = asyncio.get_running_loop()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's are not subclasses of asyncio's
+
+    def send(self, request_id: int, frame: bytes) -> asyncio.Future[tuple[int, bytes]]:
+        """Writes a request; the future gets (status, body) of its answer."""
+        future = self._loop.create_future()
+        self.waiting[request_id] = future
+        self._deadlines.append((self._loop.time() + self._timeout, future))
+        if self._sweep_at is None:
+            self._sweep_at = self._loop.call_later(min(self._timeout, 0.1), self._sweep)
+        assert self.transport is not None
+        self.transport.write(frame)
+        return future
+
+    def _sweep(self) -> None:
+        now = self._loop.time()
+        deadlines = self._deadlines
+        while deadlines and (deadlines[0][1].done() or deadlines[0][0] <= now):
+            future = deadlines.popleft()[1]
+            if not future.done():
+                future.set_exception(TimeoutError(f"no answer within {self._timeout} s"))
+        self._sweep_at = self._loop.call_later(min(self._timeout, 0.1), self._sweep) if deadlines else None
+
+    def data_received(self, data: bytes) -> None:
+        if self._buffer:
+            data = self._buffer + data
+        at, size = 0, len(data)
+        head = _frames.ANSWER_HEAD
+        while size - at >= 12:
+            length, request_id, status = head.unpack_from(data, at)
+            if length < 8:
+                assert self.transport is not None
+                self.transport.abort()  # calls connection_lost: the waiting calls fail
+                return
+            end = at + 4 + length
+            if end > size:
+                break
+            future = self.waiting.pop(request_id, None)
+            if future is not None and not future.done():
+                future.set_result((status, data[at + 12:end]))
+            at = end
+        self._buffer = data[at:] if at < size else b""
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = True
+        if self._sweep_at is not None:
+            self._sweep_at.cancel()
+            self._sweep_at = None
+        waiting, self.waiting = self.waiting, {}
+        for future in waiting.values():
+            if not future.done():
+                future.set_exception(ConnectionResetError("the server closed the connection"))
+
+
+class AsyncBinaryClient:
+    """asyncio client of the binary protocol (share it across tasks): `encode`
+    only, answering exactly as `AsyncClient.encode`. Concurrent calls are
+    pipelined on one connection (answers may come back in any order)."""
+
+    def __init__(self, url: str = "gtok://127.0.0.1:9000", *, timeout: float = 60.0) -> None:
+        self._host, self._port = _binary_target(url)
+        self._timeout = timeout
+        self._pipeline: _Pipeline | None = None
+        self._lock = asyncio.Lock()
+        self._next_id = 0
+
+    async def _connection(self) -> _Pipeline:
+        pipeline = self._pipeline
+        if pipeline is not None and not pipeline.lost:
+            return pipeline
+        async with self._lock:  # one call connects, the others wait for it
+            if self._pipeline is None or self._pipeline.lost:
+                loop = asyncio.get_running_loop()
+                timeout = self._timeout
+                if self._host == "unix":
+                    _, self._pipeline = await loop.create_unix_connection(lambda: _Pipeline(timeout), str(self._port))
+                else:  # sets TCP_NODELAY
+                    _, self._pipeline = await loop.create_connection(lambda: _Pipeline(timeout), self._host,
+                                                                     int(self._port))
+            return self._pipeline
+
+    async def encode(self, texts: list[str], pairs: list[str] | None = None, *, packed: bool = False,
+                     **options: Any) -> dict[str, Any]:
+        """`tok(texts, pairs, **options)` as per-row lists; `packed=True`: numpy
+        arrays (row_offsets + flat fields), as `AsyncClient.encode` gives them.
+        No answer within `timeout`: `TimeoutError`."""
+        header = _options_header(texts, pairs, options)
+        for attempt in range(2):  # a connection the server closed meanwhile: retry once on a new one
+            pipeline = await self._connection()
+            request_id = self._next_id
+            self._next_id = (request_id + 1) & _frames.MAX_ID
+            try:
+                status, body = await pipeline.send(request_id, _frames.request_frame(request_id, texts, pairs, header))
+            except ConnectionError:
+                if attempt:
+                    raise
+                continue
+            finally:
+                pipeline.waiting.pop(request_id, None)
+            return _answer(status, body, packed)
+        raise AssertionError("unreachable")
+
+    async def close(self) -> None:
+        pipeline, self._pipeline = self._pipeline, None
+        if pipeline is not None and pipeline.transport is not None:
+            pipeline.transport.close()
+
+    async def __aenter__(self) -> AsyncBinaryClient:
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -1,5 +1,5 @@
 """`gpu-tok serve`: a tokenization service that merges concurrent requests into
-engine calls (HTTP over TCP and a Unix socket). Needs the `serve` extra
+engine calls (HTTP over TCP and a Unix socket, and a binary framed protocol). Needs the `serve` extra
 (`pip install "gpu_tok[serve]"`). See docs/SERVE.md.
 
     from gpu_tok.serve import BackgroundServer, ServeConfig
@@ -8,7 +8,8 @@ engine calls (HTTP over TCP and a Unix socket). Needs the `serve` extra
 
 Modules: `protocol` (request bodies -> engine terms), `batcher` (dynamic
 batching, bounded queue), `engine` (one call for many requests, split back),
-`metrics` (Prometheus text), `app` (aiohttp handlers and lifecycle).
+`metrics` (Prometheus text), `app` (aiohttp handlers and lifecycle), `binary`
+(the binary protocol's listener).
 """
 
 from __future__ import annotations

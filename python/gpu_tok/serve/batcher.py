@@ -32,7 +32,7 @@ class QueueFull(Exception):
     """The queue holds `max_queue` requests (or the server is draining): answer 503."""
 
 
-@dataclass
+@dataclass(slots=True)
 class _Job:
     payload: Any
     size: int
@@ -41,7 +41,7 @@ class _Job:
     arrived: float
 
 
-@dataclass
+@dataclass(slots=True)
 class _Group:
     jobs: deque[_Job] = field(default_factory=deque)
     size: int = 0
@@ -63,6 +63,7 @@ class Batcher:
         self._executor = ThreadPoolExecutor(workers, thread_name_prefix="gpu-tok-engine")
         self._running: set[asyncio.Task[None]] = set()
         self._loop_task: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def queued(self) -> int:
@@ -70,7 +71,8 @@ class Batcher:
         return self._queued
 
     def start(self) -> None:
-        self._loop_task = asyncio.get_running_loop().create_task(self._dispatch_forever())
+        self._loop = asyncio.get_running_loop()
+        self._loop_task = self._loop.create_task(self._dispatch_forever())
 
     def submit(self, key: Hashable, payload: Any, size: int, texts: int) -> asyncio.Future[Any]:
         """Queues one request; its future gets the outcome. Cancel the future to
@@ -79,12 +81,16 @@ class Batcher:
             raise QueueFull("the server is shutting down")
         if self._queued >= self._max_queue:
             raise QueueFull(f"the queue is full ({self._max_queue} requests waiting)")
-        future = asyncio.get_running_loop().create_future()
-        group = self._groups.setdefault(key, _Group())
+        future = (self._loop or asyncio.get_running_loop()).create_future()
+        group = self._groups.get(key)
+        if group is None:
+            group = self._groups[key] = _Group()
+            self._wakeup.set()  # a group to wait for (the dispatcher may be waiting for any)
         group.jobs.append(_Job(payload, size, texts, future, time.monotonic()))
         group.size += size
         self._queued += 1
-        self._wakeup.set()
+        if group.size >= self._max_batch_bytes:
+            self._wakeup.set()  # due now; otherwise the dispatcher's timer for the oldest group stands
         return future
 
     async def drain(self) -> None:

@@ -10,8 +10,7 @@ fit...) fails alone: a merged call that raises is retried one request at a time.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import orjson
@@ -24,8 +23,7 @@ from .protocol import DecodeRequest, EncodeRequest
 Outcome = bytes | Exception
 
 
-@dataclass(frozen=True)
-class EncodeJob:
+class EncodeJob(NamedTuple):
     request: EncodeRequest
     packed: bool  # answer in the binary layout of `gpu_tok._wire`, else JSON
 
@@ -62,20 +60,19 @@ class Engine:
         longest = options.get("padding") in (True, "longest")
         left = (options.get("padding_side") or getattr(self.tok, "padding_side", "right")) == "left"
         multiple = options.get("pad_to_multiple_of") or 1
-        flat, row_offsets = None, None
+        packed: list[bytes] | None = None
         if any(job.packed for job in jobs) and not longest:
-            # Flat values (a padded batch is [B, L]: the same values, row after row), sliced by row_offsets.
+            # Flat values (a padded batch is [B, L]: the same values, row after row), cut by row_offsets,
+            # every request's body from one conversion of the batch.
             flat = {name: a.reshape(-1, 2) if name == "offset_mapping" else a.reshape(-1)
                     for name, a in enc.to_numpy().items()}
-            row_offsets = np.asarray(enc.row_offsets)
+            packed = _wire.pack_many(enc.row_offsets, flat, [len(job.request.texts) for job in jobs])
         out: list[Outcome] = []
         start = 0
-        for job in jobs:
+        for i, job in enumerate(jobs):
             stop = start + len(job.request.texts)
-            if flat is not None and row_offsets is not None and job.packed:
-                offsets = row_offsets[start:stop + 1]
-                a, b = int(offsets[0]), int(offsets[-1])
-                out.append(_wire.pack(offsets - a, {name: flat[name][a:b] for name in names}))
+            if packed is not None and job.packed:
+                out.append(packed[i])
             else:
                 rows = {name: enc[name][start:stop] for name in names}
                 if longest:

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Hashable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -37,8 +36,7 @@ class BadRequest(Exception):
     """A request the server refuses with 400 and this message."""
 
 
-@dataclass(frozen=True)
-class EncodeRequest:
+class EncodeRequest(NamedTuple):  # made once per request: a NamedTuple is the cheapest immutable record
     texts: list[str]
     pairs: list[str] | None
     options: tuple[tuple[str, Any], ...]  # the options sent, sorted by name
@@ -49,14 +47,14 @@ class EncodeRequest:
         return self.pairs is not None, self.options
 
 
-@dataclass(frozen=True)
-class DecodeRequest:
+class DecodeRequest(NamedTuple):
     ids: list[list[int]]
     skip_special_tokens: bool
     clean_up_tokenization_spaces: bool
 
 
-_ENCODE_FIELDS: dict[str, Any] = {"texts": None, "pairs": None, **dict.fromkeys(ENCODE_OPTIONS)}
+_OPTION_FIELDS: dict[str, Any] = dict.fromkeys(ENCODE_OPTIONS)
+_ENCODE_FIELDS: dict[str, Any] = {"texts": None, "pairs": None, **_OPTION_FIELDS}
 _DECODE_DEFAULTS: dict[str, Any] = {"ids": None, "skip_special_tokens": True, "clean_up_tokenization_spaces": False}
 
 
@@ -107,15 +105,26 @@ class EncodeParser:
         pairs = None if sent.get("pairs") is None else _strings(sent["pairs"], "pairs")
         if pairs is not None and len(pairs) != len(texts):
             raise BadRequest(f"pairs has {len(pairs)} items, texts has {len(texts)}: they must match")
-        options = {name: value for name, value in sent.items() if name in ENCODE_OPTIONS}
-        for name, value in options.items():
+        options = self.options({name: value for name, value in sent.items() if name in ENCODE_OPTIONS},
+                               pairs is not None)
+        return EncodeRequest(texts, pairs, options)
+
+    def options(self, sent: dict[str, Any], pairs: bool) -> tuple[tuple[str, Any], ...]:
+        """The options of one request (fields of `ENCODE_OPTIONS` only), checked
+        by the library: the sorted tuple of `EncodeRequest.options`."""
+        for name, value in sent.items():
             if name in _BOOL_OPTIONS and not isinstance(value, bool) and value is not None:
                 raise BadRequest(f"{name} must be true, false or null, not {value!r}")
             if value is not None and not isinstance(value, (bool, int, str)):
                 raise BadRequest(f"{name} must be a bool, an int, a string or null, not {type(value).__name__}")
-        request = EncodeRequest(texts, pairs, tuple(sorted(options.items())))
-        self._check(pairs is not None, request.options)
-        return request
+        options = tuple(sorted(sent.items()))
+        self._check(pairs, options)
+        return options
+
+    def options_json(self, body: bytes, pairs: bool) -> tuple[tuple[str, Any], ...]:
+        """`options` from a JSON object holding only options (the binary
+        protocol's options header): the same checks and messages as `/encode`."""
+        return self.options(_object(body, _OPTION_FIELDS), pairs)
 
     def _check(self, pairs: bool, options: tuple[tuple[str, Any], ...]) -> None:
         if (pairs, options) in self._accepted:
