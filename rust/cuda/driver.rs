@@ -648,8 +648,9 @@ impl GpuStream {
                     .map_err(cuda_err("cuStreamCreate"))?,
             ),
         };
-        // Scratch is ~70 bytes per text byte: each running call sizes its
-        // chunks to a share of what is free.
+        // A chunk's device memory peaks at 24-76 bytes per text byte by family
+        // (benches/host_cost.py, B/byte), plus what earlier chunks keep until
+        // packing: each running call sizes its chunks to a share of what is free.
         let running = gpu.call_started();
         let chunk_bytes = chunk_bytes
             .unwrap_or_else(|| (free / (96 * running)).clamp(1 << 20, 1 << 30))
