@@ -152,9 +152,11 @@ def _histogram(metrics: str, name: str) -> dict[str, float]:
     return out
 
 
-async def _load(address: str, clients: int, per_client: int, variants: list[dict]) -> tuple[int, list[str]]:
-    """`clients` concurrent connections, each sending `per_client` requests of 1-2
-    sentences with one of `variants`; returns (answered, mismatches)."""
+async def _load(address: str, clients: int, per_client: int, variants: list[dict],
+                client_class: Any = AsyncClient) -> tuple[int, list[str]]:
+    """`clients` concurrent connections (`client_class`: HTTP, or the binary
+    protocol's), each sending `per_client` requests of 1-2 sentences, one at
+    a time, with one of `variants`; returns (answered, mismatches)."""
     tok = ours("qwen3")
     texts = sentences()
     expected: dict[tuple[int, int], dict] = {}
@@ -163,7 +165,7 @@ async def _load(address: str, clients: int, per_client: int, variants: list[dict
 
     async def one_client(c: int) -> None:
         nonlocal answered
-        async with AsyncClient(address) as client:
+        async with client_class(address) as client:
             for r in range(per_client):
                 i = (c * per_client + r) % len(texts)
                 batch = texts[i:i + 1 + r % 2]

@@ -31,7 +31,7 @@ pytest.importorskip("aiohttp")
 from conftest import ours, tokenizer_config, tokenizer_json  # noqa: E402
 from gpu_tok import _frames, _wire  # noqa: E402
 from gpu_tok.client import AsyncBinaryClient, BinaryClient, Client, ServerError  # noqa: E402
-from test_serve import BERT_OPTIONS, LONG, QWEN_OPTIONS, _histogram, library, sentences, serve  # noqa: E402
+from test_serve import BERT_OPTIONS, LONG, QWEN_OPTIONS, _histogram, _load, library, sentences, serve  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -182,37 +182,6 @@ def test_async_client_pipelines_on_one_connection(qwen_bin) -> None:
     assert results == [library(tok, [t], padding=i % 2 == 0) for i, t in enumerate(texts)]
 
 
-async def _load(address: str, clients: int, per_client: int, variants: list[dict]) -> tuple[int, list[str]]:
-    """`clients` binary clients (a connection each), each sending `per_client`
-    requests of 1-2 sentences, one at a time, with one of `variants`."""
-    tok = ours("qwen3")
-    texts = sentences()
-    expected: dict[tuple[int, int], dict] = {}
-    mismatches: list[str] = []
-    answered = 0
-
-    async def one_client(c: int) -> None:
-        nonlocal answered
-        async with AsyncBinaryClient(address) as client:
-            for r in range(per_client):
-                i = (c * per_client + r) % len(texts)
-                batch = texts[i:i + 1 + r % 2]
-                v = (c + r) % len(variants)
-                options = dict(variants[v])
-                packed = options.pop("packed", False)
-                got = await client.encode(batch, packed=packed, **options)
-                if packed:
-                    got = _wire.to_rows(got)
-                if (i, v) not in expected:
-                    expected[i, v] = library(tok, batch, **options)
-                if got != expected[i, v]:
-                    mismatches.append(f"client {c} request {r}")
-                answered += 1
-
-    await asyncio.gather(*(one_client(c) for c in range(clients)))
-    return answered, mismatches
-
-
 def _binary_200(metrics: str) -> float:
     found = re.search(r'^gpu_tok_requests_total{endpoint="binary",status="200"} (\S+)$', metrics, re.M)
     return float(found.group(1)) if found else 0.0
@@ -229,7 +198,7 @@ def test_load_all_answered_correctly_and_merged(qwen_bin) -> None:
                 {"padding": True, "return_special_tokens_mask": True, "packed": True}]
     with Client(http_of(qwen_bin)) as http:
         before = http.metrics()
-        answered, mismatches = asyncio.run(_load(binary_of(qwen_bin), 64, per_client, variants))
+        answered, mismatches = asyncio.run(_load(binary_of(qwen_bin), 64, per_client, variants, AsyncBinaryClient))
         after = http.metrics()
     assert answered == 64 * per_client and not mismatches, mismatches[:5]
     assert _binary_200(after) - _binary_200(before) == answered

@@ -50,14 +50,15 @@ class ServerError(GpuTokError):
         self.retry_after = retry_after  # seconds, from Retry-After on 503
 
 
-def _target(url: str) -> tuple[str, int | str]:
-    """(host, port) of http://host:port, or ("unix", path) of unix:///path."""
+def _target(url: str, scheme: str = "http", unix: str = "unix", port: int = 80) -> tuple[str, int | str]:
+    """(host, port) of scheme://host:port, or ("unix", path) of unix:///path
+    (HTTP by default; the binary protocol's are gtok:// and gtok+unix://)."""
     parts = urlsplit(url)
-    if parts.scheme == "unix":
+    if parts.scheme == unix:
         return "unix", parts.path
-    if parts.scheme != "http":
-        raise ValueError(f"url must be http://host:port or unix:///path/to/socket, not {url!r}")
-    return parts.hostname or "127.0.0.1", parts.port or 80
+    if parts.scheme != scheme:
+        raise ValueError(f"url must be {scheme}://host:port or {unix}:///path/to/socket, not {url!r}")
+    return parts.hostname or "127.0.0.1", parts.port or port
 
 
 def _body(texts: Any, pairs: Any, options: dict[str, Any]) -> bytes:
@@ -291,13 +292,7 @@ class AsyncClient:
 # -- the binary framed protocol (gpu_tok._frames) ----------------------------------------------
 
 def _binary_target(url: str) -> tuple[str, int | str]:
-    """(host, port) of gtok://host:port, or ("unix", path) of gtok+unix:///path."""
-    parts = urlsplit(url)
-    if parts.scheme == "gtok+unix":
-        return "unix", parts.path
-    if parts.scheme != "gtok":
-        raise ValueError(f"url must be gtok://host:port or gtok+unix:///path/to/socket, not {url!r}")
-    return parts.hostname or "127.0.0.1", parts.port or 9000
+    return _target(url, "gtok", "gtok+unix", 9000)
 
 
 def _options_header(texts: Any, pairs: Any, options: dict[str, Any]) -> bytes:
