@@ -41,10 +41,13 @@
 #define GT_CHAR_BLOCKS 0x1100u  // blocks of 256 code points up to U+10FFFF
 
 // Two-level table: blocks[cp >> 8] is the block holding cp's 256 entries.
+// exact_prefixes: a bit per (lead byte, second byte) of UTF-8 that starts an
+// exact code point (host only: the device never asks gt_wp_needs_exact).
 struct GtCharTable {
     const gt_u16* blocks;
     const gt_u32* entries;
     const gt_u8* blob;
+    const gt_u64* exact_prefixes;
 };
 
 GT_HD gt_u32 gt_char_entry(const GtCharTable* t, gt_u32 cp) {
@@ -95,11 +98,18 @@ GT_HD gt_u32 gt_wp_normalize(const GtCharTable* t, const gt_u8* text, gt_u32 n, 
 // exact path (gt_wp_normalize would return GT_NONE): the host asks before it
 // sends a row to the device, where there is no exact path.
 // ASCII is never exact (no ASCII character has a combining class: the
-// table's test checks it), so it is skipped without a lookup.
+// table's test checks it), and a character whose first two bytes start no
+// exact code point is skipped on one bit: only the rest is decoded.
 GT_HD int gt_wp_needs_exact(const GtCharTable* t, const gt_u8* text, gt_u32 n) {
     for (gt_u32 pos = 0; pos < n;) {
-        if (text[pos] < 0x80) {
+        gt_u8 lead = text[pos];
+        if (lead < 0x80) {
             ++pos;
+            continue;
+        }
+        gt_u32 prefix = (gt_u32)lead << 8 | text[pos + 1];
+        if (!((t->exact_prefixes[prefix >> 6] >> (prefix & 63)) & 1)) {
+            pos += gt_utf8_len(lead);
             continue;
         }
         gt_u32 cp, len = gt_decode(text, pos, &cp);

@@ -224,6 +224,7 @@ pub fn upload_tables(dev: &dyn DeviceStream, plan: &FastPlan) -> Result<DeviceTa
                 blocks: at(0) as *const u16,
                 entries: at(1) as *const u32,
                 blob: at(2) as *const u8,
+                exact_prefixes: std::ptr::null(), // the host's question
             };
             model.first = upload_bytes(dev, first, &mut bufs)?;
             model.rest = upload_bytes(dev, rest, &mut bufs)?;

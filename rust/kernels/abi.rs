@@ -186,6 +186,8 @@ c_mirror! {
         pub blocks: *const u16,
         pub entries: *const u32,
         pub blob: *const u8,
+        /// Host only (null on a device): see cuda/gt_wordpiece.cuh.
+        pub exact_prefixes: *const u64,
     }
 }
 

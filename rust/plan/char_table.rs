@@ -48,6 +48,8 @@ pub struct CharTable {
     blocks: Vec<u16>,
     entries: Vec<u32>,
     blob: Vec<u8>,
+    /// A bit per UTF-8 (lead, second) byte pair that starts an exact code point.
+    exact_prefixes: Vec<u64>,
     /// The most bytes of normalized text one byte of input can become.
     pub growth: usize,
     /// Every code point becomes at most one character per byte of its own,
@@ -76,6 +78,7 @@ impl CharTable {
             blocks: Vec::with_capacity(BLOCKS),
             entries: Vec::new(),
             blob: Vec::new(),
+            exact_prefixes: vec![0; (1 << 16) / 64],
             growth: 1,
             tokens_fit: true,
         };
@@ -88,6 +91,12 @@ impl CharTable {
                         return WORD; // surrogates: never in a str
                     };
                     let (entry, out) = entry(c, normalizer, splitter);
+                    if entry & EXACT != 0 {
+                        let mut bytes = [0; 4];
+                        let bytes = c.encode_utf8(&mut bytes).as_bytes();
+                        let prefix = usize::from(bytes[0]) << 8 | usize::from(bytes[1]);
+                        table.exact_prefixes[prefix / 64] |= 1 << (prefix % 64);
+                    }
                     table.growth = table.growth.max(out.len().div_ceil(c.len_utf8()));
                     table.tokens_fit &= out.chars().count() <= c.len_utf8();
                     if entry & MAP == 0 {
@@ -124,6 +133,7 @@ impl CharTable {
             blocks: self.blocks.as_ptr(),
             entries: self.entries.as_ptr(),
             blob: self.blob.as_ptr(),
+            exact_prefixes: self.exact_prefixes.as_ptr(),
         }
     }
 }
@@ -222,6 +232,26 @@ mod tests {
         })
     }
 
+    /// A WordPiece model around `table` alone (no vocabulary), for its scans.
+    fn model_of(table: &CharTable) -> crate::kernels::GtWordPieceModel {
+        let empty = crate::kernels::GtBytesTable {
+            slots: std::ptr::null(),
+            blob: std::ptr::null(),
+            filter: std::ptr::null(),
+            mask: 0,
+            filter_mask: 0,
+        };
+        crate::kernels::GtWordPieceModel {
+            chars: table.view(),
+            first: empty,
+            rest: empty,
+            first_max: 0,
+            rest_max: 0,
+            unk_id: 0,
+            max_chars: 0,
+        }
+    }
+
     fn class(table: &CharTable, c: char) -> u32 {
         let cp = c as usize;
         table.entries[(table.blocks[cp >> 8] as usize) << 8 | (cp & 0xFF)] & 3
@@ -239,8 +269,18 @@ mod tests {
             };
             let table = CharTable::build(Some(options), Splitter::Bert);
             let crate_normalizer = BertNormalizer::new(clean, chinese, Some(strip), lower);
+            let model = model_of(&table);
             let mut exact = 0;
             for c in (0..=0x10FFFF).filter_map(char::from_u32) {
+                // The host's scan (its prefix bits) finds exactly the exact code points.
+                let flagged =
+                    crate::kernels::wordpiece_needs_exact(&model, format!("a{c}b").as_bytes());
+                assert_eq!(
+                    flagged,
+                    through_table(&table, c).is_none(),
+                    "U+{:04X}",
+                    c as u32
+                );
                 let mut normalized = NormalizedString::from(c.to_string());
                 crate_normalizer.normalize(&mut normalized).unwrap();
                 match through_table(&table, c) {
