@@ -226,10 +226,16 @@ impl Engine {
     /// Encodes a batch on the engine's thread pool and packs the result.
     pub fn encode_batch(&self, inputs: &[Input<'_>], settings: &Settings) -> Result<Batch> {
         self.check_settings(inputs, settings)?;
+        let pool = pool::current();
+        let bytes = inputs
+            .iter()
+            .map(|(a, b)| a.len() + b.map_or(0, str::len))
+            .sum();
         if let Some(template) = self.packable_template(inputs, settings) {
             // No per-document Encoding: ids, then the template around them.
-            let rows =
-                pool::current().map(inputs.len(), |i| self.sequence_ids(inputs[i].0, settings))?;
+            let rows = pool.map_sized(inputs.len(), bytes, |i| {
+                self.sequence_ids(inputs[i].0, settings)
+            })?;
             return pack::pack_sequences(
                 &rows,
                 &template,
@@ -237,8 +243,9 @@ impl Engine {
                 settings.outputs,
             );
         }
-        let encodings: Vec<Encoding> =
-            pool::current().map(inputs.len(), |i| self.encode_one(inputs[i], settings))?;
+        let encodings: Vec<Encoding> = pool.map_sized(inputs.len(), bytes, |i| {
+            self.encode_one(inputs[i], settings)
+        })?;
         pack::pack(&encodings, settings.padding.as_ref(), settings.outputs)
     }
 
