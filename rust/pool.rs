@@ -154,7 +154,9 @@ mod tests {
         let caller = std::thread::current().id();
         let on_caller = |bytes| -> Vec<bool> {
             current()
-                .map_sized(64, bytes, |_| Ok::<_, ()>(std::thread::current().id() == caller))
+                .map_sized(64, bytes, |_| {
+                    Ok::<_, ()>(std::thread::current().id() == caller)
+                })
                 .unwrap()
         };
         assert!(on_caller(INLINE_BYTES - 1).iter().all(|&here| here));
