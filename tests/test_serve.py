@@ -325,12 +325,9 @@ def test_request_past_its_timeout_is_504() -> None:
         assert client.health()["status"] == "ok"
 
 
-def test_graceful_stop_answers_every_queued_request() -> None:
-    """Stopping while 16 requests (from threads sharing one sync Client) wait
-    in the queue: every one is answered correctly before the server stops."""
-    tok = ours("qwen3")
-    server = serve("qwen3", max_delay_ms=400).__enter__()
-    client = Client(server.addresses[0])
+def stop_with_queued_requests(server: Any, client: Any, n: int = 16) -> dict[int, Any]:
+    """Stops `server` while `n` requests from threads sharing `client` wait in
+    its queue (checked); returns each one's answer or exception."""
     results: dict[int, Any] = {}
 
     def send(i: int) -> None:
@@ -339,17 +336,26 @@ def test_graceful_stop_answers_every_queued_request() -> None:
         except Exception as err:  # recorded, then asserted on
             results[i] = err
 
-    threads = [threading.Thread(target=send, args=(i,)) for i in range(16)]
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(n)]
     for t in threads:
         t.start()
     deadline = time.monotonic() + 10
-    while server.service.batcher.queued < 16 and time.monotonic() < deadline:
+    while server.service.batcher.queued < n and time.monotonic() < deadline:
         time.sleep(0.005)
-    assert server.service.batcher.queued == 16
+    assert server.service.batcher.queued == n
     server.stop()
     for t in threads:
         t.join(10)
-    assert results == {i: library(tok, [sentences()[i]]) for i in range(16)}
+    return results
+
+
+def test_graceful_stop_answers_every_queued_request() -> None:
+    """Stopping while 16 requests (from threads sharing one sync Client) wait
+    in the queue: every one is answered correctly before the server stops."""
+    server = serve("qwen3", max_delay_ms=400).__enter__()
+    client = Client(server.addresses[0])
+    results = stop_with_queued_requests(server, client)
+    assert results == {i: library(ours("qwen3"), [sentences()[i]]) for i in range(16)}
     client.close()
 
 

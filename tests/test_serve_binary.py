@@ -19,7 +19,6 @@ import socket
 import struct
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,17 @@ pytest.importorskip("aiohttp")
 from conftest import ours, tokenizer_config, tokenizer_json  # noqa: E402
 from gpu_tok import _frames, _wire  # noqa: E402
 from gpu_tok.client import AsyncBinaryClient, BinaryClient, Client, ServerError  # noqa: E402
-from test_serve import BERT_OPTIONS, LONG, QWEN_OPTIONS, _histogram, _load, library, sentences, serve  # noqa: E402
+from test_serve import (  # noqa: E402
+    BERT_OPTIONS,
+    LONG,
+    QWEN_OPTIONS,
+    _histogram,
+    _load,
+    library,
+    sentences,
+    serve,
+    stop_with_queued_requests,
+)
 
 
 @pytest.fixture(scope="module")
@@ -358,29 +367,11 @@ def test_full_queue_is_503_with_retry_after_and_timeout_is_504() -> None:
 def test_graceful_stop_answers_every_queued_request() -> None:
     """Stopping while 16 requests from threads sharing one BinaryClient wait in
     the queue: each is answered correctly, then the connections close."""
-    tok = ours("qwen3")
     server = serve("qwen3", binary_port=0, max_delay_ms=400).__enter__()
     client = BinaryClient(binary_of(server))
-    results: dict[int, Any] = {}
-
-    def send(i: int) -> None:
-        try:
-            results[i] = client.encode([sentences()[i]])
-        except Exception as err:  # recorded, then asserted on
-            results[i] = err
-
-    threads = [threading.Thread(target=send, args=(i,)) for i in range(16)]
-    for t in threads:
-        t.start()
-    deadline = time.monotonic() + 10
-    while server.service.batcher.queued < 16 and time.monotonic() < deadline:
-        time.sleep(0.005)
-    assert server.service.batcher.queued == 16
     address = binary_of(server)
-    server.stop()
-    for t in threads:
-        t.join(10)
-    assert results == {i: library(tok, [sentences()[i]]) for i in range(16)}
+    results = stop_with_queued_requests(server, client)
+    assert results == {i: library(ours("qwen3"), [sentences()[i]]) for i in range(16)}
     client.close()
     with pytest.raises(ConnectionRefusedError), BinaryClient(address) as late:
         late.encode(["too late"])

@@ -31,7 +31,7 @@ import json
 import queue
 import socket
 from collections import deque
-from typing import Any, cast
+from typing import Any, Self, cast
 from urllib.parse import urlsplit
 
 from . import _frames, _wire
@@ -97,7 +97,27 @@ class _UnixHTTPConnection(http.client.HTTPConnection):
         self.sock = sock
 
 
-class Client:
+class _Pooled:
+    """What the blocking clients share: a pool of idle connections (anything
+    with `close()`), closed by `close()` or on leaving a `with` block."""
+
+    _idle: queue.LifoQueue[Any]
+
+    def close(self) -> None:
+        while True:
+            try:
+                self._idle.get_nowait().close()
+            except queue.Empty:
+                return
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Client(_Pooled):
     """Blocking client (thread-safe, keep-alive connections pooled)."""
 
     def __init__(self, url: str = "http://127.0.0.1:8000", *, timeout: float = 60.0) -> None:
@@ -161,18 +181,6 @@ class Client:
     def metrics(self) -> str:
         return self.request("GET", "/metrics", accept="text/plain")
 
-    def close(self) -> None:
-        while True:
-            try:
-                self._idle.get_nowait().close()
-            except queue.Empty:
-                return
-
-    def __enter__(self) -> Client:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 class _Stream:
@@ -326,7 +334,7 @@ def _recv_exactly(sock: socket.socket, size: int) -> bytes:
     return bytes(buffer)
 
 
-class BinaryClient:
+class BinaryClient(_Pooled):
     """Blocking client of the binary protocol (thread-safe, connections pooled):
     `encode` only, answering exactly as `Client.encode`."""
 
@@ -383,18 +391,6 @@ class BinaryClient:
             return _answer(status, body, packed)
         raise AssertionError("unreachable")
 
-    def close(self) -> None:
-        while True:
-            try:
-                self._idle.get_nowait().close()
-            except queue.Empty:
-                return
-
-    def __enter__(self) -> BinaryClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 class _Pipeline(asyncio.Protocol):
