@@ -6,13 +6,14 @@
 //
 // Data flow for one chunk of rows (all offsets are bytes of one UTF-8 buffer
 // holding the rows' texts back to back; rows are cut into pieces at safe
-// points, gt_next_cut, so no thread scans more than a bounded piece):
+// points, gt_next_cut or gt_spm_next_cut, so no thread scans more than a
+// bounded piece):
 //   pretok_count  piece  -> words in the piece                 (word_counts)
 //   scan          word_counts -> first word of each piece       (exclusive, + total)
 //   pretok_fill   piece  -> (start, length) of its words
 //   bpe_words     word   -> ids at the word's byte offset       (tok_counts)
-//                 (spm_words / unigram_words for the families whose words
-//                 the host cuts: each of their pieces is one word)
+//                 (spm_words on SentencePiece cuts, gt_spm_cut_words;
+//                 unigram_words on the words the host cut, one per piece)
 //   scan          tok_counts -> first token of each word
 //   compact       word   -> ids moved to their final place      (raw ids, CSR by word)
 //   part_spans    part   -> its raw token range and count       (a row is one part,
@@ -40,6 +41,7 @@ struct GtPretokArgs {
     const gt_u32* first_word;     // fill pass: the scanned counts
     gt_u32* word_starts;
     gt_u32* word_lens;
+    GtSpmCuts cuts;               // SentencePiece BPE: its pieces are cut into words here (else disabled)
 };
 
 struct GtCountWords {
@@ -58,15 +60,26 @@ struct GtFillWords {
     }
 };
 
+// The words of piece i: the scanners' (byte-level BPE), SentencePiece cuts, or the piece itself.
+template <class Emit>
+GT_HD void gt_piece_words(const GtPretokArgs* a, gt_u32 i, Emit& emit) {
+    gt_u32 begin = a->piece_bounds[i], end = a->piece_bounds[i + 1];
+    if (a->cuts.enabled) {
+        gt_spm_cut_words(&a->cuts, a->text, begin, end, emit);
+    } else {
+        gt_split_words<0>(&a->splits, a->text, begin, end, emit);
+    }
+}
+
 GT_HD void gt_pretok_count_thread(const GtPretokArgs* a, gt_u32 i) {
     GtCountWords count = {0};
-    gt_split_words<0>(&a->splits, a->text, a->piece_bounds[i], a->piece_bounds[i + 1], count);
+    gt_piece_words(a, i, count);
     a->word_counts[i] = count.n;
 }
 
 GT_HD void gt_pretok_fill_thread(const GtPretokArgs* a, gt_u32 i) {
     GtFillWords fill = {a->first_word[i], a->word_starts, a->word_lens};
-    gt_split_words<0>(&a->splits, a->text, a->piece_bounds[i], a->piece_bounds[i + 1], fill);
+    gt_piece_words(a, i, fill);
 }
 
 // ---- the model, one thread per word ----------------------------------------
@@ -121,8 +134,8 @@ GT_HD void gt_bpe_words_thread(const GtBpeArgs* a, gt_u32 w) {
     x->tok_counts[w] = gt_bpe_word(&a->model, x->text + start, x->word_lens[w], s, x->out + start);
 }
 
-// SentencePiece-style BPE. The host normalized the rows and cut them into
-// words (one per piece, so pretok_* with an empty chain lists them).
+// SentencePiece-style BPE. The host normalized the rows; pretok_* cut their
+// pieces into words (gt_spm_cut_words).
 struct GtSpmArgs {
     GtSpmModel model;
     GtWords words;

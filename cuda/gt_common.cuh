@@ -37,3 +37,17 @@ typedef unsigned long long gt_u64;
 
 // UTF-8 length of the character starting with byte b (valid UTF-8).
 GT_HD gt_u32 gt_utf8_len(gt_u8 b) { return b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4; }
+
+// Decodes the code point at `pos` (< end) into *cp; returns its byte length.
+GT_HD gt_u32 gt_decode(const gt_u8* s, gt_u32 pos, gt_u32* cp) {
+    gt_u8 b = s[pos];
+    if (b < 0x80) { *cp = b; return 1; }
+    if (b < 0xE0) { *cp = ((gt_u32)(b & 0x1F) << 6) | (s[pos + 1] & 0x3F); return 2; }
+    if (b < 0xF0) {
+        *cp = ((gt_u32)(b & 0x0F) << 12) | ((gt_u32)(s[pos + 1] & 0x3F) << 6) | (s[pos + 2] & 0x3F);
+        return 3;
+    }
+    *cp = ((gt_u32)(b & 0x07) << 18) | ((gt_u32)(s[pos + 1] & 0x3F) << 12) | ((gt_u32)(s[pos + 2] & 0x3F) << 6) |
+          (s[pos + 3] & 0x3F);
+    return 4;
+}

@@ -84,6 +84,12 @@ gt_u32 gt_host_wordpiece_word(const GtWordPieceModel* model, const gt_u8* word, 
     return gt_wordpiece_word(model, word, 0, n, out, 0, 0);
 }
 
+gt_u32 gt_host_spm_next_cut(const GtSpmCuts* cuts, const gt_u8* text, gt_u32 end, gt_u32 from) {
+    return gt_spm_next_cut(cuts, text, end, from);
+}
+
+int gt_host_spm_cut_between(const GtSpmCuts* cuts, gt_u32 a, gt_u32 b) { return gt_spm_cut_between(cuts, a, b); }
+
 gt_u32 gt_host_next_cut(const gt_u8* text, gt_u32 end, gt_u32 from) { return gt_next_cut(text, end, from); }
 
 int gt_host_chain_can_cut(const GtSplits* splits) { return gt_chain_can_cut(splits); }
@@ -115,7 +121,8 @@ gt_u32 gt_host_struct_sizes(gt_u64* out, gt_u32 n) {
     const gt_u64 others[] = {sizeof(GtRowSpan), sizeof(GtMergeEntry), sizeof(GtBpeModel), sizeof(GtSplits),
                              sizeof(GtTemplate), sizeof(GtRowSource), sizeof(GtCharTable),
                              sizeof(GtWordPieceModel), sizeof(GtWpScratch), sizeof(GtSpmModel), sizeof(GtBytesSlot),
-                             sizeof(GtUnigramModel), sizeof(GtUnigramScratch), sizeof(GtPairSlot), sizeof(GtPartSpan)};
+                             sizeof(GtUnigramModel), sizeof(GtUnigramScratch), sizeof(GtPairSlot), sizeof(GtPartSpan),
+                             sizeof(GtSpmCuts)};
     for (gt_u64 size : others)
         if (k < n) out[k++] = size;
     return k;

@@ -46,20 +46,6 @@ GT_HD gt_u32 gt_class(gt_u32 cp) {
     return gt_class_palette[gt_class_blocks[gt_class_block_of[cp >> 7]][cp & 127]];
 }
 
-// Decodes the code point at `pos` (< end) into *cp; returns its byte length.
-GT_HD gt_u32 gt_decode(const gt_u8* s, gt_u32 pos, gt_u32* cp) {
-    gt_u8 b = s[pos];
-    if (b < 0x80) { *cp = b; return 1; }
-    if (b < 0xE0) { *cp = ((gt_u32)(b & 0x1F) << 6) | (s[pos + 1] & 0x3F); return 2; }
-    if (b < 0xF0) {
-        *cp = ((gt_u32)(b & 0x0F) << 12) | ((gt_u32)(s[pos + 1] & 0x3F) << 6) | (s[pos + 2] & 0x3F);
-        return 3;
-    }
-    *cp = ((gt_u32)(b & 0x07) << 18) | ((gt_u32)(s[pos + 1] & 0x3F) << 12) | ((gt_u32)(s[pos + 2] & 0x3F) << 6) |
-          (s[pos + 3] & 0x3F);
-    return 4;
-}
-
 // A cursor over one code point: its position, length, value and class.
 struct GtChar {
     gt_u32 pos, len, cp, cls;

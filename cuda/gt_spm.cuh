@@ -22,6 +22,8 @@ struct GtSpmModel {
     gt_u32 unk_id;          // GT_NONE: no unknown token
     gt_u32 fuse_unk;
     gt_u32 ignore_merges;
+    gt_u32 space_len;       // > 0: a space reads as the character space_utf8[0, space_len), a
+    gt_u8 space_utf8[4];    // token (the normalizer's Replace of " ", done as the text is read)
     gt_u32 pad_;            // named padding (see rust/kernels/abi.rs)
 };
 
@@ -31,11 +33,16 @@ GT_HD gt_u32 gt_spm_word(const GtSpmModel* m, const gt_u8* bytes, gt_u32 n, GtBp
     if (n == 0) return 0;
     if (m->ignore_merges && gt_whole_word(&m->vocab, bytes, n, out)) return 1;
     gt_u32 k = 0, unk_len = 0;  // unk_len: bytes of the unknown run so far
-    for (gt_u32 pos = 0; pos < n;) {
-        gt_u32 len = gt_utf8_len(bytes[pos]);
-        gt_u32 id = gt_bytes_find(&m->vocab, bytes + pos, len);
+    for (gt_u32 pos = 0, step; pos < n; pos += step) {
+        const gt_u8* ch = bytes + pos;
+        gt_u32 len = step = gt_utf8_len(*ch);
+        if (*ch == ' ' && m->space_len) {
+            ch = m->space_utf8;
+            len = m->space_len;
+        }
+        gt_u32 id = gt_bytes_find(&m->vocab, ch, len);
         int fallback = id == GT_NONE;
-        for (gt_u32 i = 0; fallback && i < len; ++i) fallback = m->byte_ids[bytes[pos + i]] != GT_NONE;
+        for (gt_u32 i = 0; fallback && i < len; ++i) fallback = m->byte_ids[ch[i]] != GT_NONE;
         if (id != GT_NONE) {
             if (unk_len) {
                 s.ids[k++] = m->unk_id;
@@ -44,7 +51,7 @@ GT_HD gt_u32 gt_spm_word(const GtSpmModel* m, const gt_u8* bytes, gt_u32 n, GtBp
             s.ids[k++] = id;
         } else if (fallback) {
             for (gt_u32 i = 0; i < len; ++i) {
-                s.ids[k++] = m->byte_ids[bytes[pos + i]];
+                s.ids[k++] = m->byte_ids[ch[i]];
             }
         } else if (m->unk_id != GT_NONE) {
             if (unk_len && !m->fuse_unk) {
@@ -53,7 +60,6 @@ GT_HD gt_u32 gt_spm_word(const GtSpmModel* m, const gt_u8* bytes, gt_u32 n, GtBp
             }
             unk_len += len;
         }
-        pos += len;
     }
     if (unk_len) {
         s.ids[k++] = m->unk_id;
@@ -61,4 +67,73 @@ GT_HD gt_u32 gt_spm_word(const GtSpmModel* m, const gt_u8* bytes, gt_u32 n, GtBp
     if (k == 0) return 0;
     gt_bpe_link(s, k);
     return gt_bpe_merge(&m->merges, s, k, out);
+}
+
+// ---- words: where a piece can be cut --------------------------------------
+// The crate runs BPE over each whole piece of normalized text. A piece can be
+// cut between characters a and b when both are tokens of their own and no
+// token has a then b inside it, and, with byte fallback for every byte, on
+// both sides of a character that is not a token: no merge can span such a
+// cut (the proof is at `Cuts` in rust/plan/spm.rs, which builds the tables).
+// Both backends cut with these functions: the CPU per word, the device per
+// piece (pretok kernels) and the host where it cuts rows into pieces.
+#define GT_SPM_ASCII_WORDS 512  // 128 rows of 128 bits: bit b of row a
+
+struct GtSpmCuts {
+    const gt_u32* bits;     // ASCII pairs a-then-b inside a token (GT_SPM_ASCII_WORDS words), then
+                            // one bit per code point below n_known: a token of its own
+    GtPairTable joined;     // the other pairs adjacent inside a token, by code point (rank unused)
+    gt_u32 n_known;         // code points the known bits cover
+    gt_u32 unknown_alone;   // a character that is not a token is cut off on both sides
+    gt_u32 enabled;         // 0: no cut is proven safe, each piece is one word
+    gt_u32 space_as;        // > 0: a space reads as this code point (as in GtSpmModel)
+};
+
+GT_HD int gt_spm_bit(const gt_u32* bits, gt_u32 i) { return (bits[i >> 5] >> (i & 31)) & 1; }
+
+GT_HD int gt_spm_known(const GtSpmCuts* c, gt_u32 cp) {
+    return cp < c->n_known && gt_spm_bit(c->bits + GT_SPM_ASCII_WORDS, cp);
+}
+
+// True when a word may end between characters a and b.
+GT_HD int gt_spm_cut_between(const GtSpmCuts* c, gt_u32 a, gt_u32 b) {
+    if (!gt_spm_known(c, a) || !gt_spm_known(c, b)) return c->unknown_alone;
+    if (a < 128 && b < 128) return !gt_spm_bit(c->bits, a * 128 + b);
+    gt_u32 rank, merged;
+    return !gt_pair_find(&c->joined, a, b, &rank, &merged);
+}
+
+// Decodes the character at `pos` as the model reads it (a space as
+// space_as); returns its byte length.
+GT_HD gt_u32 gt_spm_decode(const GtSpmCuts* c, const gt_u8* s, gt_u32 pos, gt_u32* cp) {
+    gt_u32 len = gt_decode(s, pos, cp);
+    if (*cp == ' ' && c->space_as) *cp = c->space_as;
+    return len;
+}
+
+// The first cut of s at or after byte `from` (>= 1; s[0] starts a character)
+// and before `end`, or `end`.
+GT_HD gt_u32 gt_spm_next_cut(const GtSpmCuts* c, const gt_u8* s, gt_u32 end, gt_u32 from) {
+    if (!c->enabled) return end;
+    gt_u32 p = from;
+    while (p < end && (s[p] & 0xC0) == 0x80) ++p;  // to a character start
+    if (p >= end) return end;
+    gt_u32 q = p - 1, a, b;
+    while ((s[q] & 0xC0) == 0x80) --q;  // the character before p
+    gt_spm_decode(c, s, q, &a);
+    for (gt_u32 len; p < end; p += len, a = b) {
+        len = gt_spm_decode(c, s, p, &b);
+        if (gt_spm_cut_between(c, a, b)) return p;
+    }
+    return end;
+}
+
+// Calls emit(start, end) for each word of s[begin, end), in order.
+template <class Emit>
+GT_HD void gt_spm_cut_words(const GtSpmCuts* c, const gt_u8* s, gt_u32 begin, gt_u32 end, Emit& emit) {
+    for (gt_u32 start = begin; start < end;) {
+        gt_u32 cut = gt_spm_next_cut(c, s, end, start + 1);
+        emit(start, cut);
+        start = cut;
+    }
 }

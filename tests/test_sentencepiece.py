@@ -164,9 +164,11 @@ def test_a_pre_tokenizer_outside_the_plan_is_left_to_the_crate() -> None:
 @pytest.mark.parametrize("name", ["byte-fallback", "unk-separate", "ignore-merges", "no-unknown-token",
                                   "metaspace-first", "metaspace-always-split"])
 def test_emulated_device_pipeline_equals_cpu(name: str) -> None:
-    """The device pipeline (on the host emulator): the host normalizes and cuts
-    words, the SentencePiece BPE kernel (gt_spm_words) encodes them; rows with
-    added tokens are encoded by the host."""
+    """The device pipeline (on the host emulator): the host normalizes and
+    cuts rows into pieces of ~1 kB, the device cuts them into words
+    (gt_spm_cut_words; the host cuts them under a Metaspace pre-tokenizer) and
+    the SentencePiece BPE kernel (gt_spm_words) encodes them; the ids of added
+    tokens come from the host."""
     from gpu_tok._core import Padding, Truncation
 
     core = gpu_tok.Tokenizer.from_str(variant(**VARIANTS[name]))._core  # type: ignore[arg-type]

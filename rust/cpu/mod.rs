@@ -50,25 +50,52 @@ pub trait WordPlan {
     );
 }
 
-/// `text` as a per-word model sees it, in order: plain added tokens (the
-/// crate's split) and the words of each piece between them. False when only
-/// the exact path can: an added token that strips spaces or matches single
-/// words is in the text, or the normalizer failed (the exact path reports it).
-pub fn each_part(plan: &impl WordPlan, text: &str, mut part: impl FnMut(Part<'_>)) -> bool {
+/// A piece of a text as a per-word plan normalizes it.
+pub enum NormalizedPart<'t> {
+    /// An added token's id.
+    Added(u32),
+    /// The text between added tokens after the normalizer; true when it
+    /// starts the original text.
+    Text(Cow<'t, str>, bool),
+}
+
+/// `text` cut at plain added tokens (the crate's split), each piece between
+/// them through `normalize`, in order. False when only the exact path can:
+/// an added token that strips spaces or matches single words is in the text,
+/// or the normalizer failed (the exact path reports it).
+pub fn each_normalized_part<'t>(
+    plan: &impl WordPlan,
+    text: &'t str,
+    normalize: impl Fn(&'t str) -> Option<Cow<'t, str>>,
+    mut part: impl FnMut(NormalizedPart<'t>),
+) -> bool {
     if PlainAdded::irregular_in(plan.plain_added(), text) {
         return false;
     }
     for (piece, (start, _), token) in PlainAdded::pieces(plan.plain_added(), text) {
         if let Some((id, _)) = token {
-            part(Part::Added(id));
+            part(NormalizedPart::Added(id));
             continue;
         }
-        let Some(normalized) = plan.normalize_piece(piece) else {
+        let Some(normalized) = normalize(piece) else {
             return false;
         };
-        plan.each_word(&normalized, start == 0, &mut |word| part(Part::Word(word)));
+        part(NormalizedPart::Text(normalized, start == 0));
     }
     true
+}
+
+/// `text` as a per-word model sees it, in order: plain added tokens and the
+/// words of each normalized piece between them (`each_normalized_part`, whose
+/// false this returns).
+pub fn each_part(plan: &impl WordPlan, text: &str, mut part: impl FnMut(Part<'_>)) -> bool {
+    let normalize = |piece| plan.normalize_piece(piece);
+    each_normalized_part(plan, text, normalize, |piece| match piece {
+        NormalizedPart::Added(id) => part(Part::Added(id)),
+        NormalizedPart::Text(normalized, first) => {
+            plan.each_word(&normalized, first, &mut |word| part(Part::Word(word)))
+        }
+    })
 }
 
 /// `text` with offsets on a per-word plan: `each_part`'s walk with

@@ -73,25 +73,17 @@ impl WordPlan for SpmPlan {
 }
 
 /// The words of a normalized piece: cut wherever `cuts` allows (the whole
-/// piece without them).
+/// piece without them; `gt_spm_next_cut`).
 pub fn words<'t>(text: &'t str, cuts: Option<&'t Cuts>) -> impl Iterator<Item = &'t str> {
+    let view = cuts.map(Cuts::view);
     let mut rest = text;
     std::iter::from_fn(move || {
         if rest.is_empty() {
             return None;
         }
-        let mut end = rest.len();
-        if let Some(cuts) = cuts {
-            let mut chars = rest.char_indices();
-            let mut prev = chars.next().map(|(_, c)| c);
-            for (at, c) in chars {
-                if prev.is_some_and(|p| cuts.between(p, c)) {
-                    end = at;
-                    break;
-                }
-                prev = Some(c);
-            }
-        }
+        let end = view
+            .as_ref()
+            .map_or(rest.len(), |view| kernels::spm_next_cut(view, rest, 1));
         let (word, tail) = rest.split_at(end);
         rest = tail;
         Some(word)

@@ -5,7 +5,7 @@
 //! launches, and cuts big batches into chunks that fit the device.
 //!
 //! Rows come prepared by the engine: a row is text for the device (already
-//! normalized, free of added tokens), ids the host encoded (rows the device
+//! normalized, or as the device's model reads it, free of added tokens), ids the host encoded (rows the device
 //! cannot take), or both in turn (text cut by added tokens, whose ids the
 //! host found). All get the post-processor's template, truncation and
 //! padding on the device.
@@ -13,11 +13,11 @@
 use super::stream::{DevBuf, DeviceStream, DeviceStreamExt, Mark};
 use crate::error::{Error, Result};
 use crate::kernels::{
-    as_bytes, next_cut, BytesTable, DevPtr, GtBpeArgs, GtBpeModel, GtBytesSlot, GtBytesTable,
-    GtCharTable, GtCompactArgs, GtMergeEntry, GtMergeScratch, GtPackArgs, GtPairSlot, GtPairTable,
-    GtPartSpan, GtPretokArgs, GtRowArgs, GtRowSource, GtRowSpan, GtScanArgs, GtSplits, GtSpmArgs,
-    GtSpmModel, GtTemplate, GtUnigramArgs, GtUnigramModel, GtWordPieceArgs, GtWordPieceModel,
-    GtWords, Kernel, KernelArgs, Pod,
+    as_bytes, next_cut, spm_next_cut, BytesTable, DevPtr, GtBpeArgs, GtBpeModel, GtBytesSlot,
+    GtBytesTable, GtCharTable, GtCompactArgs, GtMergeEntry, GtMergeScratch, GtPackArgs, GtPairSlot,
+    GtPairTable, GtPartSpan, GtPretokArgs, GtRowArgs, GtRowSource, GtRowSpan, GtScanArgs, GtSplits,
+    GtSpmArgs, GtSpmCuts, GtSpmModel, GtTemplate, GtUnigramArgs, GtUnigramModel, GtWordPieceArgs,
+    GtWordPieceModel, GtWords, Kernel, KernelArgs, Pod,
 };
 use crate::layout::{narrow, row_layout, Batch, Dtype, Outputs};
 use crate::plan::bytelevel::{ByteLevelPlan, MergeTable};
@@ -31,7 +31,8 @@ pub enum Row<'a> {
     /// Text the device pre-tokenizes and encodes.
     Text(Cow<'a, str>),
     /// Words the host cut (normalized, back to back in `text`; word i ends
-    /// at `ends[i]`), which the device encodes.
+    /// at `ends[i]`), which the device encodes (cutting them further where
+    /// SentencePiece cuts allow).
     Words { text: Cow<'a, str>, ends: Vec<u32> },
     /// Ids the host encoded (before truncation and the template).
     Ids(Vec<u32>),
@@ -83,6 +84,9 @@ pub struct Job<'a> {
     /// The model on the device (a null byte-level one when every row is host ids).
     pub model: DeviceModel,
     pub splits: GtSplits,
+    /// SentencePiece cuts on the host, where it cuts rows into pieces (the
+    /// model holds the device's); disabled for the other families.
+    pub spm_cuts: GtSpmCuts,
     pub rows: Vec<Row<'a>>,
     pub template: GtTemplate,
     pub truncation: Option<Truncation>,
@@ -166,8 +170,9 @@ impl DeviceBatch {
 pub enum DeviceModel {
     /// Byte-level BPE over the device's own pre-tokenization (`gt_bpe_words`).
     ByteLevel(GtBpeModel),
-    /// SentencePiece-style BPE over words the host cut (`gt_spm_words`).
-    SentencePiece(GtSpmModel),
+    /// SentencePiece-style BPE (`gt_spm_words`) on the words of its cuts
+    /// (`gt_spm_cut_words`, tables on the device).
+    SentencePiece(GtSpmModel, GtSpmCuts),
     /// Unigram over words the host cut (`gt_unigram_words`).
     Unigram(GtUnigramModel),
     /// WordPiece over pieces of raw text the host cut (`gt_wordpiece_words`),
@@ -197,10 +202,17 @@ pub fn upload_tables(dev: &dyn DeviceStream, plan: &FastPlan) -> Result<DeviceTa
         }
         FastPlan::SentencePiece(plan) => {
             let (merges, vocab) = plan.tables();
-            let mut model = *plan.model();
+            let (mut model, mut cuts) = plan.device_views();
             model.merges = upload_pairs(dev, merges, &mut bufs)?;
             model.vocab = upload_bytes(dev, vocab, &mut bufs)?;
-            DeviceModel::SentencePiece(model)
+            if let Some(host) = &plan.cuts {
+                let (bits, joined) = host.arrays();
+                let (bits, slots) = (dev.upload_new(bits)?, dev.upload_new(joined)?);
+                cuts.bits = bits.ptr() as *const u32;
+                cuts.joined.slots = slots.ptr() as *const GtPairSlot;
+                bufs.extend([bits, slots]);
+            }
+            DeviceModel::SentencePiece(model, cuts)
         }
         FastPlan::Unigram(plan) => {
             let (pieces, scores) = plan.tables();
@@ -508,7 +520,29 @@ struct Layout {
     host_ids: Vec<u32>,
 }
 
-fn lay_out(rows: &[Row<'_>], cuts: bool) -> Result<Layout> {
+/// Where the host may cut a text row into pieces for the device's threads.
+#[derive(Clone, Copy)]
+enum PieceCuts {
+    /// No cut: each text part is one piece.
+    Whole,
+    /// The scanners' safe points (`gt_next_cut`).
+    Scanners,
+    /// Between SentencePiece words (`gt_spm_next_cut`), host tables.
+    Spm(GtSpmCuts),
+}
+
+impl PieceCuts {
+    /// The first cut of `text` at or after `from` (>= 1), or its end.
+    fn next(&self, text: &str, from: usize) -> usize {
+        match self {
+            PieceCuts::Whole => text.len(),
+            PieceCuts::Scanners => next_cut(text.as_bytes(), from),
+            PieceCuts::Spm(cuts) => spm_next_cut(cuts, text, from),
+        }
+    }
+}
+
+fn lay_out(rows: &[Row<'_>], cuts: PieceCuts) -> Result<Layout> {
     let too_big = || Error::InvalidArgument("a device chunk is limited to 4 GiB of text".into());
     let mut l = Layout {
         piece_bounds: vec![0],
@@ -563,7 +597,7 @@ impl GtRowSource {
 
 impl Layout {
     /// Appends one part of a row: its text cut into pieces, or its host ids.
-    fn lay_out_part(&mut self, part: &Row<'_>, cuts: bool) -> Result<()> {
+    fn lay_out_part(&mut self, part: &Row<'_>, cuts: PieceCuts) -> Result<()> {
         let too_big =
             || Error::InvalidArgument("a device chunk is limited to 4 GiB of text".into());
         let l = self;
@@ -573,8 +607,8 @@ impl Layout {
                 let base = l.text_len;
                 l.text_len += bytes.len();
                 let mut from = 0;
-                while cuts && bytes.len() - from > PIECE_BYTES {
-                    let cut = next_cut(bytes, from + PIECE_BYTES);
+                while bytes.len() - from > PIECE_BYTES {
+                    let cut = cuts.next(text, from + PIECE_BYTES);
                     if cut >= bytes.len() {
                         break;
                     }
@@ -648,7 +682,12 @@ fn tokenize_chunk(
 ) -> Result<Chunk> {
     let clock = std::time::Instant::now();
     let chunk_rows = &job.rows[rows.clone()];
-    let layout = lay_out(chunk_rows, job.splits.can_cut())?;
+    let (piece_cuts, device_cuts) = match job.model {
+        DeviceModel::SentencePiece(_, device) => (PieceCuts::Spm(job.spm_cuts), device),
+        _ if job.splits.can_cut() => (PieceCuts::Scanners, GtSpmCuts::disabled()),
+        _ => (PieceCuts::Whole, GtSpmCuts::disabled()),
+    };
+    let layout = lay_out(chunk_rows, piece_cuts)?;
     let inputs = StagedInputs::upload(dev, chunk_rows, &layout)?;
     *upload_ms += clock.elapsed().as_secs_f64() * 1e3;
     if first_kernel.is_none() {
@@ -668,6 +707,7 @@ fn tokenize_chunk(
         first_word: word_counts.ptr(),
         word_starts: 0,
         word_lens: 0,
+        cuts: device_cuts,
     };
     dev.run(Kernel::PretokCount, &pretok, n_pieces)?;
     scan(dev, &word_counts, n_pieces)?;
@@ -737,7 +777,7 @@ fn tokenize_chunk(
                 dev.run(Kernel::UnigramWords, &args, n_words)?;
                 vec![best, from, id]
             }
-            DeviceModel::SentencePiece(model) => {
+            DeviceModel::SentencePiece(model, _) => {
                 let (bufs, scratch) = merge_scratch()?;
                 let args = GtSpmArgs {
                     model,
@@ -874,7 +914,7 @@ mod tests {
             Row::Ids(vec![7, 8]),
             Row::Text(Cow::Borrowed("")),
         ];
-        let l = lay_out(&rows, true).unwrap();
+        let l = lay_out(&rows, PieceCuts::Scanners).unwrap();
         assert_eq!(
             (l.text_len, &l.text_starts[..]),
             (long.len(), &[0, long.len(), long.len()][..])
@@ -889,7 +929,7 @@ mod tests {
         }
         assert_eq!(l.sources[1].host_end - l.sources[1].host_begin, 2);
         assert_eq!(l.sources[2].piece_begin, l.sources[2].piece_end);
-        let uncut = lay_out(&rows, false).unwrap();
+        let uncut = lay_out(&rows, PieceCuts::Whole).unwrap();
         assert_eq!(uncut.piece_bounds, vec![0, long.len() as u32]);
     }
 }

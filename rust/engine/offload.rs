@@ -11,13 +11,14 @@
 
 use super::{Engine, Input, Settings};
 use crate::cpu::encode::Segment;
-use crate::cpu::{self, Part};
+use crate::cpu::{self, NormalizedPart, Part};
 use crate::cuda::pipeline::{self, DeviceBatch, DeviceModel, DeviceTables, Job, Row, Truncation};
 use crate::cuda::stream::{DeviceStream, Location};
 use crate::error::{Error, Result};
-use crate::kernels::{GtBpeModel, GtTemplate};
+use crate::kernels::{GtBpeModel, GtSpmCuts, GtTemplate};
 use crate::layout::Dtype;
 use crate::plan::bytelevel::ByteLevelPlan;
+use crate::plan::spm::SpmPlan;
 use crate::plan::wordpiece::WordPiecePlan;
 use crate::plan::{FastPlan, PlainAdded};
 use crate::pool;
@@ -68,6 +69,10 @@ impl Engine {
                 .and_then(FastPlan::byte_level)
                 .and_then(|p| p.scanner_chain)
                 .unwrap_or_default(),
+            spm_cuts: match plan {
+                Some(FastPlan::SentencePiece(plan)) => plan.device_views().1,
+                _ => GtSpmCuts::disabled(),
+            },
             rows,
             template,
             truncation: settings.truncation.as_ref().map(|t| Truncation {
@@ -113,8 +118,9 @@ impl Engine {
         Ok(())
     }
 
-    /// A row for the device: its normalized text (byte-level) or words
-    /// (families whose words the host cuts) when the device can encode it,
+    /// A row for the device: its normalized text (byte-level; SentencePiece
+    /// BPE without a pre-tokenizer, as `SpmPlan::device_text` gives it) or
+    /// words (families whose words the host cuts) when the device can encode it,
     /// cut at added tokens (whose ids the host splices in) where the text has
     /// them, else the ids of the CPU engine (fast or exact path); true when
     /// the host encoded it whole.
@@ -132,6 +138,10 @@ impl Engine {
                 }
                 None => None,
             },
+            // Without a pre-tokenizer the device cuts the words (gt_spm_cut_words).
+            Some(FastPlan::SentencePiece(plan)) if plan.words.is_identity() => {
+                normalized_row(plan, text)
+            }
             Some(FastPlan::SentencePiece(plan)) => {
                 words_row(|part| cpu::each_part(plan, text, part))
             }
@@ -219,6 +229,27 @@ fn wordpiece_row<'t>(plan: &WordPiecePlan, text: &'t str) -> Option<Row<'t>> {
     Some(Row::Parts(parts))
 }
 
+/// A SentencePiece row for the device to cut into words: each piece between
+/// added tokens as the device reads it (`SpmPlan::device_text`), the added
+/// tokens' ids from the host between them.
+fn normalized_row<'t>(plan: &SpmPlan, text: &'t str) -> Option<Row<'t>> {
+    let mut parts = Vec::new();
+    let device_text = |piece| plan.device_text(piece);
+    let fine = cpu::each_normalized_part(plan, text, device_text, |part| match part {
+        NormalizedPart::Added(id) => push_id(&mut parts, id),
+        NormalizedPart::Text(piece, _) if piece.is_empty() => {}
+        NormalizedPart::Text(piece, _) => parts.push(Row::Text(piece)),
+    });
+    if !fine {
+        return None;
+    }
+    Some(match parts.len() {
+        0 => Row::Text(Cow::Borrowed("")),
+        1 => parts.pop()?,
+        _ => Row::Parts(parts),
+    })
+}
+
 /// The words a per-word model family makes of a text (`each_part` passes
 /// them, returning false when the text needs the exact path), as a device
 /// row: its words, and the ids of the added tokens between them.
@@ -281,33 +312,30 @@ mod tests {
                   "merges": ["▁ a"]}}"#;
 
     #[test]
-    fn host_cut_words_go_to_the_device_and_added_tokens_ids_come_from_the_host() {
+    fn normalized_text_goes_to_the_device_and_added_tokens_ids_come_from_the_host() {
         let engine = Engine::from_json(SPM).unwrap();
         let plan = engine.fast.as_ref().ok().filter(|p| runs_on_device(p));
         let settings = Settings::default();
+        // The device cuts the words (gt_spm_cut_words) and reads each space
+        // as "▁" (the normalizer's Replace): the host only puts a space before
+        // the text (its Prepend).
         match engine.device_row("a ab", plan, &settings).unwrap().0 {
-            Row::Words { text, ends } => {
-                assert_eq!(text, "▁a▁ab");
-                // "▁a" | "▁a" "b" cut between b's known neighbours; never inside "▁a"
-                assert!(ends.iter().all(|&e| text.is_char_boundary(e as usize)));
-                assert_eq!(*ends.last().unwrap() as usize, text.len());
-                assert!(ends.contains(&("▁a".len() as u32)));
-            }
-            _ => panic!("expected words for the device"),
+            Row::Text(text) => assert_eq!(text, " a ab"),
+            _ => panic!("expected text for the device"),
         }
-        // Words around an added token: the words for the device, its id between them.
+        // Text around an added token: the pieces for the device, its id between them.
         match engine.device_row("a<s>a<s><s>", plan, &settings).unwrap().0 {
             Row::Parts(parts) => {
                 let shapes: Vec<String> = parts
                     .iter()
                     .map(|part| match part {
-                        Row::Words { text, .. } => format!("words {text}"),
+                        Row::Text(text) => format!("text {text}"),
                         Row::Ids(ids) => format!("ids {ids:?}"),
                         _ => "other".into(),
                     })
                     .collect();
                 // (The normalizer prepends ▁ to every piece between added tokens, as the crate does.)
-                assert_eq!(shapes, ["words ▁a", "ids [4]", "words ▁a", "ids [4, 4]"]);
+                assert_eq!(shapes, ["text  a", "ids [4]", "text  a", "ids [4, 4]"]);
             }
             _ => panic!("expected parts"),
         }

@@ -115,6 +115,36 @@ c_mirror! {
 }
 
 c_mirror! {
+    /// `GtSpmCuts` (cuda/gt_spm.cuh): where SentencePiece BPE cuts a piece into words.
+    pub struct GtSpmCuts {
+        pub bits: *const u32,
+        pub joined: GtPairTable,
+        pub n_known: u32,
+        pub unknown_alone: u32,
+        pub enabled: u32,
+        pub space_as: u32,
+    }
+}
+
+impl GtSpmCuts {
+    /// No cut proven: each piece is one word.
+    pub fn disabled() -> Self {
+        GtSpmCuts {
+            bits: std::ptr::null(),
+            joined: GtPairTable {
+                slots: std::ptr::null(),
+                mask: 0,
+                merged_of_rank: std::ptr::null(),
+            },
+            n_known: 0,
+            unknown_alone: 0,
+            enabled: 0,
+            space_as: 0,
+        }
+    }
+}
+
+c_mirror! {
     /// `GtBytesSlot` (cuda/gt_hash.cuh): one slot of a byte-string table.
     #[derive(Default)]
     pub struct GtBytesSlot {
@@ -155,6 +185,8 @@ c_mirror! {
         pub unk_id: u32,
         pub fuse_unk: u32,
         pub ignore_merges: u32,
+        pub space_len: u32,
+        pub space_utf8: [u8; 4],
         pub _pad: u32,
     }
 }
@@ -351,6 +383,7 @@ c_mirror! {
         pub first_word: DevPtr,
         pub word_starts: DevPtr,
         pub word_lens: DevPtr,
+        pub cuts: GtSpmCuts,
     }
 }
 
@@ -562,6 +595,7 @@ mod tests {
             size_of::<GtUnigramScratch>(),
             size_of::<GtPairSlot>(),
             size_of::<GtPartSpan>(),
+            size_of::<GtSpmCuts>(),
         ];
         let c: Vec<usize> = super::super::host::c_struct_sizes()
             .into_iter()

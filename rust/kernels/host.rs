@@ -5,7 +5,8 @@
 
 use super::abi::{
     GtBpeModel, GtBpeScratch, GtBytesSlot, GtBytesTable, GtMergeEntry, GtPairSlot, GtSplits,
-    GtSpmModel, GtUnigramModel, GtUnigramScratch, GtWordPieceModel, GtWpScratch, Kernel, NONE,
+    GtSpmCuts, GtSpmModel, GtUnigramModel, GtUnigramScratch, GtWordPieceModel, GtWpScratch, Kernel,
+    NONE,
 };
 use std::ffi::c_void;
 
@@ -49,6 +50,8 @@ extern "C" {
         start: u32,
         id: u32,
     );
+    fn gt_host_spm_next_cut(cuts: *const GtSpmCuts, text: *const u8, end: u32, from: u32) -> u32;
+    fn gt_host_spm_cut_between(cuts: *const GtSpmCuts, a: u32, b: u32) -> i32;
     fn gt_host_bytes_find(table: *const GtBytesTable, bytes: *const u8, n: u32) -> u32;
     fn gt_host_find(pattern: u32, text: *const u8, end: u32, pos: u32, start: *mut u32) -> u32;
     fn gt_host_split_words(
@@ -148,6 +151,25 @@ pub fn next_cut(text: &[u8], from: usize) -> usize {
     }
     // SAFETY: reads text[from - 1 .. len), inside the slice.
     unsafe { gt_host_next_cut(text.as_ptr(), text.len() as u32, from as u32) as usize }
+}
+
+/// The first SentencePiece cut of `text` at or after `from` (>= 1), or
+/// `text.len()` (`gt_spm_next_cut`: where BPE on each side is BPE on the whole).
+pub fn spm_next_cut(cuts: &GtSpmCuts, text: &str, from: usize) -> usize {
+    assert!(from >= 1 && text.len() < NONE as usize);
+    if from >= text.len() {
+        return text.len();
+    }
+    // SAFETY: `text` is valid UTF-8 (so byte 0 starts a character) and the
+    // search reads only inside it; `cuts` points to live tables (its owner's).
+    unsafe { gt_host_spm_next_cut(cuts, text.as_ptr(), text.len() as u32, from as u32) as usize }
+}
+
+/// True when a SentencePiece word may end between `a` and `b` (`gt_spm_cut_between`).
+pub fn spm_cut_between(cuts: &GtSpmCuts, a: char, b: char) -> bool {
+    // SAFETY: `cuts` points to live tables (its owner's), or is disabled and
+    // then still readable (the lookups read only inside its tables).
+    unsafe { gt_host_spm_cut_between(cuts, a as u32, b as u32) != 0 }
 }
 
 /// The leftmost match of scanner `pattern` (`GT_PAT_*` in cuda/gt_pretok.cuh)

@@ -13,12 +13,17 @@
 //! ([`Cuts`]): between two characters that are tokens of their own and are
 //! never adjacent inside any token. Then words repeat (`"▁the"`, one CJK
 //! character), and go through the per-thread word cache like byte-level words.
+//! The cut tables are C (`GtSpmCuts`): a device cuts its pieces with them too.
+//!
+//! For a device, Llama-2's normalizer is left to the model: it reads each
+//! space as "▁" (`device_views`, `device_text`), so the host does not rewrite
+//! the text.
 
 use super::bytelevel::{check_bpe_model, merge_table, MergeTable};
 use super::metaspace::Words;
 use super::normalize::{Aligns, PieceNormalizer};
 use super::PlainAdded;
-use crate::kernels::{BytesTable, GtSpmModel, NONE};
+use crate::kernels::{self, BytesTable, GtPairSlot, GtPairTable, GtSpmCuts, GtSpmModel, NONE};
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde_json::Value;
 
@@ -29,6 +34,9 @@ pub struct SpmPlan {
     /// Where pieces can be cut into words; None when no cut is proven safe.
     pub cuts: Option<Cuts>,
     model: GtSpmModel,
+    /// The normalizer's replacement of spaces, and whether it prepends one,
+    /// when the device reads spaces as it (`device_text`).
+    spaces_as: Option<(char, bool)>,
     /// Owned here: `model` points into them (merges, vocabulary).
     tables: (MergeTable, BytesTable),
     /// When every added token is plain: the crate's split, without its alignments.
@@ -95,8 +103,16 @@ impl SpmPlan {
             unk_id,
             fuse_unk: u32::from(model["fuse_unk"].as_bool().unwrap_or(false)),
             ignore_merges: u32::from(ignore_merges),
+            space_len: 0,
+            space_utf8: [0; 4],
             _pad: 0,
         };
+        // The device reads spaces as the normalizer's replacement, which must be
+        // a token (so one byte never becomes several byte-fallback ids), and
+        // not when the whole piece is looked up first (ignore_merges).
+        let spaces_as = normalizer.spaces_as().filter(|(r, _)| {
+            words.is_identity() && !ignore_merges && ids.contains_key(r.to_string().as_str())
+        });
         let split = match words.is_identity() {
             true => super::describe(&spec["normalizer"]),
             false => super::describe(&spec["pre_tokenizer"]),
@@ -114,6 +130,7 @@ impl SpmPlan {
             words,
             cuts,
             model,
+            spaces_as,
             tables: (merges, table),
             plain_added,
             description,
@@ -123,6 +140,40 @@ impl SpmPlan {
     /// The C view of the tables.
     pub fn model(&self) -> &GtSpmModel {
         &self.model
+    }
+
+    /// Where pieces are cut into words (disabled when no cut is proven).
+    pub fn cuts_view(&self) -> GtSpmCuts {
+        self.cuts.as_ref().map_or(GtSpmCuts::disabled(), Cuts::view)
+    }
+
+    /// The model and cuts for text from `device_text` (spaces read as the
+    /// normalizer's replacement where it allows).
+    pub fn device_views(&self) -> (GtSpmModel, GtSpmCuts) {
+        let (mut model, mut cuts) = (self.model, self.cuts_view());
+        if let Some((r, _)) = self.spaces_as {
+            r.encode_utf8(&mut model.space_utf8);
+            model.space_len = r.len_utf8() as u32;
+            cuts.space_as = r as u32;
+        }
+        (model, cuts)
+    }
+
+    /// A piece of text (between added tokens) as the device reads it: with
+    /// the normalizer's spaces left for the device to read as its replacement
+    /// (a space before a non-empty piece for its `Prepend`), else normalized
+    /// here. None when the normalizer fails (the exact path reports it).
+    pub fn device_text<'t>(&self, piece: &'t str) -> Option<std::borrow::Cow<'t, str>> {
+        match self.spaces_as {
+            Some((_, true)) if !piece.is_empty() => {
+                let mut text = String::with_capacity(piece.len() + 1);
+                text.push(' ');
+                text.push_str(piece);
+                Some(text.into())
+            }
+            Some(_) => Some(piece.into()),
+            None => self.normalize(piece),
+        }
     }
 
     /// The arrays the model view points into (merges, vocabulary), for a device.
@@ -168,13 +219,11 @@ impl SpmPlan {
 /// off on both sides too: it becomes `<0xXX>` tokens, which no merge takes
 /// (checked), and it never becomes the unknown token, which could fuse.
 pub struct Cuts {
-    /// ASCII characters that are tokens (bit per character).
-    ascii_known: u128,
-    /// ASCII pairs adjacent inside a token: bit `b` of `ascii_joined[a]`.
-    ascii_joined: [u128; 128],
-    /// Characters that are tokens, one bit per code point (up to the highest).
-    known: Vec<u64>,
-    joined: FxHashSet<(char, char)>,
+    /// `GtSpmCuts.bits`: ASCII pairs adjacent inside a token, then the
+    /// characters that are tokens (one bit per code point up to the highest).
+    bits: Vec<u32>,
+    /// The other pairs adjacent inside a token, by code point.
+    joined: Vec<GtPairSlot>,
     /// A character that is not a token is its bytes alone (see above).
     unknown_alone: bool,
 }
@@ -196,58 +245,69 @@ impl Cuts {
         if ignore_merges || !parts_are_plain {
             return None;
         }
-        let mut cuts = Cuts {
-            ascii_known: 0,
-            ascii_joined: [0; 128],
-            known: Vec::new(),
-            joined: FxHashSet::default(),
-            unknown_alone: every_byte,
+        let set = |bits: &mut Vec<u32>, i: usize| {
+            if bits.len() <= i / 32 {
+                bits.resize(i / 32 + 1, 0);
+            }
+            bits[i / 32] |= 1 << (i % 32);
         };
+        let mut bits = vec![0; ASCII_WORDS];
+        let mut joined = FxHashSet::default();
         for (token, id) in ids {
             if special.contains(id) {
                 continue;
             }
             let mut chars = token.chars();
             if let (Some(c), None) = (chars.next(), chars.next()) {
-                if c.is_ascii() {
-                    cuts.ascii_known |= 1 << c as u32;
-                }
-                let (word, bit) = (c as usize / 64, c as usize % 64);
-                if cuts.known.len() <= word {
-                    cuts.known.resize(word + 1, 0);
-                }
-                cuts.known[word] |= 1 << bit;
+                set(&mut bits, ASCII_WORDS * 32 + c as usize);
             }
             for (a, b) in token.chars().zip(token.chars().skip(1)) {
                 match a.is_ascii() && b.is_ascii() {
-                    true => cuts.ascii_joined[a as usize] |= 1 << b as u32,
-                    false => drop(cuts.joined.insert((a, b))),
+                    true => set(&mut bits, a as usize * 128 + b as usize),
+                    false => drop(joined.insert((a as u32, b as u32))),
                 }
             }
         }
-        Some(cuts)
+        let mut slots = vec![GtPairSlot::default(); (2 * joined.len()).next_power_of_two().max(2)];
+        for pair in joined {
+            kernels::pair_insert(&mut slots, pair, 0, 0);
+        }
+        Some(Cuts {
+            bits,
+            joined: slots,
+            unknown_alone: every_byte,
+        })
+    }
+
+    /// The C view (`GtSpmCuts`); valid while `self` lives.
+    pub fn view(&self) -> GtSpmCuts {
+        GtSpmCuts {
+            bits: self.bits.as_ptr(),
+            joined: GtPairTable {
+                slots: self.joined.as_ptr(),
+                mask: self.joined.len() as u64 - 1,
+                merged_of_rank: std::ptr::null(),
+            },
+            n_known: ((self.bits.len() - ASCII_WORDS) * 32) as u32,
+            unknown_alone: u32::from(self.unknown_alone),
+            enabled: 1,
+            space_as: 0,
+        }
+    }
+
+    /// The arrays the view points into (bits, pair slots), for a device.
+    pub fn arrays(&self) -> (&[u32], &[GtPairSlot]) {
+        (&self.bits, &self.joined)
     }
 
     /// True when a word can end between `a` and `b`.
-    #[inline]
     pub fn between(&self, a: char, b: char) -> bool {
-        if a.is_ascii() && b.is_ascii() {
-            let known = self.ascii_known >> a as u32 & self.ascii_known >> b as u32 & 1 == 1;
-            return match known {
-                true => self.ascii_joined[a as usize] >> b as u32 & 1 == 0,
-                false => self.unknown_alone,
-            };
-        }
-        let known = |c: char| {
-            let word = self.known.get(c as usize / 64).copied().unwrap_or(0);
-            word >> (c as usize % 64) & 1 == 1
-        };
-        match (known(a), known(b)) {
-            (true, true) => !self.joined.contains(&(a, b)),
-            _ => self.unknown_alone,
-        }
+        kernels::spm_cut_between(&self.view(), a, b)
     }
 }
+
+/// `GT_SPM_ASCII_WORDS`: the ASCII pair bits before the known characters'.
+const ASCII_WORDS: usize = 128 * 128 / 32;
 
 #[cfg(test)]
 mod tests {
@@ -280,5 +340,19 @@ mod tests {
         assert!(Cuts::proven(&ids, &over_bytes, &special, false, true).is_none());
         let alone = Cuts::proven(&ids, &merges, &special, false, true).unwrap();
         assert!(alone.between('c', 'x') && alone.between('x', 'y') && !alone.between('a', 'b'));
+
+        // The next cut from a byte: to a character start, then the first pair a word may end between.
+        let text = "▁abc東京▁a";
+        let next = |from| kernels::spm_next_cut(&cuts.view(), text, from);
+        assert_eq!((next(1), next(5), next(6), next(7)), (5, 5, 6, 12));
+        assert_eq!(
+            next(13),
+            text.len(),
+            "▁a is one token: no cut before the end"
+        );
+        assert_eq!(
+            kernels::spm_next_cut(&GtSpmCuts::disabled(), text, 1),
+            text.len()
+        );
     }
 }
