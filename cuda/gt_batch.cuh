@@ -13,7 +13,8 @@
 //   pretok_fill   piece  -> (start, length) of its words
 //   bpe_words     word   -> ids at the word's byte offset       (tok_counts)
 //                 (spm_words on SentencePiece cuts, gt_spm_cut_words;
-//                 unigram_words on the words the host cut, one per piece)
+//                 unigram_words on Metaspace words, gt_metaspace_words, or
+//                 on the words the host cut, one per piece)
 //   scan          tok_counts -> first token of each word
 //   compact       word   -> ids moved to their final place      (raw ids, CSR by word)
 //   part_spans    part   -> its raw token range and count       (a row is one part,
@@ -34,7 +35,7 @@
 // ---- pre-tokenization ------------------------------------------------------
 struct GtPretokArgs {
     GtSplits splits;
-    gt_u32 pad_;                  // named padding (see rust/kernels/abi.rs)
+    gt_u32 metaspace;             // > 0: Unigram words of WhitespaceSplit + Metaspace with this replacement
     const gt_u8* text;
     const gt_u32* piece_bounds;  // n + 1 entries: piece i is [bounds[i], bounds[i + 1])
     gt_u32* word_counts;          // count pass: words per piece; later scanned in place
@@ -60,12 +61,15 @@ struct GtFillWords {
     }
 };
 
-// The words of piece i: the scanners' (byte-level BPE), SentencePiece cuts, or the piece itself.
+// The words of piece i: the scanners' (byte-level BPE), SentencePiece cuts,
+// Metaspace words (Unigram), or the piece itself.
 template <class Emit>
 GT_HD void gt_piece_words(const GtPretokArgs* a, gt_u32 i, Emit& emit) {
     gt_u32 begin = a->piece_bounds[i], end = a->piece_bounds[i + 1];
     if (a->cuts.enabled) {
         gt_spm_cut_words(&a->cuts, a->text, begin, end, emit);
+    } else if (a->metaspace) {
+        gt_metaspace_words(a->text, begin, end, a->metaspace, emit);
     } else {
         gt_split_words<0>(&a->splits, a->text, begin, end, emit);
     }
@@ -150,7 +154,8 @@ GT_HD void gt_spm_words_thread(const GtSpmArgs* a, gt_u32 w) {
     x->tok_counts[w] = gt_spm_word(&a->model, x->text + start, x->word_lens[w], s, x->out + start);
 }
 
-// Unigram, words as for spm_words. A word of n bytes needs n + 1 scratch
+// Unigram, on Metaspace words (gt_metaspace_words) or the words the host cut,
+// one per piece. A word of n bytes needs n + 1 scratch
 // entries: word w's start at byte b + w (words are disjoint and in order, so
 // these are too). The host sends only rows the model can encode whole (it
 // has an unknown token), so no word fails here.

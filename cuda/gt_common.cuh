@@ -38,6 +38,14 @@ typedef unsigned long long gt_u64;
 // UTF-8 length of the character starting with byte b (valid UTF-8).
 GT_HD gt_u32 gt_utf8_len(gt_u8 b) { return b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4; }
 
+// Unicode White_Space (Rust's char::is_whitespace, which the crate's
+// WhitespaceSplit cuts at).
+GT_HD int gt_is_white_space(gt_u32 cp) {
+    if (cp < 0x80) return cp == ' ' || (cp >= 0x09 && cp <= 0x0D);
+    return cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 ||
+           cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
+}
+
 // Decodes the code point at `pos` (< end) into *cp; returns its byte length.
 GT_HD gt_u32 gt_decode(const gt_u8* s, gt_u32 pos, gt_u32* cp) {
     gt_u8 b = s[pos];

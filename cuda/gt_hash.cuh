@@ -116,9 +116,12 @@ GT_HD gt_u64 gt_hash_finish(gt_u64 state, gt_u32 n) {
 
 GT_HD gt_u64 gt_bytes_hash(const gt_u8* bytes, gt_u32 n) { return gt_hash_finish(gt_fnv_extend(GT_FNV_BASIS, bytes, n), n); }
 
-// Id of the exact byte string whose gt_bytes_hash is h, or GT_NONE.
-GT_HD gt_u32 gt_bytes_find_hashed(const GtBytesTable* t, const gt_u8* bytes, gt_u32 n, gt_u64 h) {
+// Id of the byte string a[0, an) then b[0, bn) whose gt_bytes_hash is h, or
+// GT_NONE (two parts: Unigram reads a word's first byte as another character).
+GT_HD gt_u32 gt_bytes_find_parts(const GtBytesTable* t, const gt_u8* a, gt_u32 an, const gt_u8* b, gt_u32 bn,
+                                 gt_u64 h) {
     if (!gt_filter_has(t->filter, t->filter_mask, h)) return GT_NONE;
+    gt_u32 n = an + bn;
     for (gt_u64 slot = h & t->mask;; slot = (slot + 1) & t->mask) {
         GtBytesSlot e = t->slots[slot];
         if (e.hash == 0) return GT_NONE;
@@ -126,10 +129,16 @@ GT_HD gt_u32 gt_bytes_find_hashed(const GtBytesTable* t, const gt_u8* bytes, gt_
             const gt_u8* stored = t->blob + e.start;
             gt_u32 len = stored[0] | (gt_u32)stored[1] << 8 | (gt_u32)stored[2] << 16 | (gt_u32)stored[3] << 24;
             gt_u32 i = 0;
-            while (len == n && i < n && stored[4 + i] == bytes[i]) ++i;
+            while (len == n && i < an && stored[4 + i] == a[i]) ++i;
+            while (len == n && i >= an && i < n && stored[4 + i] == b[i - an]) ++i;
             if (len == n && i == n) return e.id;
         }
     }
+}
+
+// Id of the exact byte string whose gt_bytes_hash is h, or GT_NONE.
+GT_HD gt_u32 gt_bytes_find_hashed(const GtBytesTable* t, const gt_u8* bytes, gt_u32 n, gt_u64 h) {
+    return gt_bytes_find_parts(t, bytes, n, bytes + n, 0, h);
 }
 
 // Id of the exact byte string, or GT_NONE.

@@ -92,6 +92,8 @@ int gt_host_spm_cut_between(const GtSpmCuts* cuts, gt_u32 a, gt_u32 b) { return 
 
 gt_u32 gt_host_next_cut(const gt_u8* text, gt_u32 end, gt_u32 from) { return gt_next_cut(text, end, from); }
 
+int gt_host_is_white_space(gt_u32 cp) { return gt_is_white_space(cp); }
+
 int gt_host_chain_can_cut(const GtSplits* splits) { return gt_chain_can_cut(splits); }
 
 gt_u32 gt_host_class(gt_u32 cp) { return gt_class(cp); }

@@ -30,8 +30,43 @@ struct GtUnigramModel {
     double unk_score;       // min_score - 10 (the crate's kUnkPenalty)
     gt_u32 byte_ids[256];   // the <0xXX> tokens with byte_fallback; GT_NONE where absent, or all without
     gt_u32 unk_id;          // GT_NONE: no unknown token
+    gt_u32 lead_len;        // > 0: a word's slot byte reads as lead_utf8[0, lead_len), a token
+    gt_u8 lead_utf8[4];     // (Metaspace's replacement; see gt_metaspace_words)
     gt_u32 pad_;            // named padding (see rust/kernels/abi.rs)
 };
+
+// The words of s[begin, end) after WhitespaceSplit then Metaspace (replacement
+// r, prepend_scheme "always", split), as emit(start, end): each run of
+// non-whitespace, cut before every r inside it. The first word of a run that
+// does not start with r gets r before it: that word starts one byte early, at
+// its slot, the last byte of the whitespace before it, which the model reads
+// as r (gt_uni_has_slot). A piece must start with whitespace (the host puts a
+// space before a text that does not, and cuts texts only before a space).
+template <class Emit>
+GT_HD void gt_metaspace_words(const gt_u8* s, gt_u32 begin, gt_u32 end, gt_u32 r, Emit& emit) {
+    gt_u32 start = GT_NONE;  // the open word's start
+    for (gt_u32 p = begin, cp, len; p < end; p += len) {
+        len = gt_decode(s, p, &cp);
+        if (gt_is_white_space(cp)) {
+            if (start != GT_NONE) emit(start, p);
+            start = GT_NONE;
+        } else if (start == GT_NONE) {
+            start = cp == r || p == begin ? p : p - 1;  // (p == begin: a piece the host broke its promise on)
+        } else if (cp == r) {
+            emit(start, p);
+            start = p;
+        }
+    }
+    if (start != GT_NONE) emit(start, end);
+}
+
+// True when a word starts with a slot: the last byte of the whitespace
+// before it (ASCII whitespace, or the last byte of a longer character),
+// which a word's own first byte never is.
+GT_HD int gt_uni_has_slot(const GtUnigramModel* m, const gt_u8* bytes) {
+    gt_u8 b = bytes[0];
+    return m->lead_len && (b == ' ' || (b >= 0x09 && b <= 0x0D) || (b & 0xC0) == 0x80);
+}
 
 // Per word of n bytes: n + 1 entries each.
 struct GtUnigramScratch {
@@ -70,22 +105,35 @@ GT_HD gt_u32 gt_uni_unknown_run(const GtUnigramModel* m, const gt_u8* bytes, gt_
 
 // Encodes bytes[0..n) into out (room for n ids); returns the number of ids,
 // or GT_NONE when a character has no token and there is no unknown token.
+// A word that starts with a slot (gt_uni_has_slot) reads it as m->lead: a
+// one-byte character in the scratch and out, lead_len bytes in lookups.
 GT_HD gt_u32 gt_unigram_word(const GtUnigramModel* m, const gt_u8* bytes, gt_u32 n, GtUnigramScratch s,
                              gt_u32* out) {
     if (n == 0) return 0;
+    int slot = gt_uni_has_slot(m, bytes);
     for (gt_u32 i = 0; i <= n; ++i) s.from[i] = GT_NONE;
     s.best[0] = 0.0;
     for (gt_u32 start = 0; start < n;) {
-        gt_u32 char_len = gt_utf8_len(bytes[start]);
+        int at_slot = slot && start == 0;
+        gt_u32 char_len = at_slot ? 1 : gt_utf8_len(bytes[start]);
         int single = 0;
         gt_u64 state = GT_FNV_BASIS;
         for (gt_u32 end = start; end < n;) {
             gt_u32 from = end;
-            end += gt_utf8_len(bytes[end]);
+            end += from == 0 && at_slot ? 1 : gt_utf8_len(bytes[end]);
             if (end > n) break;  // a cut-off character: no token ends inside it
-            state = gt_fnv_extend(state, bytes + from, end - from);
-            gt_u32 len = end - start;
-            gt_u32 entry = gt_bytes_find_hashed(&m->pieces, bytes + start, len, gt_hash_finish(state, len));
+            gt_u32 entry, len = end - start;
+            if (at_slot) {
+                // The lead then bytes[1, end).
+                state = from == 0 ? gt_fnv_extend(state, m->lead_utf8, m->lead_len)
+                                  : gt_fnv_extend(state, bytes + from, end - from);
+                gt_u32 read = m->lead_len + len - 1;
+                entry = gt_bytes_find_parts(&m->pieces, m->lead_utf8, m->lead_len, bytes + 1, len - 1,
+                                            gt_hash_finish(state, read));
+            } else {
+                state = gt_fnv_extend(state, bytes + from, end - from);
+                entry = gt_bytes_find_hashed(&m->pieces, bytes + start, len, gt_hash_finish(state, len));
+            }
             if (entry == GT_NONE) break;
             gt_u32 id = entry & ~GT_UNI_LONGER;
             if (id != GT_UNI_PREFIX) {
@@ -102,6 +150,7 @@ GT_HD gt_u32 gt_unigram_word(const GtUnigramModel* m, const gt_u8* bytes, gt_u32
         start += char_len;
     }
     // The path's token ends, first to last, into the tail of out: out[n - k, n).
+    // (A slot reads as a token, so it is never part of an unknown run below.)
     gt_u32 k = 0;
     for (gt_u32 end = n; end > 0; end = s.from[end]) out[n - 1 - k++] = end;
     // Ids are written from out[0] up: after the tokens covering bytes [0, b)

@@ -170,9 +170,11 @@ def test_no_unknown_token_fails_like_the_crate() -> None:
 
 @pytest.mark.parametrize("name", ["xlmr", "t5", "byte-fallback", "whitespace-split", "no-unk"])
 def test_emulated_device_pipeline_equals_cpu(name: str) -> None:
-    """The device pipeline (on the host emulator): the host cuts words, the
-    Unigram kernel (gt_unigram_words) encodes them; rows with added tokens, or
-    of a model without an unknown token, are encoded by the host."""
+    """The device pipeline (on the host emulator): the device cuts
+    WhitespaceSplit + Metaspace words itself (gt_metaspace_words: xlmr, t5,
+    byte-fallback), the host cuts the others; the Unigram kernel
+    (gt_unigram_words) encodes them; the ids of added tokens come from the
+    host, and rows of a model without an unknown token are encoded there."""
     from gpu_tok._core import Padding, Truncation
 
     if name in ("xlmr", "t5"):

@@ -173,8 +173,9 @@ pub enum DeviceModel {
     /// SentencePiece-style BPE (`gt_spm_words`) on the words of its cuts
     /// (`gt_spm_cut_words`, tables on the device).
     SentencePiece(GtSpmModel, GtSpmCuts),
-    /// Unigram over words the host cut (`gt_unigram_words`).
-    Unigram(GtUnigramModel),
+    /// Unigram (`gt_unigram_words`) over its Metaspace words
+    /// (`gt_metaspace_words`, at this replacement) or, with 0, the words the host cut.
+    Unigram(GtUnigramModel, u32),
     /// WordPiece over pieces of raw text the host cut (`gt_wordpiece_words`),
     /// with the most bytes of normalized text per input byte.
     WordPiece(GtWordPieceModel, u64),
@@ -216,11 +217,11 @@ pub fn upload_tables(dev: &dyn DeviceStream, plan: &FastPlan) -> Result<DeviceTa
         }
         FastPlan::Unigram(plan) => {
             let (pieces, scores) = plan.tables();
-            let mut model = *plan.model();
+            let (mut model, metaspace) = plan.device_views();
             model.pieces = upload_bytes(dev, pieces, &mut bufs)?;
             bufs.push(dev.upload_new(scores)?);
             model.scores = bufs[bufs.len() - 1].ptr() as *const f64;
-            DeviceModel::Unigram(model)
+            DeviceModel::Unigram(model, metaspace)
         }
         FastPlan::WordPiece(plan) => {
             let (chars, first, rest) = plan.tables();
@@ -525,8 +526,9 @@ struct Layout {
 enum PieceCuts {
     /// No cut: each text part is one piece.
     Whole,
-    /// The scanners' safe points (`gt_next_cut`).
-    Scanners,
+    /// Before a space after a printable ASCII character (`gt_next_cut`):
+    /// safe for the scanners and for Metaspace words.
+    Spaces,
     /// Between SentencePiece words (`gt_spm_next_cut`), host tables.
     Spm(GtSpmCuts),
 }
@@ -536,7 +538,7 @@ impl PieceCuts {
     fn next(&self, text: &str, from: usize) -> usize {
         match self {
             PieceCuts::Whole => text.len(),
-            PieceCuts::Scanners => next_cut(text.as_bytes(), from),
+            PieceCuts::Spaces => next_cut(text.as_bytes(), from),
             PieceCuts::Spm(cuts) => spm_next_cut(cuts, text, from),
         }
     }
@@ -682,10 +684,19 @@ fn tokenize_chunk(
 ) -> Result<Chunk> {
     let clock = std::time::Instant::now();
     let chunk_rows = &job.rows[rows.clone()];
-    let (piece_cuts, device_cuts) = match job.model {
-        DeviceModel::SentencePiece(_, device) => (PieceCuts::Spm(job.spm_cuts), device),
-        _ if job.splits.can_cut() => (PieceCuts::Scanners, GtSpmCuts::disabled()),
-        _ => (PieceCuts::Whole, GtSpmCuts::disabled()),
+    let (mut device_cuts, mut metaspace) = (GtSpmCuts::disabled(), 0);
+    let piece_cuts = match job.model {
+        DeviceModel::SentencePiece(_, device) => {
+            device_cuts = device;
+            PieceCuts::Spm(job.spm_cuts)
+        }
+        // Metaspace words never span a space: pieces may start at one.
+        DeviceModel::Unigram(_, replacement) if replacement != 0 => {
+            metaspace = replacement;
+            PieceCuts::Spaces
+        }
+        _ if job.splits.can_cut() => PieceCuts::Spaces,
+        _ => PieceCuts::Whole,
     };
     let layout = lay_out(chunk_rows, piece_cuts)?;
     let inputs = StagedInputs::upload(dev, chunk_rows, &layout)?;
@@ -700,7 +711,7 @@ fn tokenize_chunk(
     let word_counts = dev.alloc(4 * (n_pieces as usize + 1))?;
     let mut pretok = GtPretokArgs {
         splits: job.splits,
-        _pad: 0,
+        metaspace,
         text: inputs.text,
         piece_bounds: inputs.bounds,
         word_counts: word_counts.ptr(),
@@ -759,7 +770,7 @@ fn tokenize_chunk(
                 dev.run(Kernel::WordPieceWords, &args, n_words)?;
                 vec![norm]
             }
-            DeviceModel::Unigram(model) => {
+            DeviceModel::Unigram(model, _) => {
                 // n + 1 entries per word of n bytes (see gt_unigram_words).
                 let entries = text_len + n_words as usize + 1;
                 let (best, from, id) = (
@@ -914,7 +925,7 @@ mod tests {
             Row::Ids(vec![7, 8]),
             Row::Text(Cow::Borrowed("")),
         ];
-        let l = lay_out(&rows, PieceCuts::Scanners).unwrap();
+        let l = lay_out(&rows, PieceCuts::Spaces).unwrap();
         assert_eq!(
             (l.text_len, &l.text_starts[..]),
             (long.len(), &[0, long.len(), long.len()][..])

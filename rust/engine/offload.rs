@@ -11,14 +11,13 @@
 
 use super::{Engine, Input, Settings};
 use crate::cpu::encode::Segment;
-use crate::cpu::{self, NormalizedPart, Part};
+use crate::cpu::{self, NormalizedPart, Part, WordPlan};
 use crate::cuda::pipeline::{self, DeviceBatch, DeviceModel, DeviceTables, Job, Row, Truncation};
 use crate::cuda::stream::{DeviceStream, Location};
 use crate::error::{Error, Result};
 use crate::kernels::{GtBpeModel, GtSpmCuts, GtTemplate};
 use crate::layout::Dtype;
 use crate::plan::bytelevel::ByteLevelPlan;
-use crate::plan::spm::SpmPlan;
 use crate::plan::wordpiece::WordPiecePlan;
 use crate::plan::{FastPlan, PlainAdded};
 use crate::pool;
@@ -140,10 +139,14 @@ impl Engine {
             },
             // Without a pre-tokenizer the device cuts the words (gt_spm_cut_words).
             Some(FastPlan::SentencePiece(plan)) if plan.words.is_identity() => {
-                normalized_row(plan, text)
+                text_row(plan, text, |piece| plan.device_text(piece))
             }
             Some(FastPlan::SentencePiece(plan)) => {
                 words_row(|part| cpu::each_part(plan, text, part))
+            }
+            // WhitespaceSplit + Metaspace: the device cuts the words (gt_metaspace_words).
+            Some(FastPlan::Unigram(plan)) if plan.device_cuts_words() => {
+                text_row(plan, text, |piece| plan.device_text(piece))
             }
             Some(FastPlan::Unigram(plan)) => words_row(|part| cpu::each_part(plan, text, part)),
             Some(FastPlan::WordPiece(plan)) => wordpiece_row(plan, text),
@@ -229,12 +232,15 @@ fn wordpiece_row<'t>(plan: &WordPiecePlan, text: &'t str) -> Option<Row<'t>> {
     Some(Row::Parts(parts))
 }
 
-/// A SentencePiece row for the device to cut into words: each piece between
-/// added tokens as the device reads it (`SpmPlan::device_text`), the added
-/// tokens' ids from the host between them.
-fn normalized_row<'t>(plan: &SpmPlan, text: &'t str) -> Option<Row<'t>> {
+/// A row for the device to cut into words (SentencePiece BPE, Unigram's
+/// Metaspace words): each piece between added tokens as the device reads it
+/// (`device_text`: the plan's), the added tokens' ids from the host between them.
+fn text_row<'t>(
+    plan: &impl WordPlan,
+    text: &'t str,
+    device_text: impl Fn(&'t str) -> Option<Cow<'t, str>>,
+) -> Option<Row<'t>> {
     let mut parts = Vec::new();
-    let device_text = |piece| plan.device_text(piece);
     let fine = cpu::each_normalized_part(plan, text, device_text, |part| match part {
         NormalizedPart::Added(id) => push_id(&mut parts, id),
         NormalizedPart::Text(piece, _) if piece.is_empty() => {}
@@ -343,6 +349,38 @@ mod tests {
             engine.device_row("<s>", plan, &settings).unwrap().0,
             Row::Ids(ids) if ids == [4]
         ));
+    }
+
+    #[test]
+    fn metaspace_words_are_cut_on_the_device_from_a_slot_before_each() {
+        let unigram = r#"{"version": "1.0", "truncation": null, "padding": null, "added_tokens": [],
+            "normalizer": null, "post_processor": null, "decoder": null,
+            "pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "WhitespaceSplit"},
+                {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always", "split": true}]},
+            "model": {"type": "Unigram", "unk_id": 0, "byte_fallback": false,
+                      "vocab": [["<unk>", 0.0], ["▁", -1.0], ["a", -2.0], ["▁a", -1.5], ["b", -2.0]]}}"#;
+        let engine = Engine::from_json(unigram).unwrap();
+        let plan = engine.fast.as_ref().ok().filter(|p| runs_on_device(p));
+        let row = |text| {
+            engine
+                .device_row(text, plan, &Settings::default())
+                .unwrap()
+                .0
+        };
+        // A space before text that does not start with whitespace: its first word's slot.
+        assert!(matches!(row("a b"), Row::Text(text) if text == " a b"));
+        assert!(matches!(row("\ta"), Row::Text(text) if text == "\ta"));
+        use crate::cuda::stream::DeviceStreamExt;
+        let dev = crate::cuda::emulator::Emulator::traced(1 << 20);
+        let texts = ["a b", "\ta  ▁a", "ab▁", "", " ", "b\u{3000}a"];
+        let inputs: Vec<Input<'_>> = texts.iter().map(|t| (*t, None)).collect();
+        let settings = Settings::default();
+        let on_device = engine.encode_batch_on(&dev, &inputs, &settings).unwrap();
+        let on_cpu = engine.encode_batch(&inputs, &settings).unwrap();
+        let ids = dev
+            .download_vec::<i64>(&on_device.fields[0].1, 0, on_cpu.ids.len())
+            .unwrap();
+        assert_eq!(ids, on_cpu.ids);
     }
 
     #[test]

@@ -199,6 +199,8 @@ c_mirror! {
         pub unk_score: f64,
         pub byte_ids: [u32; 256],
         pub unk_id: u32,
+        pub lead_len: u32,
+        pub lead_utf8: [u8; 4],
         pub _pad: u32,
     }
 }
@@ -376,7 +378,7 @@ pub trait KernelArgs: Pod {
 c_mirror! {
     pub struct GtPretokArgs {
         pub splits: GtSplits,
-        pub _pad: u32,
+        pub metaspace: u32,
         pub text: DevPtr,
         pub piece_bounds: DevPtr,
         pub word_counts: DevPtr,

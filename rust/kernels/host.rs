@@ -51,6 +51,7 @@ extern "C" {
         id: u32,
     );
     fn gt_host_spm_next_cut(cuts: *const GtSpmCuts, text: *const u8, end: u32, from: u32) -> u32;
+    fn gt_host_is_white_space(cp: u32) -> i32;
     fn gt_host_spm_cut_between(cuts: *const GtSpmCuts, a: u32, b: u32) -> i32;
     fn gt_host_bytes_find(table: *const GtBytesTable, bytes: *const u8, n: u32) -> u32;
     fn gt_host_find(pattern: u32, text: *const u8, end: u32, pos: u32, start: *mut u32) -> u32;
@@ -163,6 +164,12 @@ pub fn spm_next_cut(cuts: &GtSpmCuts, text: &str, from: usize) -> usize {
     // SAFETY: `text` is valid UTF-8 (so byte 0 starts a character) and the
     // search reads only inside it; `cuts` points to live tables (its owner's).
     unsafe { gt_host_spm_next_cut(cuts, text.as_ptr(), text.len() as u32, from as u32) as usize }
+}
+
+/// Unicode White_Space (`gt_is_white_space`, the kernels' WhitespaceSplit test).
+pub fn is_white_space(c: char) -> bool {
+    // SAFETY: a pure function of its argument.
+    unsafe { gt_host_is_white_space(c as u32) != 0 }
 }
 
 /// True when a SentencePiece word may end between `a` and `b` (`gt_spm_cut_between`).
@@ -609,6 +616,13 @@ mod tests {
         let digits = GtSplits::new(&[5]).unwrap();
         assert_eq!(words(&digits, "ab cd"), ["ab cd"]);
         assert_eq!(next_cut(b"ab cd", 1), 2);
+    }
+
+    #[test]
+    fn white_space_is_rusts_on_every_code_point() {
+        for c in (0..=0x10FFFF).filter_map(char::from_u32) {
+            assert_eq!(is_white_space(c), c.is_whitespace(), "U+{:04X}", c as u32);
+        }
     }
 
     #[test]

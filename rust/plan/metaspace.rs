@@ -103,6 +103,16 @@ impl Words {
         }
     }
 
+    /// Metaspace's replacement when the words are `WhitespaceSplit` then
+    /// `Metaspace` with prepend_scheme "always" and `split` (T5, XLM-R,
+    /// ALBERT): the form a device cuts itself (`gt_metaspace_words`).
+    pub fn whitespace_metaspace(&self) -> Option<char> {
+        match self.metaspace {
+            Some((r, Prepend::Always, true)) if self.whitespace_split => Some(r),
+            _ => None,
+        }
+    }
+
     /// True when every piece is one word, as it is.
     pub fn is_identity(&self) -> bool {
         !self.whitespace_split && self.metaspace.is_none()

@@ -36,6 +36,10 @@ struct Charsmap {
     blocks: Vec<OnceLock<[Class; 256]>>,
     /// The first block, read without the lock on the hot path.
     ascii: [Class; 128],
+    /// The mapping of each mapped ASCII character ("\n" and "\t" are " " in
+    /// XLM-R's): one newline in 40 characters made the charsmap's trie walk
+    /// most of the normalizer's time.
+    ascii_mapped: [Box<str>; 128],
 }
 
 /// What a code point needs from the charsmap normalization.
@@ -122,8 +126,13 @@ impl PieceNormalizer {
                         map,
                         blocks,
                         ascii: [Class::Plain; 128],
+                        ascii_mapped: std::array::from_fn(|_| Box::default()),
                     };
                     charsmap.ascii = std::array::from_fn(|b| charsmap.class_of(b as u8 as char));
+                    charsmap.ascii_mapped = std::array::from_fn(|b| {
+                        let c = (b as u8 as char).to_string();
+                        charsmap.map.transform(&c).unwrap_or_default().into()
+                    });
                     Ok(Step::Precompiled(Box::new(charsmap)))
                 }
                 Some("Replace")
@@ -300,10 +309,13 @@ fn precompiled<'t>(charsmap: &Charsmap, text: &'t str) -> Cow<'t, str> {
         match charsmap.class(c) {
             Class::Plain => {}
             Class::Mapped => {
-                let mapped = charsmap
-                    .map
-                    .transform(c.encode_utf8(&mut buffer))
-                    .unwrap_or_default();
+                let mapped = match c.is_ascii() {
+                    true => &charsmap.ascii_mapped[c as usize],
+                    false => charsmap
+                        .map
+                        .transform(c.encode_utf8(&mut buffer))
+                        .unwrap_or_default(),
+                };
                 let out = out.get_or_insert_with(|| String::with_capacity(text.len()));
                 out.push_str(&text[copied..at]);
                 out.push_str(mapped);

@@ -11,6 +11,9 @@
 //! normalizer is exact. Only `prepend_scheme: first` reads
 //! where a piece came from in the original text; the plan takes it only
 //! without a normalizer, where that is the piece's own position.
+//!
+//! On a device, `WhitespaceSplit` + `Metaspace` words are cut there
+//! (`gt_metaspace_words`): the host only normalizes (`device_text`).
 
 use super::metaspace::Words;
 use super::normalize::{Aligns, PieceNormalizer};
@@ -23,6 +26,9 @@ pub struct UnigramPlan {
     normalizer: PieceNormalizer,
     words: Words,
     model: GtUnigramModel,
+    /// Metaspace's replacement when a device cuts the words and reads it
+    /// from each word's slot (`device_text`); it is a token.
+    device_lead: Option<char>,
     /// Owned here: `model` points into them.
     tables: (BytesTable, Vec<f64>),
     /// When every added token is plain: the crate's split, without its alignments.
@@ -79,8 +85,16 @@ impl UnigramPlan {
             unk_score,
             byte_ids,
             unk_id,
+            lead_len: 0,
+            lead_utf8: [0; 4],
             _pad: 0,
         };
+        // The replacement read from one byte must be a token of its own: a
+        // byte then gives at most one id, as a word's room holds.
+        let device_lead = words.whitespace_metaspace().filter(|r| {
+            let entry = table.find(r.to_string().as_bytes());
+            entry.is_some_and(|e| e & !UNI_LONGER != UNI_PREFIX)
+        });
         let description = format!(
             "{}; each word's Viterbi path through the per-thread word cache",
             super::describe(&spec["pre_tokenizer"])
@@ -89,6 +103,7 @@ impl UnigramPlan {
             normalizer,
             words,
             model,
+            device_lead,
             tables: (table, scores),
             plain_added,
             description,
@@ -103,6 +118,40 @@ impl UnigramPlan {
     /// The arrays the model view points into (pieces, scores), for a device.
     pub fn tables(&self) -> (&BytesTable, &[f64]) {
         (&self.tables.0, &self.tables.1)
+    }
+
+    /// True when a device cuts the words itself (`gt_metaspace_words`) from
+    /// pieces as `device_text` gives them.
+    pub fn device_cuts_words(&self) -> bool {
+        self.device_lead.is_some()
+    }
+
+    /// The model a device runs (reading each word's slot as Metaspace's
+    /// replacement where it cuts the words) and the replacement its
+    /// pre-tokenization cuts at (0: the host cuts the words).
+    pub fn device_views(&self) -> (GtUnigramModel, u32) {
+        let mut model = self.model;
+        let Some(r) = self.device_lead else {
+            return (model, 0);
+        };
+        r.encode_utf8(&mut model.lead_utf8);
+        model.lead_len = r.len_utf8() as u32;
+        (model, r as u32)
+    }
+
+    /// A piece of text (between added tokens) for a device that cuts the
+    /// words: normalized, with a space before it when it does not start with
+    /// whitespace (its first word's slot, see `gt_metaspace_words`). None
+    /// when the normalizer fails (the exact path reports it).
+    pub fn device_text<'t>(&self, piece: &'t str) -> Option<std::borrow::Cow<'t, str>> {
+        let normalized = self.normalize(piece)?;
+        if normalized.chars().next().is_none_or(char::is_whitespace) {
+            return Some(normalized);
+        }
+        let mut text = String::with_capacity(normalized.len() + 1);
+        text.push(' ');
+        text.push_str(&normalized);
+        Some(text.into())
     }
 
     /// True when every word can be encoded (there is an unknown token).
@@ -150,12 +199,17 @@ impl UnigramPlan {
     }
 }
 
+/// `GT_UNI_LONGER`: an entry of the pieces table that longer tokens begin with.
+const UNI_LONGER: u32 = 0x8000_0000;
+/// `GT_UNI_PREFIX`: an entry that is only a prefix, not a token.
+const UNI_PREFIX: u32 = 0x7FFF_FFFE;
+
 /// The hash table of tokens and their prefixes (see cuda/gt_unigram.cuh),
 /// the scores by id and the unknown token's score, from model.vocab
 /// (`[[token, score], ...]`, the id being the position).
 fn pieces(vocab: &Value) -> Result<(BytesTable, Vec<f64>, f64), String> {
-    const LONGER: u32 = 0x8000_0000; // GT_UNI_LONGER
-    const PREFIX: u32 = 0x7FFF_FFFE; // GT_UNI_PREFIX
+    const LONGER: u32 = UNI_LONGER;
+    const PREFIX: u32 = UNI_PREFIX;
     let vocab = vocab.as_array().ok_or("model.vocab is not a list")?;
     if vocab.len() >= PREFIX as usize {
         return Err("a vocabulary of 2^31 tokens or more".into());
