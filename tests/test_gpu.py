@@ -573,7 +573,9 @@ def test_arrow_input_matches_lists(kind: str) -> None:
 
 
 def test_batch_larger_than_one_chunk() -> None:
-    """The corpus repeated to ~64 MB: ids, lengths and row offsets equal the CPU's."""
+    """The corpus repeated to ~64 MB: ids, lengths and row offsets equal the
+    CPU's, on the device and read back by device="auto" (~128 MB of ids: many
+    turns of the two pinned readback buffers)."""
     np = _np()
     docs = corpus_sample() + edge_cases()
     size = sum(len(d.encode("utf-8")) for d in docs)
@@ -590,6 +592,9 @@ def test_batch_larger_than_one_chunk() -> None:
         row = int(np.searchsorted(offsets, first, side="right")) - 1
         pytest.fail(f"{len(texts)} documents: ids differ first at token {first} (row {row}: {texts[row]!r:.200})")
     assert np.array_equal(to_host(cuda["attention_mask"]), np.asarray(cpu["attention_mask"]))
+    auto = ours(NAME).encode_batch(texts, add_special_tokens=False, device="auto")
+    assert auto.input_ids.device == "cpu"
+    assert np.array_equal(np.asarray(auto.input_ids), want)
     # the same batch padded and truncated
     pad_id = pad_id_for(NAME)
     kwargs = dict(padding="longest", truncation=True, max_length=MAX_LENGTH, pad_token_id=pad_id)

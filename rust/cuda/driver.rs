@@ -46,6 +46,11 @@ const STAGING_KEPT_BYTES: usize = 1 << 30;
 const STAGING_MIN_BYTES: usize = 16 << 20;
 /// Staging buffers one call may have in flight before it waits for the oldest.
 const STAGING_IN_FLIGHT: usize = 2;
+/// Downloads over this size go through two pinned buffers in turn, each
+/// `READBACK_CHUNK` bytes (`download_pinned`); `READBACK_KEPT` are kept.
+const READBACK_DIRECT: usize = 1 << 20;
+const READBACK_CHUNK: usize = 8 << 20;
+const READBACK_KEPT: usize = 4;
 
 /// One CUDA device, ready to run the batch kernels.
 pub struct Gpu {
@@ -68,6 +73,8 @@ pub struct Gpu {
     trimmer: OnceLock<()>,
     /// Pinned host buffers for uploads, reused call after call.
     staging: Mutex<Vec<Pinned>>,
+    /// Pinned host buffers for large downloads (readable: not write-combined).
+    readback: Mutex<Vec<Pinned>>,
 }
 
 /// What the pool's size follows (see the module comment).
@@ -232,6 +239,7 @@ fn set_up(ordinal: usize) -> Result<Gpu> {
         idle: Condvar::new(),
         trimmer: OnceLock::new(),
         staging: Mutex::new(Vec::new()),
+        readback: Mutex::new(Vec::new()),
     })
 }
 
@@ -411,17 +419,28 @@ impl Gpu {
         }
         // Some room over `bytes`: the next chunk's inputs are rarely the same size.
         let capacity = (bytes + bytes / 8).next_multiple_of(STAGING_MIN_BYTES);
-        // SAFETY: plain allocation; write-combined suits memory the CPU only writes.
-        let ptr = unsafe { cu::malloc_host(capacity, sys::CU_MEMHOSTALLOC_WRITECOMBINED) }
-            .map_err(|err| alloc_err(format!("pinning {capacity} bytes of host memory"), err))?;
-        // Initialised once, so the staging slice is never uninitialised memory.
-        // SAFETY: `capacity` bytes were just allocated at `ptr`.
-        unsafe { std::ptr::write_bytes(ptr.cast::<u8>(), 0, capacity) };
-        Ok(Pinned {
-            ptr: ptr.cast(),
-            capacity,
-            ready: None,
-        })
+        // Write-combined suits memory the CPU only writes.
+        Pinned::new(capacity, sys::CU_MEMHOSTALLOC_WRITECOMBINED)
+    }
+
+    /// Two pinned buffers of `READBACK_CHUNK` bytes for one download.
+    fn take_readback(&self) -> Result<[Pinned; 2]> {
+        let mut pool = self.readback.lock().unwrap_or_else(|e| e.into_inner());
+        let mut take = || match pool.pop() {
+            Some(pinned) => Ok(pinned),
+            None => Pinned::new(READBACK_CHUNK, 0),
+        };
+        Ok([take()?, take()?])
+    }
+
+    /// Keeps a download's buffers for reuse, up to `READBACK_KEPT`.
+    fn give_back_readback(&self, buffers: [Pinned; 2]) {
+        let mut pool = self.readback.lock().unwrap_or_else(|e| e.into_inner());
+        pool.extend(buffers);
+        let keep = READBACK_KEPT.min(pool.len());
+        let released: Vec<Pinned> = pool.drain(keep..).collect();
+        drop(pool);
+        drop(released);
     }
 
     /// Keeps `pinned` for reuse while the kept buffers stay within bounds.
@@ -444,8 +463,9 @@ impl Gpu {
     }
 }
 
-/// Pinned (page-locked, write-combined) host memory for host-to-device
-/// copies; `ready` is recorded after the last copy out of it.
+/// Pinned (page-locked) host memory: write-combined for host-to-device
+/// copies, plain for reading back; `ready` is recorded after the last copy
+/// out of it or into it.
 struct Pinned {
     ptr: *mut u8,
     capacity: usize,
@@ -456,7 +476,22 @@ struct Pinned {
 unsafe impl Send for Pinned {}
 
 impl Pinned {
-    /// True when no queued copy reads this buffer any more.
+    /// `capacity` bytes pinned with `cuMemHostAlloc` `flags`, zeroed once so
+    /// that a slice of them is never uninitialised memory.
+    fn new(capacity: usize, flags: u32) -> Result<Pinned> {
+        // SAFETY: plain allocation.
+        let ptr = unsafe { cu::malloc_host(capacity, flags) }
+            .map_err(|err| alloc_err(format!("pinning {capacity} bytes of host memory"), err))?;
+        // SAFETY: `capacity` bytes were just allocated at `ptr`.
+        unsafe { std::ptr::write_bytes(ptr.cast::<u8>(), 0, capacity) };
+        Ok(Pinned {
+            ptr: ptr.cast(),
+            capacity,
+            ready: None,
+        })
+    }
+
+    /// True when no queued copy uses this buffer any more.
     fn copied(&self) -> bool {
         // SAFETY: a live event recorded on a live stream.
         self.ready
@@ -671,6 +706,56 @@ impl GpuStream {
         })
     }
 
+    /// A large download through two pinned buffers in turn: the device copies
+    /// chunk k + 1 into one while the host copies chunk k out of the other.
+    /// (A pageable destination makes the driver stage every byte itself,
+    /// one synchronous step after another.) The context is current.
+    fn download_pinned(&self, src: u64, dst: &mut [u8]) -> Result<()> {
+        let mut buffers = self.gpu.take_readback()?;
+        let mut chunks: Vec<&mut [u8]> = dst.chunks_mut(READBACK_CHUNK).collect();
+        let n = chunks.len();
+        let mut copy_all = || -> Result<()> {
+            for k in 0..n + 2 {
+                let buffer = &mut buffers[k % 2];
+                if k >= 2 {
+                    // This buffer holds chunk k - 2: wait for it, then copy it out.
+                    buffer.wait()?;
+                    let out = &mut chunks[k - 2];
+                    // SAFETY: the buffer holds READBACK_CHUNK >= out.len() bytes,
+                    // all written (its copy completed).
+                    out.copy_from_slice(unsafe {
+                        std::slice::from_raw_parts(buffer.ptr, out.len())
+                    });
+                }
+                if k < n {
+                    let len = chunks[k].len();
+                    // SAFETY: `buffer` has room for `len` bytes and no copy uses it
+                    // (waited above, or never used); `src` holds the call's bytes
+                    // (checked by `download`). The event recorded after the copy
+                    // is waited for before the buffer is read or reused.
+                    unsafe {
+                        let staged = std::slice::from_raw_parts_mut(buffer.ptr, len);
+                        let from = src + (k * READBACK_CHUNK) as u64;
+                        cu::memcpy_dtoh_async(staged, from, self.stream.0)
+                            .map_err(cuda_err("cuMemcpyDtoHAsync"))?;
+                        let ready = Event::new(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)?;
+                        cu::event::record(ready.0, self.stream.0)
+                            .map_err(cuda_err("cuEventRecord"))?;
+                        buffer.ready = Some(ready);
+                    }
+                }
+            }
+            Ok(())
+        };
+        let copied = copy_all();
+        if copied.is_err() {
+            // A copy may still be queued into a buffer that has no event.
+            DeviceStream::synchronize(self)?;
+        }
+        self.gpu.give_back_readback(buffers);
+        copied
+    }
+
     fn enter(&self) -> Result<ContextGuard> {
         ContextGuard::enter(self.gpu.ctx)
     }
@@ -769,6 +854,9 @@ impl DeviceStream for GpuStream {
             return Ok(());
         }
         let _current = self.enter()?;
+        if dst.len() > READBACK_DIRECT {
+            return self.download_pinned(src.ptr() + offset as u64, dst);
+        }
         // SAFETY: src holds the bytes (checked); the stream is synchronised
         // before `dst` is read.
         unsafe {
