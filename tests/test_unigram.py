@@ -195,6 +195,24 @@ def test_emulated_device_pipeline_equals_cpu(name: str) -> None:
             assert cpu.to_lists() == dev.to_lists(), (name, device, options)
 
 
+@pytest.mark.parametrize("kind", ["xlmr", "t5"])
+def test_the_device_reads_whitespace_words_from_text_it_did_not_copy(kind: str) -> None:
+    """On a device, XLM-R's charsmap is not applied to whitespace it maps to
+    whitespace ("\\n", "\\t" to " "), nor are spaces collapsed: the words
+    are the same. Whitespace of every kind and length before words (each
+    word's slot for "▁"), at the ends of pieces and around added tokens."""
+    json_text = converted(kind)
+    blanks = ["\n", "\t", " ", "  ", "\n\n\t ", "\u00a0", "\u3000", "\u2003\n", "\x0b", "\x0c", "\r\n", "\u0085"]
+    words = ["a", "▁b", "x▁y", "，", "ｶﾞ", "<s>", "e\u0301", "日本"]
+    texts = [blank.join(words[i:] + words[:i]) + blank for i, blank in enumerate(blanks)]
+    texts += [blank + text for blank, text in zip(blanks, texts, strict=True)] + blanks
+    texts += ["\n".join(words) * 200, "\t" * 2000 + "a", "a" + "\n" * 1500 + "b" * 1500]
+    expected = [e.ids for e in tokenizers.Tokenizer.from_str(json_text).encode_batch(texts)]
+    core = gpu_tok.Tokenizer.from_str(json_text)._core
+    for device in ("emulator", "emulator:700"):
+        assert core.encode_batch(texts, device=device).to_lists()["input_ids"] == expected, device
+
+
 @pytest.mark.skipif(not HAVE_SHARED, reason="the whole mixed.jsonl lives in ../shared")
 @pytest.mark.parametrize("name", ["byte-fallback", "nmt-nfkc-collapse"])
 def test_trained_variants_on_the_whole_corpus(name: str) -> None:

@@ -36,6 +36,11 @@ struct Charsmap {
     blocks: Vec<OnceLock<[Class; 256]>>,
     /// The first block, read without the lock on the hot path.
     ascii: [Class; 128],
+    /// `ascii` with the whitespace characters the charsmap maps to
+    /// whitespace ("\n" and "\t" to " " in XLM-R's) as Plain: for text that
+    /// is only cut into whitespace-separated words, which such a mapping
+    /// leaves as they are (`normalize_for_whitespace_words`).
+    ascii_in_words: [Class; 128],
     /// The mapping of each mapped ASCII character ("\n" and "\t" are " " in
     /// XLM-R's): one newline in 40 characters made the charsmap's trie walk
     /// most of the normalizer's time.
@@ -55,13 +60,6 @@ enum Class {
 }
 
 impl Charsmap {
-    fn class(&self, c: char) -> Class {
-        if c.is_ascii() {
-            return self.ascii[c as usize];
-        }
-        self.class_of(c)
-    }
-
     fn class_of(&self, c: char) -> Class {
         let code = c as usize;
         self.blocks[code >> 8].get_or_init(|| {
@@ -126,12 +124,22 @@ impl PieceNormalizer {
                         map,
                         blocks,
                         ascii: [Class::Plain; 128],
+                        ascii_in_words: [Class::Plain; 128],
                         ascii_mapped: std::array::from_fn(|_| Box::default()),
                     };
                     charsmap.ascii = std::array::from_fn(|b| charsmap.class_of(b as u8 as char));
                     charsmap.ascii_mapped = std::array::from_fn(|b| {
                         let c = (b as u8 as char).to_string();
                         charsmap.map.transform(&c).unwrap_or_default().into()
+                    });
+                    charsmap.ascii_in_words = std::array::from_fn(|b| {
+                        let mapped = &charsmap.ascii_mapped[b];
+                        let blank = !mapped.is_empty() && mapped.chars().all(char::is_whitespace);
+                        let mapped_alone = charsmap.ascii[b] == Class::Mapped; // (CR joins LF)
+                        match (b as u8 as char).is_whitespace() && mapped_alone && blank {
+                            true => Class::Plain,
+                            false => charsmap.ascii[b],
+                        }
                     });
                     Ok(Step::Precompiled(Box::new(charsmap)))
                 }
@@ -223,7 +231,7 @@ impl PieceNormalizer {
                     .collect(),
                 Step::CollapseSpaces => space_runs(&text),
                 Step::Precompiled(charsmap) => {
-                    if let Cow::Owned(_) = precompiled(charsmap, &text) {
+                    if let Cow::Owned(_) = precompiled(charsmap, &charsmap.ascii, &text) {
                         (text, align) = aligned_charsmap(&charsmap.map, &text, &align);
                     }
                     continue;
@@ -250,10 +258,12 @@ impl PieceNormalizer {
                 Step::Prepend(p) if !text.is_empty() => Cow::Owned(format!("{p}{text}")),
                 Step::Prepend(_) => text,
                 Step::Replace(from, to) => with_replaced(text, from, to),
-                Step::Precompiled(charsmap) => match precompiled(charsmap, &text) {
-                    Cow::Borrowed(_) => text,
-                    Cow::Owned(changed) => Cow::Owned(changed),
-                },
+                Step::Precompiled(charsmap) => {
+                    match precompiled(charsmap, &charsmap.ascii, &text) {
+                        Cow::Borrowed(_) => text,
+                        Cow::Owned(changed) => Cow::Owned(changed),
+                    }
+                }
                 Step::CollapseSpaces if text.contains("  ") => Cow::Owned(collapse_spaces(&text)),
                 Step::CollapseSpaces => text,
                 Step::Crate(normalizer) => {
@@ -264,6 +274,32 @@ impl PieceNormalizer {
             };
         }
         Some(text)
+    }
+
+    /// True when `normalize_for_whitespace_words` can stand in for
+    /// `normalize`: the steps are charsmaps and collapsed spaces, which
+    /// change whitespace only into whitespace.
+    pub fn keeps_whitespace_words(&self) -> bool {
+        self.steps
+            .iter()
+            .all(|step| matches!(step, Step::Precompiled(_) | Step::CollapseSpaces))
+    }
+
+    /// A piece normalized as far as its whitespace-separated words go (for
+    /// `WhitespaceSplit`, when `keeps_whitespace_words`): each whitespace
+    /// character the charsmap maps to whitespace, and each run of spaces, is
+    /// left as it is, so most text needs no copy.
+    pub fn normalize_for_whitespace_words<'t>(&self, piece: &'t str) -> Cow<'t, str> {
+        let mut text = Cow::Borrowed(piece);
+        for step in &self.steps {
+            if let Step::Precompiled(charsmap) = step {
+                if let Cow::Owned(changed) = precompiled(charsmap, &charsmap.ascii_in_words, &text)
+                {
+                    text = Cow::Owned(changed);
+                }
+            }
+        }
+        text
     }
 }
 
@@ -294,19 +330,23 @@ fn with_replaced<'t>(text: Cow<'t, str>, from: &str, to: &str) -> Cow<'t, str> {
 /// bytes that the charsmap maps (on its shortest mapped prefix: the crate's
 /// `transform`) becomes that mapping whole; otherwise each character is
 /// mapped or kept.
-fn precompiled<'t>(charsmap: &Charsmap, text: &'t str) -> Cow<'t, str> {
+fn precompiled<'t>(charsmap: &Charsmap, ascii: &[Class; 128], text: &'t str) -> Cow<'t, str> {
     let bytes = text.as_bytes();
     // Kept characters are copied in runs, up to each mapped one.
     let (mut out, mut copied, mut at) = (None::<String>, 0, 0);
     let mut buffer = [0u8; 4];
     while at < bytes.len() {
         let b = bytes[at];
-        if b < 0x80 && charsmap.ascii[b as usize] == Class::Plain {
+        if b < 0x80 && ascii[b as usize] == Class::Plain {
             at += 1;
             continue;
         }
         let c = text[at..].chars().next().unwrap_or_default();
-        match charsmap.class(c) {
+        let class = match c.is_ascii() {
+            true => ascii[c as usize],
+            false => charsmap.class_of(c),
+        };
+        match class {
             Class::Plain => {}
             Class::Mapped => {
                 let mapped = match c.is_ascii() {

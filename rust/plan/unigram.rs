@@ -144,7 +144,12 @@ impl UnigramPlan {
     /// whitespace (its first word's slot, see `gt_metaspace_words`). None
     /// when the normalizer fails (the exact path reports it).
     pub fn device_text<'t>(&self, piece: &'t str) -> Option<std::borrow::Cow<'t, str>> {
-        let normalized = self.normalize(piece)?;
+        // The device cuts only whitespace-separated words: whitespace the
+        // normalizer turns into whitespace can stay as it is.
+        let normalized = match self.normalizer.keeps_whitespace_words() {
+            true => self.normalizer.normalize_for_whitespace_words(piece),
+            false => self.normalize(piece)?,
+        };
         if normalized.chars().next().is_none_or(char::is_whitespace) {
             return Some(normalized);
         }
