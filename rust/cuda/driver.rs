@@ -4,7 +4,8 @@
 //! - [`Gpu`]: one per device ordinal and process, made at first use: the
 //!   primary context, the kernels' module (CUBIN from `jit`, cached on disk),
 //!   a private memory pool (stream-ordered; other libraries' pools are
-//!   untouched), a pool of streams, and pinned staging buffers for uploads.
+//!   untouched), a pool of streams, pinned staging buffers for uploads
+//!   (write-combined) and for large downloads (read back two at a time).
 //! - Pool size: between calls the pool keeps what the last busy period used
 //!   at its peak (its release threshold follows that working set), so calls
 //!   alike reuse memory instead of mapping it again; once no call has run for
@@ -15,7 +16,9 @@
 //!   recorded on it, waited for by the freeing stream), so a side stream that
 //!   still reads the tensor never sees its memory reused.
 //! - [`GpuStream`]: one call's ordered stream of work, taken from the pool and
-//!   given back on drop, so concurrent calls from many threads overlap.
+//!   given back on drop, so concurrent calls from many threads overlap; with
+//!   a second stream for `upload_beside`, so a chunk's input is copied while
+//!   the previous chunk's kernels run (the first stream waits for the copy).
 //! - Every entry point pushes the device's context and pops it on the way
 //!   out ([`ContextGuard`]): the caller's current context (torch's current
 //!   device) is never changed.
@@ -423,6 +426,23 @@ impl Gpu {
         Pinned::new(capacity, sys::CU_MEMHOSTALLOC_WRITECOMBINED)
     }
 
+    /// A stream from the pool, or a new one.
+    fn take_stream(&self) -> Result<StreamHandle> {
+        let pooled = self.streams.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        match pooled {
+            Some(stream) => Ok(stream),
+            None => Ok(StreamHandle(
+                cu::stream::create(cu::stream::StreamKind::NonBlocking)
+                    .map_err(cuda_err("cuStreamCreate"))?,
+            )),
+        }
+    }
+
+    fn give_back_streams<const N: usize>(&self, streams: [StreamHandle; N]) {
+        let mut pool = self.streams.lock().unwrap_or_else(|e| e.into_inner());
+        pool.extend(streams);
+    }
+
     /// Two pinned buffers of `READBACK_CHUNK` bytes for one download.
     fn take_readback(&self) -> Result<[Pinned; 2]> {
         let mut pool = self.readback.lock().unwrap_or_else(|e| e.into_inner());
@@ -549,6 +569,8 @@ impl Drop for Event {
 pub struct GpuStream {
     gpu: Arc<Gpu>,
     stream: StreamHandle,
+    /// Where `upload_beside` copies run, beside `stream`'s kernels.
+    copies: StreamHandle,
     memory: Arc<dyn Memory>,
     exported: Arc<dyn Memory>,
     chunk_bytes: usize,
@@ -675,13 +697,13 @@ impl GpuStream {
     pub fn acquire(gpu: &Arc<Gpu>, chunk_bytes: Option<usize>) -> Result<GpuStream> {
         let _current = ContextGuard::enter(gpu.ctx)?;
         let (free, _) = cu::mem_get_info().map_err(cuda_err("cuMemGetInfo"))?;
-        let pooled = gpu.streams.lock().unwrap_or_else(|e| e.into_inner()).pop();
-        let stream = match pooled {
-            Some(s) => s,
-            None => StreamHandle(
-                cu::stream::create(cu::stream::StreamKind::NonBlocking)
-                    .map_err(cuda_err("cuStreamCreate"))?,
-            ),
+        let stream = gpu.take_stream()?;
+        let copies = match gpu.take_stream() {
+            Ok(copies) => copies,
+            Err(err) => {
+                gpu.give_back_streams([stream]);
+                return Err(err);
+            }
         };
         // A chunk's device memory peaks at 24-76 bytes per text byte by family
         // (benches/host_cost.py, B/byte), plus what earlier chunks keep until
@@ -700,6 +722,7 @@ impl GpuStream {
         Ok(GpuStream {
             gpu: gpu.clone(),
             stream,
+            copies,
             memory: memory(false),
             exported: memory(true),
             chunk_bytes,
@@ -756,6 +779,59 @@ impl GpuStream {
         copied
     }
 
+    /// Device memory on `stream`, freed in this stream's order.
+    fn alloc_on(&self, stream: StreamHandle, bytes: usize) -> Result<DevBuf> {
+        let _current = self.enter()?;
+        let mut ptr = 0;
+        // SAFETY: a live pool and stream of the current context.
+        unsafe { sys::cuMemAllocFromPoolAsync(&mut ptr, bytes.max(8), self.gpu.pool, stream.0) }
+            .result()
+            .map_err(|err| {
+                alloc_err(
+                    format!("allocating {bytes} bytes on cuda:{}", self.gpu.ordinal),
+                    err,
+                )
+            })?;
+        Ok(DevBuf::new(ptr, bytes, self.memory.clone()))
+    }
+
+    /// Fills `bytes` of pinned staging with `fill` and copies them into `buf`
+    /// on `stream`.
+    fn stage(
+        &self,
+        buf: &DevBuf,
+        bytes: usize,
+        fill: &(dyn Fn(&mut [u8]) + Sync),
+        stream: StreamHandle,
+    ) -> Result<()> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        let _current = self.enter()?;
+        let ready = Event::new(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)?;
+        let mut pinned = self.gpu.take_staging(bytes)?;
+        // SAFETY: `pinned` holds at least `bytes` initialised bytes, and no copy
+        // reads them any more (take_staging waited).
+        let staged = unsafe { std::slice::from_raw_parts_mut(pinned.ptr, bytes) };
+        fill(staged);
+        // SAFETY: `buf` has room for `bytes`. `pinned` is not written again
+        // before `ready`, recorded right after this copy, has completed; if
+        // recording fails the stream is synchronised instead.
+        unsafe {
+            cu::memcpy_htod_async(buf.ptr(), &staged[..], stream.0)
+                .map_err(cuda_err("cuMemcpyHtoDAsync"))?;
+            match cu::event::record(ready.0, stream.0) {
+                Ok(()) => pinned.ready = Some(ready),
+                Err(err) => {
+                    cu::stream::synchronize(stream.0).map_err(cuda_err("cuStreamSynchronize"))?;
+                    return Err(Error::Cuda(format!("cuEventRecord: {err}")));
+                }
+            }
+        }
+        self.gpu.give_back_staging(pinned);
+        Ok(())
+    }
+
     fn enter(&self) -> Result<ContextGuard> {
         ContextGuard::enter(self.gpu.ctx)
     }
@@ -767,11 +843,8 @@ impl Drop for GpuStream {
         if let Ok(_current) = self.enter() {
             self.gpu.call_ended();
         }
-        self.gpu
-            .streams
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(self.stream);
+        // (The copy stream's work is done: `stream` waited for all of it.)
+        self.gpu.give_back_streams([self.stream, self.copies]);
     }
 }
 
@@ -784,20 +857,7 @@ impl DeviceStream for GpuStream {
     }
 
     fn alloc(&self, bytes: usize) -> Result<DevBuf> {
-        let _current = self.enter()?;
-        let mut ptr = 0;
-        // SAFETY: a live pool and stream of the current context.
-        unsafe {
-            sys::cuMemAllocFromPoolAsync(&mut ptr, bytes.max(8), self.gpu.pool, self.stream.0)
-        }
-        .result()
-        .map_err(|err| {
-            alloc_err(
-                format!("allocating {bytes} bytes on cuda:{}", self.gpu.ordinal),
-                err,
-            )
-        })?;
-        Ok(DevBuf::new(ptr, bytes, self.memory.clone()))
+        self.alloc_on(self.stream, bytes)
     }
 
     fn upload(&self, dst: &DevBuf, offset: usize, src: &[u8]) -> Result<()> {
@@ -817,31 +877,25 @@ impl DeviceStream for GpuStream {
 
     fn upload_with(&self, bytes: usize, fill: &(dyn Fn(&mut [u8]) + Sync)) -> Result<DevBuf> {
         let buf = self.alloc(bytes)?;
-        if bytes == 0 {
-            return Ok(buf);
-        }
+        self.stage(&buf, bytes, fill, self.stream)?;
+        Ok(buf)
+    }
+
+    fn upload_beside(&self, bytes: usize, fill: &(dyn Fn(&mut [u8]) + Sync)) -> Result<DevBuf> {
+        // In the copy stream's order, not behind this stream's queued kernels;
+        // freed in this stream's order (DevBuf's memory), after the kernels
+        // that read it, which the pool's stream-ordered reuse respects.
+        let buf = self.alloc_on(self.copies, bytes)?;
+        self.stage(&buf, bytes, fill, self.copies)?;
         let _current = self.enter()?;
-        let ready = Event::new(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)?;
-        let mut pinned = self.gpu.take_staging(bytes)?;
-        // SAFETY: `pinned` holds at least `bytes` initialised bytes, and no copy
-        // reads them any more (take_staging waited).
-        let staged = unsafe { std::slice::from_raw_parts_mut(pinned.ptr, bytes) };
-        fill(staged);
-        // SAFETY: `buf` has room for `bytes`. `pinned` is not written again
-        // before `ready`, recorded right after this copy, has completed; if
-        // recording fails the stream is synchronised instead.
-        unsafe {
-            cu::memcpy_htod_async(buf.ptr(), &staged[..], self.stream.0)
-                .map_err(cuda_err("cuMemcpyHtoDAsync"))?;
-            match cu::event::record(ready.0, self.stream.0) {
-                Ok(()) => pinned.ready = Some(ready),
-                Err(err) => {
-                    DeviceStream::synchronize(self)?;
-                    return Err(Error::Cuda(format!("cuEventRecord: {err}")));
-                }
-            }
+        // SAFETY: two live streams of the current context.
+        if let Err(err) = unsafe { wait_for(self.stream.0, self.copies.0) } {
+            // `buf` is freed on this stream: the copy must be done first.
+            // SAFETY: a live stream of the current context.
+            unsafe { cu::stream::synchronize(self.copies.0) }
+                .map_err(cuda_err("cuStreamSynchronize"))?;
+            return Err(cuda_err("cuStreamWaitEvent")(err));
         }
-        self.gpu.give_back_staging(pinned);
         Ok(buf)
     }
 

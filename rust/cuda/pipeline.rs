@@ -485,7 +485,7 @@ impl StagedInputs {
             at[i] = end.next_multiple_of(16);
             end = at[i] + array.len();
         }
-        let buf = dev.upload_with(end, &|staging| {
+        let buf = dev.upload_beside(end, &|staging| {
             copy_texts(rows, &layout.text_starts, &mut staging[..layout.text_len]);
             for (i, array) in arrays.iter().enumerate() {
                 staging[at[i]..at[i] + array.len()].copy_from_slice(array);

@@ -183,6 +183,12 @@ pub trait DeviceStream {
     /// (pinned and reused on a GPU, so the copy runs at full bus speed and
     /// nothing is copied twice on the host).
     fn upload_with(&self, bytes: usize, fill: &(dyn Fn(&mut [u8]) + Sync)) -> Result<DevBuf>;
+    /// `upload_with`, the copy running beside this stream's queued work (on
+    /// a GPU, on a second stream this one waits for before its later work),
+    /// so that the next chunk's input crosses the bus while this one computes.
+    fn upload_beside(&self, bytes: usize, fill: &(dyn Fn(&mut [u8]) + Sync)) -> Result<DevBuf> {
+        self.upload_with(bytes, fill)
+    }
     /// Copies from `src` at byte `offset` into `dst`, waiting for earlier work.
     fn download(&self, src: &DevBuf, offset: usize, dst: &mut [u8]) -> Result<()>;
     /// Runs `n` threads of `kernel` with `args` (its argument struct).
