@@ -2,15 +2,19 @@
 //! plain added tokens (the crate's split), normalize each piece, split it as
 //! the pre-tokenizer does, cut it into words where the plan proved it safe,
 //! and BPE each word through the per-thread cache and the shared kernel
-//! (`gt_spm_word`).
+//! (`gt_spm_word`). Without a pre-tokenizer the text is read as a device
+//! reads it (`SpmPlan::device_text`: Llama-2's spaces read as "▁").
 
 use super::encode::Encoded;
 use super::token_spans::SpanSource;
 use super::word_cache::{self, WordScratch};
-use super::{each_part, encode_with_offsets, AlignedWord, Part, WordPlan};
-use crate::kernels;
+use super::{
+    each_normalized_part, each_part, encode_with_offsets, AlignedWord, NormalizedPart, Part,
+    WordPlan,
+};
+use crate::kernels::{self, GtSpmCuts};
 use crate::plan::normalize::Aligns;
-use crate::plan::spm::{Cuts, SpmPlan};
+use crate::plan::spm::SpmPlan;
 use crate::plan::PlainAdded;
 use std::borrow::Cow;
 
@@ -26,8 +30,28 @@ pub fn encode(
     if let Some(source) = spans {
         return encode_with_offsets(plan, plan_id, text, source, kernel(plan));
     }
-    let each = |part: &mut dyn FnMut(Part<'_>)| each_part(plan, text, part);
-    word_cache::encode_parts(plan_id, text.len() / 3 + 1, each, kernel(plan))
+    if !plan.words.is_identity() {
+        let each = |part: &mut dyn FnMut(Part<'_>)| each_part(plan, text, part);
+        return word_cache::encode_parts(plan_id, text.len() / 3 + 1, each, kernel(plan));
+    }
+    // Without a pre-tokenizer, as a device reads it: Llama-2's spaces are
+    // read as "▁" by the cuts and the model, so the text is not rewritten.
+    // (A cached word is then " the" here and "▁the" with offsets: either
+    // key's ids are its own.)
+    let (model, cuts) = plan.device_views();
+    let each = |part: &mut dyn FnMut(Part<'_>)| {
+        let device_text = |piece| plan.device_text(piece);
+        each_normalized_part(plan, text, device_text, |piece| match piece {
+            NormalizedPart::Added(id) => part(Part::Added(id)),
+            NormalizedPart::Text(piece, _) => {
+                words(&piece, &cuts).for_each(|w| part(Part::Word(w)))
+            }
+        })
+    };
+    let kernel = |w: &[u8], s: &mut WordScratch, o: &mut Vec<u32>| {
+        kernels::spm_word(&model, w, &mut s.bpe, o)
+    };
+    word_cache::encode_parts(plan_id, text.len() / 3 + 1, each, kernel)
 }
 
 /// The plan's ids of one word (`gt_spm_word`); false when it cannot encode it.
@@ -46,8 +70,9 @@ impl WordPlan for SpmPlan {
 
     /// Split as the pre-tokenizer does, then cut where the plan proved it safe.
     fn each_word(&self, normalized: &str, first: bool, word: &mut dyn FnMut(&str)) {
+        let cuts = self.cuts_view();
         self.words.each(normalized, first, |pre_token| {
-            words(pre_token, self.cuts.as_ref()).for_each(&mut *word)
+            words(pre_token, &cuts).for_each(&mut *word)
         });
     }
 
@@ -62,9 +87,10 @@ impl WordPlan for SpmPlan {
         first: bool,
         word: &mut AlignedWord<'_>,
     ) {
+        let cuts = self.cuts_view();
         self.words
             .each_aligned(normalized, align, first, |pre_token, pre_align| {
-                for w in words(pre_token, self.cuts.as_ref()) {
+                for w in words(pre_token, &cuts) {
                     let at = w.as_ptr() as usize - pre_token.as_ptr() as usize;
                     word(w, &pre_align[at..at + w.len()]);
                 }
@@ -73,18 +99,14 @@ impl WordPlan for SpmPlan {
 }
 
 /// The words of a normalized piece: cut wherever `cuts` allows (the whole
-/// piece without them; `gt_spm_next_cut`).
-pub fn words<'t>(text: &'t str, cuts: Option<&'t Cuts>) -> impl Iterator<Item = &'t str> {
-    let view = cuts.map(Cuts::view);
+/// piece when they are disabled; `gt_spm_next_cut`).
+pub fn words<'t>(text: &'t str, cuts: &'t GtSpmCuts) -> impl Iterator<Item = &'t str> {
     let mut rest = text;
     std::iter::from_fn(move || {
         if rest.is_empty() {
             return None;
         }
-        let end = view
-            .as_ref()
-            .map_or(rest.len(), |view| kernels::spm_next_cut(view, rest, 1));
-        let (word, tail) = rest.split_at(end);
+        let (word, tail) = rest.split_at(kernels::spm_next_cut(cuts, rest, 1));
         rest = tail;
         Some(word)
     })

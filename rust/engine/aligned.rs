@@ -44,7 +44,7 @@ impl WordModel<'_> {
     fn each_word(&self, pre_token: &str, word: &mut dyn FnMut(&str)) {
         match self {
             WordModel::SentencePiece(plan) => {
-                crate::cpu::spm::words(pre_token, plan.cuts.as_ref()).for_each(word)
+                crate::cpu::spm::words(pre_token, &plan.cuts_view()).for_each(word)
             }
             WordModel::Unigram(_) => {
                 if !pre_token.is_empty() {
