@@ -11,7 +11,9 @@
 //   pretok_count  piece  -> words in the piece                 (word_counts)
 //   scan          word_counts -> first word of each piece       (exclusive, + total)
 //   pretok_fill   piece  -> (start, length) of its words
-//   bpe_words     word   -> ids at the word's byte offset       (tok_counts)
+//   order_count   word   -> its work class, counted             (class_counts)
+//   order_fill    word   -> its place in the order of work      (order)
+//   bpe_words     word   -> ids at the word's byte offset       (tok_counts; words taken in order)
 //                 (spm_words on SentencePiece cuts, gt_spm_cut_words;
 //                 unigram_words on Metaspace words, gt_metaspace_words, or
 //                 on the words the host cut, one per piece)
@@ -86,6 +88,44 @@ GT_HD void gt_pretok_fill_thread(const GtPretokArgs* a, gt_u32 i) {
     gt_piece_words(a, i, fill);
 }
 
+// ---- words in order of work ------------------------------------------------
+// A warp runs 32 word threads in step, so it takes as long as its slowest
+// word. The per-word kernels therefore take words in order of a work class:
+// byte-level words the shortcut table holds whole (one lookup) first, then
+// the others by their length's bit count. order_count counts each class,
+// order_fill places each word after the classes before its own (in no
+// particular order inside a class: each word writes only its own slots, so
+// the results do not depend on it).
+#define GT_WORK_CLASSES 16
+
+struct GtOrderArgs {
+    const gt_u8* text;
+    const gt_u32* word_starts;
+    const gt_u32* word_lens;
+    const gt_u32* n_words;     // the chunk's word count (threads past it do nothing)
+    GtBytesTable shortcut;     // byte-level BPE's table of whole words (slots null: none)
+    gt_u32* class_counts;      // GT_WORK_CLASSES counts, then as many cursors (zeroed by the host)
+    gt_u32* order;             // n_words entries: the words, class by class
+};
+
+GT_HD gt_u32 gt_work_class(const GtOrderArgs* a, gt_u32 w) {
+    gt_u32 len = a->word_lens[w], bits = 0;
+    if (a->shortcut.slots && gt_bytes_find(&a->shortcut, a->text + a->word_starts[w], len) != GT_NONE) return 0;
+    for (; len; len >>= 1) ++bits;
+    return bits < GT_WORK_CLASSES ? bits : GT_WORK_CLASSES - 1;
+}
+
+GT_HD void gt_order_count_thread(const GtOrderArgs* a, gt_u32 w) {
+    if (w < *a->n_words) gt_atomic_add(&a->class_counts[gt_work_class(a, w)], 1);
+}
+
+GT_HD void gt_order_fill_thread(const GtOrderArgs* a, gt_u32 w) {
+    if (w >= *a->n_words) return;
+    gt_u32 c = gt_work_class(a, w), at = 0;
+    for (gt_u32 k = 0; k < c; ++k) at += a->class_counts[k];
+    a->order[at + gt_atomic_add(&a->class_counts[GT_WORK_CLASSES + c], 1)] = w;
+}
+
 // ---- the model, one thread per word ----------------------------------------
 // Every per-word kernel reads the chunk's words and writes the ids of the
 // word starting at byte b to out[b..] (at most one id per byte), their count
@@ -101,13 +141,15 @@ struct GtWords {
     gt_u32* out;            // as long as the text
     gt_u32* tok_counts;     // ids per word; later scanned in place
     const gt_u32* n_words;  // the chunk's word count (scanned word_counts' total)
+    const gt_u32* order;    // which word thread i takes (order_fill)
 };
 
-// True for a thread past the chunk's words (its count is zeroed).
-GT_HD int gt_past_words(const GtWords* x, gt_u32 w) {
-    if (w < *x->n_words) return 0;
-    x->tok_counts[w] = 0;
-    return 1;
+// The word thread i encodes, or GT_NONE for a thread past the chunk's words
+// (count i is then zeroed).
+GT_HD gt_u32 gt_word_of_thread(const GtWords* x, gt_u32 i) {
+    if (i < *x->n_words) return x->order[i];
+    x->tok_counts[i] = 0;
+    return GT_NONE;
 }
 
 // Merge-loop scratch of the BPE families: n entries per byte (heap: 2n).
@@ -130,9 +172,10 @@ struct GtBpeArgs {
     GtMergeScratch scratch;
 };
 
-GT_HD void gt_bpe_words_thread(const GtBpeArgs* a, gt_u32 w) {
+GT_HD void gt_bpe_words_thread(const GtBpeArgs* a, gt_u32 i) {
     const GtWords* x = &a->words;
-    if (gt_past_words(x, w)) return;
+    gt_u32 w = gt_word_of_thread(x, i);
+    if (w == GT_NONE) return;
     gt_u32 start = x->word_starts[w];
     GtBpeScratch s = gt_merge_scratch_at(&a->scratch, start);
     x->tok_counts[w] = gt_bpe_word(&a->model, x->text + start, x->word_lens[w], s, x->out + start);
@@ -146,9 +189,10 @@ struct GtSpmArgs {
     GtMergeScratch scratch;
 };
 
-GT_HD void gt_spm_words_thread(const GtSpmArgs* a, gt_u32 w) {
+GT_HD void gt_spm_words_thread(const GtSpmArgs* a, gt_u32 i) {
     const GtWords* x = &a->words;
-    if (gt_past_words(x, w)) return;
+    gt_u32 w = gt_word_of_thread(x, i);
+    if (w == GT_NONE) return;
     gt_u32 start = x->word_starts[w];
     GtBpeScratch s = gt_merge_scratch_at(&a->scratch, start);
     x->tok_counts[w] = gt_spm_word(&a->model, x->text + start, x->word_lens[w], s, x->out + start);
@@ -167,9 +211,10 @@ struct GtUnigramArgs {
     gt_u32* id;    // (the same)
 };
 
-GT_HD void gt_unigram_words_thread(const GtUnigramArgs* a, gt_u32 w) {
+GT_HD void gt_unigram_words_thread(const GtUnigramArgs* a, gt_u32 i) {
     const GtWords* x = &a->words;
-    if (gt_past_words(x, w)) return;
+    gt_u32 w = gt_word_of_thread(x, i);
+    if (w == GT_NONE) return;
     gt_u32 start = x->word_starts[w];
     gt_u64 at = (gt_u64)start + w;
     GtUnigramScratch s = {a->best + at, a->from + at, a->id + at};
@@ -189,9 +234,10 @@ struct GtWordPieceArgs {
     gt_u64 growth;
 };
 
-GT_HD void gt_wordpiece_words_thread(const GtWordPieceArgs* a, gt_u32 w) {
+GT_HD void gt_wordpiece_words_thread(const GtWordPieceArgs* a, gt_u32 i) {
     const GtWords* x = &a->words;
-    if (gt_past_words(x, w)) return;
+    gt_u32 w = gt_word_of_thread(x, i);
+    if (w == GT_NONE) return;
     gt_u32 start = x->word_starts[w];
     GtWpScratch s = {a->norm + a->growth * start, 0, 0};
     x->tok_counts[w] = gt_wordpiece_text(&a->model, x->text + start, x->word_lens[w], s, x->out + start, 0, 0);
@@ -392,6 +438,8 @@ GT_HD void gt_pack_thread(const GtPackArgs* a, gt_u32 e) {
 #define GT_BATCH_KERNELS(X)               \
     X(gt_pretok_count, GtPretokArgs)      \
     X(gt_pretok_fill, GtPretokArgs)       \
+    X(gt_order_count, GtOrderArgs)        \
+    X(gt_order_fill, GtOrderArgs)         \
     X(gt_bpe_words, GtBpeArgs)            \
     X(gt_spm_words, GtSpmArgs)            \
     X(gt_unigram_words, GtUnigramArgs)    \

@@ -38,6 +38,16 @@ typedef unsigned long long gt_u64;
 // UTF-8 length of the character starting with byte b (valid UTF-8).
 GT_HD gt_u32 gt_utf8_len(gt_u8 b) { return b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4; }
 
+// Adds v to *p atomically; returns the value before (threads of a kernel
+// count into shared counters: the emulator runs them on several CPU threads).
+GT_HD gt_u32 gt_atomic_add(gt_u32* p, gt_u32 v) {
+#if defined(__CUDACC_RTC__) || defined(__CUDACC__)
+    return atomicAdd(p, v);
+#else
+    return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+#endif
+}
+
 // Unicode White_Space (Rust's char::is_whitespace, which the crate's
 // WhitespaceSplit cuts at).
 GT_HD int gt_is_white_space(gt_u32 cp) {

@@ -154,11 +154,12 @@ def test_timings_of_device_and_cpu_calls() -> None:
 
 def test_device_memory_per_byte_of_text() -> None:
     # Byte-level BPE in one chunk, at its peak (the merge loop): per byte of
-    # text, 1 of text, 16 of words and counts, 4 of model output and 28 of
-    # merge scratch (ids, links, a heap of 2n 8-byte entries); it was 74.
+    # text, 1 of text, 16 of words and counts, 4 of the words' order of work,
+    # 4 of model output and 28 of merge scratch (ids, links, a heap of 2n
+    # 8-byte entries); it was 74.
     text_bytes = sum(len(d.encode()) for d in docs())
     timings = ours("qwen3")._core.encode_batch(docs(), device=f"emulator:{1 << 26}").timings()
-    assert 45 * text_bytes < timings["emulated_peak_bytes"] <= 50 * text_bytes
+    assert 49 * text_bytes < timings["emulated_peak_bytes"] <= 54 * text_bytes
 
 
 def test_unknown_core_devices_are_refused() -> None:

@@ -14,10 +14,11 @@ use super::stream::{DevBuf, DeviceStream, DeviceStreamExt, Mark};
 use crate::error::{Error, Result};
 use crate::kernels::{
     as_bytes, next_cut, spm_next_cut, BytesTable, DevPtr, GtBpeArgs, GtBpeModel, GtBytesSlot,
-    GtBytesTable, GtCharTable, GtCompactArgs, GtMergeEntry, GtMergeScratch, GtPackArgs, GtPairSlot,
-    GtPairTable, GtPartSpan, GtPretokArgs, GtRowArgs, GtRowSource, GtRowSpan, GtScanArgs, GtSplits,
-    GtSpmArgs, GtSpmCuts, GtSpmModel, GtTemplate, GtUnigramArgs, GtUnigramModel, GtWordPieceArgs,
-    GtWordPieceModel, GtWords, Kernel, KernelArgs, Pod,
+    GtBytesTable, GtCharTable, GtCompactArgs, GtMergeEntry, GtMergeScratch, GtOrderArgs,
+    GtPackArgs, GtPairSlot, GtPairTable, GtPartSpan, GtPretokArgs, GtRowArgs, GtRowSource,
+    GtRowSpan, GtScanArgs, GtSplits, GtSpmArgs, GtSpmCuts, GtSpmModel, GtTemplate, GtUnigramArgs,
+    GtUnigramModel, GtWordPieceArgs, GtWordPieceModel, GtWords, Kernel, KernelArgs, Pod,
+    WORK_CLASSES,
 };
 use crate::layout::{narrow, row_layout, Batch, Dtype, Outputs};
 use crate::plan::bytelevel::{ByteLevelPlan, MergeTable};
@@ -460,8 +461,9 @@ struct Chunk {
 }
 
 /// A chunk's inputs on the device, copied in one pinned upload: the text,
-/// then its piece bounds, row sources, row parts and host ids (16-byte
-/// aligned), so that no pageable copy follows the text's.
+/// then its piece bounds, row sources, row parts, host ids and the work
+/// classes' zeroed counters (16-byte aligned), so that no pageable copy
+/// follows the text's.
 struct StagedInputs {
     _buf: DevBuf,
     text: DevPtr,
@@ -469,17 +471,20 @@ struct StagedInputs {
     sources: DevPtr,
     row_parts: DevPtr,
     host_ids: DevPtr,
+    class_counts: DevPtr,
 }
 
 impl StagedInputs {
     fn upload(dev: &dyn DeviceStream, rows: &[Row<'_>], layout: &Layout) -> Result<Self> {
+        let zeros = [0u32; 2 * WORK_CLASSES];
         let arrays = [
             as_bytes(&layout.piece_bounds),
             as_bytes(&layout.sources),
             as_bytes(&layout.row_parts),
             as_bytes(&layout.host_ids),
+            as_bytes(&zeros),
         ];
-        let mut at = [0; 4];
+        let mut at = [0; 5];
         let mut end = layout.text_len;
         for (i, array) in arrays.iter().enumerate() {
             at[i] = end.next_multiple_of(16);
@@ -498,6 +503,7 @@ impl StagedInputs {
             sources: base + at[1] as u64,
             row_parts: base + at[2] as u64,
             host_ids: base + at[3] as u64,
+            class_counts: base + at[4] as u64,
             _buf: buf,
         })
     }
@@ -732,6 +738,23 @@ fn tokenize_chunk(
     pretok.word_lens = word_lens.ptr();
     dev.run(Kernel::PretokFill, &pretok, n_pieces)?;
 
+    // Words in order of work, so a warp's words take alike (see gt_batch.cuh).
+    let order = dev.alloc(4 * n_words as usize)?;
+    let order_args = GtOrderArgs {
+        text: inputs.text,
+        word_starts: word_starts.ptr(),
+        word_lens: word_lens.ptr(),
+        n_words: word_total,
+        shortcut: match job.model {
+            DeviceModel::ByteLevel(model) => model.vocab,
+            _ => GtBpeModel::null().vocab,
+        },
+        class_counts: inputs.class_counts,
+        order: order.ptr(),
+    };
+    dev.run(Kernel::OrderCount, &order_args, n_words)?;
+    dev.run(Kernel::OrderFill, &order_args, n_words)?;
+
     // The model per word into scratch indexed by byte offset, then compaction.
     let tok_counts = dev.alloc(4 * (n_words as usize + 1))?;
     let raw_ids = {
@@ -744,6 +767,7 @@ fn tokenize_chunk(
             out: model_out.ptr(),
             tok_counts: tok_counts.ptr(),
             n_words: word_total,
+            order: order.ptr(),
         };
         // The BPE families' merge scratch (see gt_bpe_words).
         let merge_scratch = || -> Result<(Vec<DevBuf>, GtMergeScratch)> {
@@ -904,6 +928,59 @@ mod tests {
             expect.push(running);
             assert_eq!(got, expect, "n = {n}");
         }
+    }
+
+    #[test]
+    fn words_are_ordered_by_work_class() {
+        let dev = Emulator::new(1 << 20);
+        // Words of many lengths, some of them whole in the shortcut table.
+        let words: Vec<String> = (0..3000).map(|i| "ab".repeat(1 + i * 7 % 300)).collect();
+        let text = words.concat();
+        let starts: Vec<u32> = words
+            .iter()
+            .scan(0, |at, w| Some(std::mem::replace(at, *at + w.len() as u32)))
+            .collect();
+        let lens: Vec<u32> = words.iter().map(|w| w.len() as u32).collect();
+        let whole = BytesTable::build([(b"ab".as_slice(), 1), (b"abab".as_slice(), 2)].into_iter());
+        let mut bufs = Vec::new();
+        let up = |values: &[u32]| dev.upload_new(values).unwrap();
+        let (text_buf, starts_buf, lens_buf) = (
+            dev.upload_new(text.as_bytes()).unwrap(),
+            up(&starts),
+            up(&lens),
+        );
+        let n_words = up(&[words.len() as u32]);
+        let counts = up(&[0; 2 * WORK_CLASSES]);
+        let order = dev.alloc(4 * words.len()).unwrap();
+        let args = GtOrderArgs {
+            text: text_buf.ptr(),
+            word_starts: starts_buf.ptr(),
+            word_lens: lens_buf.ptr(),
+            n_words: n_words.ptr(),
+            shortcut: upload_bytes(&dev, &whole, &mut bufs).unwrap(),
+            class_counts: counts.ptr(),
+            order: order.ptr(),
+        };
+        // One thread per byte, as the pipeline launches: those past the words do nothing.
+        dev.run(Kernel::OrderCount, &args, text.len() as u32)
+            .unwrap();
+        dev.run(Kernel::OrderFill, &args, text.len() as u32)
+            .unwrap();
+        let order = dev.download_vec::<u32>(&order, 0, words.len()).unwrap();
+        let mut seen = order.clone();
+        seen.sort_unstable();
+        assert!(
+            seen.iter().copied().eq(0..words.len() as u32),
+            "a permutation"
+        );
+        // Whole words first, then by the bit count of their length.
+        let class = |w: u32| match lens[w as usize] {
+            2 | 4 => 0,
+            len => 32 - len.leading_zeros(),
+        };
+        let classes: Vec<u32> = order.iter().map(|&w| class(w)).collect();
+        assert!(classes.windows(2).all(|c| c[0] <= c[1]), "{classes:?}");
+        assert_eq!(classes[0], 0);
     }
 
     #[test]

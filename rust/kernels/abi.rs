@@ -313,6 +313,8 @@ pub const NONE: u32 = u32::MAX;
 pub enum Kernel {
     PretokCount,
     PretokFill,
+    OrderCount,
+    OrderFill,
     BpeWords,
     SpmWords,
     UnigramWords,
@@ -326,9 +328,11 @@ pub enum Kernel {
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 12] = [
+    pub const ALL: [Kernel; 14] = [
         Kernel::PretokCount,
         Kernel::PretokFill,
+        Kernel::OrderCount,
+        Kernel::OrderFill,
         Kernel::BpeWords,
         Kernel::SpmWords,
         Kernel::UnigramWords,
@@ -346,6 +350,8 @@ impl Kernel {
         match self {
             Kernel::PretokCount => "gt_pretok_count",
             Kernel::PretokFill => "gt_pretok_fill",
+            Kernel::OrderCount => "gt_order_count",
+            Kernel::OrderFill => "gt_order_fill",
             Kernel::BpeWords => "gt_bpe_words",
             Kernel::SpmWords => "gt_spm_words",
             Kernel::UnigramWords => "gt_unigram_words",
@@ -398,8 +404,25 @@ c_mirror! {
         pub out: DevPtr,
         pub tok_counts: DevPtr,
         pub n_words: DevPtr,
+        pub order: DevPtr,
     }
 }
+
+c_mirror! {
+    /// `GtOrderArgs` (cuda/gt_batch.cuh): words in order of work.
+    pub struct GtOrderArgs {
+        pub text: DevPtr,
+        pub word_starts: DevPtr,
+        pub word_lens: DevPtr,
+        pub n_words: DevPtr,
+        pub shortcut: GtBytesTable,
+        pub class_counts: DevPtr,
+        pub order: DevPtr,
+    }
+}
+
+/// `GT_WORK_CLASSES`: the work classes words are ordered by.
+pub const WORK_CLASSES: usize = 16;
 
 c_mirror! {
     /// `GtMergeScratch` (cuda/gt_batch.cuh): the BPE families' scratch.
@@ -553,6 +576,7 @@ c_mirror! {
 }
 
 impl KernelArgs for GtPretokArgs {}
+impl KernelArgs for GtOrderArgs {}
 impl KernelArgs for GtBpeArgs {}
 impl KernelArgs for GtSpmArgs {}
 impl KernelArgs for GtUnigramArgs {}
@@ -572,6 +596,8 @@ mod tests {
         let rust = [
             size_of::<GtPretokArgs>(),
             size_of::<GtPretokArgs>(),
+            size_of::<GtOrderArgs>(),
+            size_of::<GtOrderArgs>(),
             size_of::<GtBpeArgs>(),
             size_of::<GtSpmArgs>(),
             size_of::<GtUnigramArgs>(),
