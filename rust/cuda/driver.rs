@@ -705,7 +705,7 @@ impl GpuStream {
                 return Err(err);
             }
         };
-        // A chunk's device memory peaks at 24-76 bytes per text byte by family
+        // A chunk's device memory peaks at 28-57 bytes per text byte by family
         // (benches/host_cost.py, B/byte), plus what earlier chunks keep until
         // packing: each running call sizes its chunks to a share of what is free.
         let running = gpu.call_started();
