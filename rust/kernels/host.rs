@@ -52,6 +52,7 @@ extern "C" {
     );
     fn gt_host_spm_next_cut(cuts: *const GtSpmCuts, text: *const u8, end: u32, from: u32) -> u32;
     fn gt_host_is_white_space(cp: u32) -> i32;
+    #[cfg(test)]
     fn gt_host_spm_cut_between(cuts: *const GtSpmCuts, a: u32, b: u32) -> i32;
     fn gt_host_bytes_find(table: *const GtBytesTable, bytes: *const u8, n: u32) -> u32;
     fn gt_host_find(pattern: u32, text: *const u8, end: u32, pos: u32, start: *mut u32) -> u32;
@@ -173,6 +174,7 @@ pub fn is_white_space(c: char) -> bool {
 }
 
 /// True when a SentencePiece word may end between `a` and `b` (`gt_spm_cut_between`).
+#[cfg(test)]
 pub fn spm_cut_between(cuts: &GtSpmCuts, a: char, b: char) -> bool {
     // SAFETY: `cuts` points to live tables (its owner's), or is disabled and
     // then still readable (the lookups read only inside its tables).

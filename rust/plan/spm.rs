@@ -300,7 +300,9 @@ impl Cuts {
         (&self.bits, &self.joined)
     }
 
-    /// True when a word can end between `a` and `b`.
+    /// True when a word can end between `a` and `b` (the tests' question;
+    /// the paths cut with `gt_spm_next_cut`).
+    #[cfg(test)]
     pub fn between(&self, a: char, b: char) -> bool {
         kernels::spm_cut_between(&self.view(), a, b)
     }
