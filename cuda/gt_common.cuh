@@ -36,6 +36,13 @@ typedef unsigned long long gt_u64;
 #define GT_NONE 0xFFFFFFFFu
 
 // UTF-8 length of the character starting with byte b (valid UTF-8).
+// Eight bytes from p, any alignment, as a little-endian word (the host's
+// compiler makes it one load).
+GT_HD gt_u64 gt_load8(const gt_u8* p) {
+    return (gt_u64)p[0] | (gt_u64)p[1] << 8 | (gt_u64)p[2] << 16 | (gt_u64)p[3] << 24 | (gt_u64)p[4] << 32 |
+           (gt_u64)p[5] << 40 | (gt_u64)p[6] << 48 | (gt_u64)p[7] << 56;
+}
+
 GT_HD gt_u32 gt_utf8_len(gt_u8 b) { return b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4; }
 
 // Adds v to *p atomically; returns the value before (threads of a kernel

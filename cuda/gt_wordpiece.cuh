@@ -102,6 +102,10 @@ GT_HD gt_u32 gt_wp_normalize(const GtCharTable* t, const gt_u8* text, gt_u32 n, 
 // exact code point is skipped on one bit: only the rest is decoded.
 GT_HD int gt_wp_needs_exact(const GtCharTable* t, const gt_u8* text, gt_u32 n) {
     for (gt_u32 pos = 0; pos < n;) {
+        if (n - pos >= 8 && !(gt_load8(text + pos) & 0x8080808080808080ULL)) {
+            pos += 8;  // eight ASCII bytes
+            continue;
+        }
         gt_u8 lead = text[pos];
         if (lead < 0x80) {
             ++pos;
