@@ -50,24 +50,25 @@ pub trait WordPlan {
     );
 }
 
-/// A piece of a text as a per-word plan normalizes it.
-pub enum NormalizedPart<'t> {
+/// A piece of a text as a per-word plan normalizes it (`T`: the
+/// normalizer's text, or a device's `DevicePiece`).
+pub enum NormalizedPart<T> {
     /// An added token's id.
     Added(u32),
     /// The text between added tokens after the normalizer; true when it
     /// starts the original text.
-    Text(Cow<'t, str>, bool),
+    Text(T, bool),
 }
 
 /// `text` cut at plain added tokens (the crate's split), each piece between
 /// them through `normalize`, in order. False when only the exact path can:
 /// an added token that strips spaces or matches single words is in the text,
 /// or the normalizer failed (the exact path reports it).
-pub fn each_normalized_part<'t>(
+pub fn each_normalized_part<'t, T>(
     plan: &impl WordPlan,
     text: &'t str,
-    normalize: impl Fn(&'t str) -> Option<Cow<'t, str>>,
-    mut part: impl FnMut(NormalizedPart<'t>),
+    normalize: impl Fn(&'t str) -> Option<T>,
+    mut part: impl FnMut(NormalizedPart<T>),
 ) -> bool {
     if PlainAdded::irregular_in(plan.plain_added(), text) {
         return false;

@@ -3,7 +3,7 @@
 //! the pre-tokenizer does, cut it into words where the plan proved it safe,
 //! and BPE each word through the per-thread cache and the shared kernel
 //! (`gt_spm_word`). Without a pre-tokenizer the text is read as a device
-//! reads it (`SpmPlan::device_text`: Llama-2's spaces read as "▁").
+//! reads it (`SpmPlan::device_piece`: Llama-2's spaces read as "▁").
 
 use super::encode::Encoded;
 use super::token_spans::SpanSource;
@@ -15,7 +15,7 @@ use super::{
 use crate::kernels::{self, GtSpmCuts};
 use crate::plan::normalize::Aligns;
 use crate::plan::spm::SpmPlan;
-use crate::plan::PlainAdded;
+use crate::plan::{DevicePiece, PlainAdded};
 use std::borrow::Cow;
 
 /// `text` on the fast path, or None when the normalizer fails. With
@@ -40,7 +40,7 @@ pub fn encode(
     // key's ids are its own.)
     let (model, cuts) = plan.device_views();
     let each = |part: &mut dyn FnMut(Part<'_>)| {
-        let device_text = |piece| plan.device_text(piece);
+        let device_text = |piece| plan.device_piece(piece).map(DevicePiece::joined);
         each_normalized_part(plan, text, device_text, |piece| match piece {
             NormalizedPart::Added(id) => part(Part::Added(id)),
             NormalizedPart::Text(piece, _) => {

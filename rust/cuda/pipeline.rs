@@ -31,6 +31,9 @@ use tokenizers::{PaddingDirection, PaddingParams};
 pub enum Row<'a> {
     /// Text the device pre-tokenizes and encodes.
     Text(Cow<'a, str>),
+    /// Text the device reads after one space, which the layout writes
+    /// (`DevicePiece::spaced`: the host copies no piece to put it there).
+    Spaced(Cow<'a, str>),
     /// Words the host cut (normalized, back to back in `text`; word i ends
     /// at `ends[i]`), which the device encodes (cutting them further where
     /// SentencePiece cuts allow).
@@ -51,12 +54,14 @@ impl Row<'_> {
         }
     }
 
-    /// The text the device reads for this part (none for host ids).
-    fn text(&self) -> &str {
+    /// The text the device reads for this part, in two pieces: what the
+    /// layout writes before it (a `Spaced` part's space), then the part's
+    /// own (none for host ids).
+    fn text(&self) -> (&'static str, &str) {
         match self {
-            Row::Text(text) => text,
-            Row::Words { text, .. } => text,
-            Row::Ids(_) | Row::Parts(_) => "",
+            Row::Text(text) | Row::Words { text, .. } => ("", text),
+            Row::Spaced(text) => (" ", text),
+            Row::Ids(_) | Row::Parts(_) => ("", ""),
         }
     }
 
@@ -66,7 +71,7 @@ impl Row<'_> {
             .iter()
             .map(|part| match part {
                 Row::Ids(ids) => 4 * ids.len(),
-                part => part.text().len(),
+                part => part.text().0.len() + part.text().1.len(),
             })
             .sum()
     }
@@ -610,21 +615,24 @@ impl Layout {
             || Error::InvalidArgument("a device chunk is limited to 4 GiB of text".into());
         let l = self;
         match part {
-            Row::Text(text) => {
-                let bytes = text.as_bytes();
+            Row::Text(_) | Row::Spaced(_) => {
+                let (lead, text) = part.text();
+                let len = lead.len() + text.len();
                 let base = l.text_len;
-                l.text_len += bytes.len();
+                l.text_len += len;
                 let mut from = 0;
-                while bytes.len() - from > PIECE_BYTES {
-                    let cut = cuts.next(text, from + PIECE_BYTES);
-                    if cut >= bytes.len() {
+                while len - from > PIECE_BYTES {
+                    // Searched in `text`: the lead is never the character
+                    // before a cut this far in (PIECE_BYTES > 1).
+                    let cut = lead.len() + cuts.next(text, from + PIECE_BYTES - lead.len());
+                    if cut >= len {
                         break;
                     }
                     l.piece_bounds
                         .push(u32::try_from(base + cut).map_err(|_| too_big())?);
                     from = cut;
                 }
-                if !bytes.is_empty() {
+                if len > 0 {
                     l.piece_bounds
                         .push(u32::try_from(l.text_len).map_err(|_| too_big())?);
                 }
@@ -672,8 +680,10 @@ fn copy_texts(rows: &[Row<'_>], starts: &[usize], out: &mut [u8]) {
         for i in t * ROWS_PER_TASK..end {
             let mut at = starts[i];
             for part in rows[i].parts() {
-                target.write(at, part.text().as_bytes());
-                at += part.text().len();
+                let (lead, text) = part.text();
+                target.write(at, lead.as_bytes());
+                target.write(at + lead.len(), text.as_bytes());
+                at += lead.len() + text.len();
             }
         }
         Ok::<(), Error>(())
@@ -1019,5 +1029,28 @@ mod tests {
         assert_eq!(l.sources[2].piece_begin, l.sources[2].piece_end);
         let uncut = lay_out(&rows, PieceCuts::Whole).unwrap();
         assert_eq!(uncut.piece_bounds, vec![0, long.len() as u32]);
+    }
+
+    #[test]
+    fn a_spaced_row_is_laid_out_as_its_text_after_a_space() {
+        for long in ["word ".repeat(900), "word ".repeat(2000), "w".repeat(3000)] {
+            let joined = format!(" {long}");
+            let spaced = [Row::Spaced(Cow::Borrowed(&long)), Row::Ids(vec![7])];
+            let written = [Row::Text(Cow::Borrowed(&joined)), Row::Ids(vec![7])];
+            for cuts in [PieceCuts::Spaces, PieceCuts::Whole] {
+                let (a, b) = (
+                    lay_out(&spaced, cuts).unwrap(),
+                    lay_out(&written, cuts).unwrap(),
+                );
+                assert_eq!(
+                    (a.text_len, &a.piece_bounds, format!("{:?}", a.sources)),
+                    (b.text_len, &b.piece_bounds, format!("{:?}", b.sources))
+                );
+                let mut text = vec![0u8; a.text_len];
+                copy_texts(&spaced, &a.text_starts, &mut text);
+                assert_eq!(text, joined.as_bytes());
+            }
+            assert_eq!(chunk_rows(&spaced, 1 << 20), chunk_rows(&written, 1 << 20));
+        }
     }
 }

@@ -19,7 +19,7 @@ use crate::kernels::{GtBpeModel, GtSpmCuts, GtTemplate};
 use crate::layout::Dtype;
 use crate::plan::bytelevel::ByteLevelPlan;
 use crate::plan::wordpiece::WordPiecePlan;
-use crate::plan::{FastPlan, PlainAdded};
+use crate::plan::{DevicePiece, FastPlan, PlainAdded};
 use crate::pool;
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
@@ -118,7 +118,7 @@ impl Engine {
     }
 
     /// A row for the device: its normalized text (byte-level; SentencePiece
-    /// BPE without a pre-tokenizer, as `SpmPlan::device_text` gives it) or
+    /// BPE without a pre-tokenizer, as `SpmPlan::device_piece` gives it) or
     /// words (families whose words the host cuts) when the device can encode it,
     /// cut at added tokens (whose ids the host splices in) where the text has
     /// them, else the ids of the CPU engine (fast or exact path); true when
@@ -139,14 +139,14 @@ impl Engine {
             },
             // Without a pre-tokenizer the device cuts the words (gt_spm_cut_words).
             Some(FastPlan::SentencePiece(plan)) if plan.words.is_identity() => {
-                text_row(plan, text, |piece| plan.device_text(piece))
+                text_row(plan, text, |piece| plan.device_piece(piece))
             }
             Some(FastPlan::SentencePiece(plan)) => {
                 words_row(|part| cpu::each_part(plan, text, part))
             }
             // WhitespaceSplit + Metaspace: the device cuts the words (gt_metaspace_words).
             Some(FastPlan::Unigram(plan)) if plan.device_cuts_words() => {
-                text_row(plan, text, |piece| plan.device_text(piece))
+                text_row(plan, text, |piece| plan.device_piece(piece))
             }
             Some(FastPlan::Unigram(plan)) => words_row(|part| cpu::each_part(plan, text, part)),
             Some(FastPlan::WordPiece(plan)) => wordpiece_row(plan, text),
@@ -234,17 +234,20 @@ fn wordpiece_row<'t>(plan: &WordPiecePlan, text: &'t str) -> Option<Row<'t>> {
 
 /// A row for the device to cut into words (SentencePiece BPE, Unigram's
 /// Metaspace words): each piece between added tokens as the device reads it
-/// (`device_text`: the plan's), the added tokens' ids from the host between them.
+/// (`device_piece`: the plan's), the added tokens' ids from the host between them.
 fn text_row<'t>(
     plan: &impl WordPlan,
     text: &'t str,
-    device_text: impl Fn(&'t str) -> Option<Cow<'t, str>>,
+    device_piece: impl Fn(&'t str) -> Option<DevicePiece<'t>>,
 ) -> Option<Row<'t>> {
     let mut parts = Vec::new();
-    let fine = cpu::each_normalized_part(plan, text, device_text, |part| match part {
+    let fine = cpu::each_normalized_part(plan, text, device_piece, |part| match part {
         NormalizedPart::Added(id) => push_id(&mut parts, id),
-        NormalizedPart::Text(piece, _) if piece.is_empty() => {}
-        NormalizedPart::Text(piece, _) => parts.push(Row::Text(piece)),
+        NormalizedPart::Text(piece, _) if piece.text.is_empty() => {}
+        NormalizedPart::Text(DevicePiece { text, spaced }, _) => parts.push(match spaced {
+            true => Row::Spaced(text),
+            false => Row::Text(text),
+        }),
     });
     if !fine {
         return None;
@@ -323,11 +326,11 @@ mod tests {
         let plan = engine.fast.as_ref().ok().filter(|p| runs_on_device(p));
         let settings = Settings::default();
         // The device cuts the words (gt_spm_cut_words) and reads each space
-        // as "▁" (the normalizer's Replace): the host only puts a space before
-        // the text (its Prepend).
+        // as "▁" (the normalizer's Replace); the layout writes a space before
+        // the text (its Prepend), which is not copied.
         match engine.device_row("a ab", plan, &settings).unwrap().0 {
-            Row::Text(text) => assert_eq!(text, " a ab"),
-            _ => panic!("expected text for the device"),
+            Row::Spaced(Cow::Borrowed(text)) => assert_eq!(text, "a ab"),
+            _ => panic!("expected borrowed text for the device, after a space"),
         }
         // Text around an added token: the pieces for the device, its id between them.
         match engine.device_row("a<s>a<s><s>", plan, &settings).unwrap().0 {
@@ -336,12 +339,13 @@ mod tests {
                     .iter()
                     .map(|part| match part {
                         Row::Text(text) => format!("text {text}"),
+                        Row::Spaced(text) => format!("spaced {text}"),
                         Row::Ids(ids) => format!("ids {ids:?}"),
                         _ => "other".into(),
                     })
                     .collect();
                 // (The normalizer prepends ▁ to every piece between added tokens, as the crate does.)
-                assert_eq!(shapes, ["text  a", "ids [4]", "text  a", "ids [4, 4]"]);
+                assert_eq!(shapes, ["spaced a", "ids [4]", "spaced a", "ids [4, 4]"]);
             }
             _ => panic!("expected parts"),
         }
@@ -368,7 +372,7 @@ mod tests {
                 .0
         };
         // A space before text that does not start with whitespace: its first word's slot.
-        assert!(matches!(row("a b"), Row::Text(text) if text == " a b"));
+        assert!(matches!(row("a b"), Row::Spaced(Cow::Borrowed(text)) if text == "a b"));
         assert!(matches!(row("\ta"), Row::Text(text) if text == "\ta"));
         use crate::cuda::stream::DeviceStreamExt;
         let dev = crate::cuda::emulator::Emulator::traced(1 << 20);

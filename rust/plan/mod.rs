@@ -20,7 +20,27 @@ pub mod wordpiece;
 
 use aho_corasick::AhoCorasick;
 use serde_json::Value;
+use std::borrow::Cow;
 use tokenizers::{ModelWrapper, Tokenizer};
+
+/// A piece of text (between added tokens) as a device that cuts the words
+/// reads it: `text`, after one space when `spaced` (the normalizer's
+/// `Prepend`, or the slot Metaspace's replacement is read from). The chunk
+/// layout writes that space, so the host copies no piece to put it there.
+pub struct DevicePiece<'t> {
+    pub text: Cow<'t, str>,
+    pub spaced: bool,
+}
+
+impl<'t> DevicePiece<'t> {
+    /// The text as the device reads it, the space written out (a copy when spaced).
+    pub fn joined(self) -> Cow<'t, str> {
+        match self.spaced {
+            true => Cow::Owned(format!(" {}", self.text)),
+            false => self.text,
+        }
+    }
+}
 
 /// The fast engine's plan for a tokenizer of a family it covers.
 #[allow(

@@ -16,13 +16,13 @@
 //! The cut tables are C (`GtSpmCuts`): a device cuts its pieces with them too.
 //!
 //! For a device, Llama-2's normalizer is left to the model: it reads each
-//! space as "▁" (`device_views`, `device_text`), so the host does not rewrite
+//! space as "▁" (`device_views`, `device_piece`), so the host does not rewrite
 //! the text.
 
 use super::bytelevel::{check_bpe_model, merge_table, MergeTable};
 use super::metaspace::Words;
 use super::normalize::{Aligns, PieceNormalizer};
-use super::PlainAdded;
+use super::{DevicePiece, PlainAdded};
 use crate::kernels::{self, BytesTable, GtPairSlot, GtPairTable, GtSpmCuts, GtSpmModel, NONE};
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde_json::Value;
@@ -35,7 +35,7 @@ pub struct SpmPlan {
     pub cuts: Option<Cuts>,
     model: GtSpmModel,
     /// The normalizer's replacement of spaces, and whether it prepends one,
-    /// when the device reads spaces as it (`device_text`).
+    /// when the device reads spaces as it (`device_piece`).
     spaces_as: Option<(char, bool)>,
     /// Owned here: `model` points into them (merges, vocabulary).
     tables: (MergeTable, BytesTable),
@@ -147,7 +147,7 @@ impl SpmPlan {
         self.cuts.as_ref().map_or(GtSpmCuts::disabled(), Cuts::view)
     }
 
-    /// The model and cuts for text from `device_text` (spaces read as the
+    /// The model and cuts for text from `device_piece` (spaces read as the
     /// normalizer's replacement where it allows).
     pub fn device_views(&self) -> (GtSpmModel, GtSpmCuts) {
         let (mut model, mut cuts) = (self.model, self.cuts_view());
@@ -163,17 +163,12 @@ impl SpmPlan {
     /// the normalizer's spaces left for the device to read as its replacement
     /// (a space before a non-empty piece for its `Prepend`), else normalized
     /// here. None when the normalizer fails (the exact path reports it).
-    pub fn device_text<'t>(&self, piece: &'t str) -> Option<std::borrow::Cow<'t, str>> {
-        match self.spaces_as {
-            Some((_, true)) if !piece.is_empty() => {
-                let mut text = String::with_capacity(piece.len() + 1);
-                text.push(' ');
-                text.push_str(piece);
-                Some(text.into())
-            }
-            Some(_) => Some(piece.into()),
-            None => self.normalize(piece),
-        }
+    pub fn device_piece<'t>(&self, piece: &'t str) -> Option<DevicePiece<'t>> {
+        let (text, spaced) = match self.spaces_as {
+            Some((_, prepend)) => (piece.into(), prepend && !piece.is_empty()),
+            None => (self.normalize(piece)?, false),
+        };
+        Some(DevicePiece { text, spaced })
     }
 
     /// The arrays the model view points into (merges, vocabulary), for a device.

@@ -13,11 +13,11 @@
 //! without a normalizer, where that is the piece's own position.
 //!
 //! On a device, `WhitespaceSplit` + `Metaspace` words are cut there
-//! (`gt_metaspace_words`): the host only normalizes (`device_text`).
+//! (`gt_metaspace_words`): the host only normalizes (`device_piece`).
 
 use super::metaspace::Words;
 use super::normalize::{Aligns, PieceNormalizer};
-use super::PlainAdded;
+use super::{DevicePiece, PlainAdded};
 use crate::kernels::{BytesTable, GtUnigramModel, NONE};
 use rustc_hash::FxHashMap;
 use serde_json::Value;
@@ -27,7 +27,7 @@ pub struct UnigramPlan {
     words: Words,
     model: GtUnigramModel,
     /// Metaspace's replacement when a device cuts the words and reads it
-    /// from each word's slot (`device_text`); it is a token.
+    /// from each word's slot (`device_piece`); it is a token.
     device_lead: Option<char>,
     /// Owned here: `model` points into them.
     tables: (BytesTable, Vec<f64>),
@@ -121,7 +121,7 @@ impl UnigramPlan {
     }
 
     /// True when a device cuts the words itself (`gt_metaspace_words`) from
-    /// pieces as `device_text` gives them.
+    /// pieces as `device_piece` gives them.
     pub fn device_cuts_words(&self) -> bool {
         self.device_lead.is_some()
     }
@@ -140,23 +140,18 @@ impl UnigramPlan {
     }
 
     /// A piece of text (between added tokens) for a device that cuts the
-    /// words: normalized, with a space before it when it does not start with
+    /// words: normalized, after a space when it does not start with
     /// whitespace (its first word's slot, see `gt_metaspace_words`). None
     /// when the normalizer fails (the exact path reports it).
-    pub fn device_text<'t>(&self, piece: &'t str) -> Option<std::borrow::Cow<'t, str>> {
+    pub fn device_piece<'t>(&self, piece: &'t str) -> Option<DevicePiece<'t>> {
         // The device cuts only whitespace-separated words: whitespace the
         // normalizer turns into whitespace can stay as it is.
-        let normalized = match self.normalizer.keeps_whitespace_words() {
+        let text = match self.normalizer.keeps_whitespace_words() {
             true => self.normalizer.normalize_for_whitespace_words(piece),
             false => self.normalize(piece)?,
         };
-        if normalized.chars().next().is_none_or(char::is_whitespace) {
-            return Some(normalized);
-        }
-        let mut text = String::with_capacity(normalized.len() + 1);
-        text.push(' ');
-        text.push_str(&normalized);
-        Some(text.into())
+        let spaced = text.chars().next().is_some_and(|c| !c.is_whitespace());
+        Some(DevicePiece { text, spaced })
     }
 
     /// True when every word can be encoded (there is an unknown token).
