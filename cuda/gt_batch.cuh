@@ -114,6 +114,8 @@ GT_HD gt_u32 gt_work_class(const GtOrderArgs* a, gt_u32 w) {
     for (; len; len >>= 1) ++bits;
     return bits < GT_WORK_CLASSES ? bits : GT_WORK_CLASSES - 1;
 }
+// The last class holds exactly the words of GT_LONG_WORD bytes or more.
+static_assert(GT_LONG_WORD == 1u << (GT_WORK_CLASSES - 2), "the long words are the last work class");
 
 GT_HD void gt_order_count_thread(const GtOrderArgs* a, gt_u32 w) {
     if (w < *a->n_words) gt_atomic_add(&a->class_counts[gt_work_class(a, w)], 1);
@@ -165,20 +167,54 @@ GT_HD GtBpeScratch gt_merge_scratch_at(const GtMergeScratch* m, gt_u32 start) {
     return s;
 }
 
+// Words of the last work class (GT_LONG_WORD bytes and more) come last in
+// the order: gt_bpe_words and gt_spm_words leave them, a block takes each
+// (gt_bpe_long_words, gt_spm_long_words).
+GT_HD gt_u32 gt_long_words(const gt_u32* class_counts) { return class_counts[GT_WORK_CLASSES - 1]; }
+
+GT_HD int gt_left_long(const GtWords* x, const gt_u32* class_counts, gt_u32 i) {
+    return i >= *x->n_words - gt_long_words(class_counts);
+}
+
+// The long word block b takes, or GT_NONE (the host launches a block for
+// each GT_LONG_WORD bytes of text: as many as there can be).
+GT_HD gt_u32 gt_long_word_of_block(const GtWords* x, const gt_u32* class_counts, gt_u32 b) {
+    gt_u32 longs = gt_long_words(class_counts);
+    return b < longs ? x->order[*x->n_words - longs + b] : GT_NONE;
+}
+
+// On the host, one call per block runs its lanes (gt_common.cuh).
+#if defined(__CUDA_ARCH__)
+#define GT_BLOCK_OF_THREAD(i) ((i) / GT_LANES)
+#else
+#define GT_BLOCK_OF_THREAD(i) ((i) % GT_LANES ? GT_NONE : (i) / GT_LANES)
+#endif
+
 // Byte-level BPE over the words the scanners found.
 struct GtBpeArgs {
     GtBpeModel model;
     GtWords words;
     GtMergeScratch scratch;
+    const gt_u32* class_counts;  // order_count's counts (the long words)
 };
 
 GT_HD void gt_bpe_words_thread(const GtBpeArgs* a, gt_u32 i) {
     const GtWords* x = &a->words;
     gt_u32 w = gt_word_of_thread(x, i);
-    if (w == GT_NONE) return;
+    if (w == GT_NONE || gt_left_long(x, a->class_counts, i)) return;
     gt_u32 start = x->word_starts[w];
     GtBpeScratch s = gt_merge_scratch_at(&a->scratch, start);
     x->tok_counts[w] = gt_bpe_word(&a->model, x->text + start, x->word_lens[w], s, x->out + start);
+}
+
+GT_HD void gt_bpe_long_words_thread(const GtBpeArgs* a, gt_u32 i) {
+    const GtWords* x = &a->words;
+    gt_u32 b = GT_BLOCK_OF_THREAD(i);
+    gt_u32 w = b == GT_NONE ? GT_NONE : gt_long_word_of_block(x, a->class_counts, b);
+    if (w == GT_NONE) return;  // the whole block
+    gt_u32 start = x->word_starts[w];
+    GtBpeScratch s = gt_merge_scratch_at(&a->scratch, start);
+    gt_bpe_long_word(&a->model, x->text + start, x->word_lens[w], s, x->out + start, &x->tok_counts[w]);
 }
 
 // SentencePiece-style BPE. The host normalized the rows; pretok_* cut their
@@ -187,15 +223,26 @@ struct GtSpmArgs {
     GtSpmModel model;
     GtWords words;
     GtMergeScratch scratch;
+    const gt_u32* class_counts;  // order_count's counts (the long words)
 };
 
 GT_HD void gt_spm_words_thread(const GtSpmArgs* a, gt_u32 i) {
     const GtWords* x = &a->words;
     gt_u32 w = gt_word_of_thread(x, i);
-    if (w == GT_NONE) return;
+    if (w == GT_NONE || gt_left_long(x, a->class_counts, i)) return;
     gt_u32 start = x->word_starts[w];
     GtBpeScratch s = gt_merge_scratch_at(&a->scratch, start);
     x->tok_counts[w] = gt_spm_word(&a->model, x->text + start, x->word_lens[w], s, x->out + start);
+}
+
+GT_HD void gt_spm_long_words_thread(const GtSpmArgs* a, gt_u32 i) {
+    const GtWords* x = &a->words;
+    gt_u32 b = GT_BLOCK_OF_THREAD(i);
+    gt_u32 w = b == GT_NONE ? GT_NONE : gt_long_word_of_block(x, a->class_counts, b);
+    if (w == GT_NONE) return;  // the whole block
+    gt_u32 start = x->word_starts[w];
+    GtBpeScratch s = gt_merge_scratch_at(&a->scratch, start);
+    gt_spm_long_word(&a->model, x->text + start, x->word_lens[w], s, x->out + start, &x->tok_counts[w]);
 }
 
 // Unigram, on Metaspace words (gt_metaspace_words) or the words the host cut,
@@ -441,7 +488,9 @@ GT_HD void gt_pack_thread(const GtPackArgs* a, gt_u32 e) {
     X(gt_order_count, GtOrderArgs)        \
     X(gt_order_fill, GtOrderArgs)         \
     X(gt_bpe_words, GtBpeArgs)            \
+    X(gt_bpe_long_words, GtBpeArgs)       \
     X(gt_spm_words, GtSpmArgs)            \
+    X(gt_spm_long_words, GtSpmArgs)       \
     X(gt_unigram_words, GtUnigramArgs)    \
     X(gt_wordpiece_words, GtWordPieceArgs)\
     X(gt_compact, GtCompactArgs)          \

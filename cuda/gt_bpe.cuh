@@ -145,3 +145,184 @@ GT_HD gt_u32 gt_bpe_word(const GtBpeModel* m, const gt_u8* bytes, gt_u32 n, GtBp
     gt_bpe_link(s, n);
     return gt_bpe_merge(&m->merges, s, n, out);
 }
+
+// ---- long words: merges in rounds across a block ---------------------------
+// One thread merging a word of 2^14 bytes or more (a run of one character, a
+// line of CJK, a blob of base64) would hold up the whole kernel, so a block
+// merges it in rounds (byte-level BPE here, SentencePiece BPE in gt_spm.cuh;
+// the CPU backend too, one thread running the lanes: a run of one symbol
+// then takes linear time, not n log n). A round finds the lowest rank r among the word's
+// pairs and applies every merge of rank r at once, the leftmost first where
+// pairs overlap (a run "a a a a" of one symbol merges its 1st and 3rd pair).
+// That is what the oracle's queue does, as long as no merge of the round
+// makes a pair of lower rank than r (the queue would take that one next, and
+// it could take a symbol another merge of the round used): the next round's
+// lowest rank tells, and a round that did is undone (merges written by
+// training make only pairs of higher rank; lists converted from ranks, such
+// as gpt-oss's, do not always). Rounds go on while each merges at least 1/32
+// of the symbols, so together they read the word a bounded number of times;
+// then lane 0 finishes with the heap merge (gt_bpe_merge), which from a state
+// where every merge of rank <= r is done gives what it gives from the start.
+#define GT_LONG_WORD 16384u
+
+// Lane `lane`'s share [*lo, *hi) of `count` items, in contiguous stripes.
+GT_HD void gt_lane_share(gt_u32 count, gt_u32 lane, gt_u32* lo, gt_u32* hi) {
+    gt_u64 per = (count + (gt_u64)GT_LANES - 1) / GT_LANES, at = lane * per;
+    *lo = (gt_u32)(at < count ? at : count);
+    *hi = (gt_u32)(at + per < count ? at + per : count);
+}
+
+// Merges the k > 0 symbols in s.ids (written before a GT_SYNC) into out
+// (room for k ids) and their count into *count, with the block's GT_LANES
+// lanes (see above). The rounds use s.ids, s.prev and s.next as three arrays
+// of k u32; the heap merge then takes its scratch back.
+GT_HD void gt_bpe_rounds(const GtPairTable* merges, GtBpeScratch s, gt_u32 k, gt_u32* out, gt_u32* count) {
+    GT_SHARED gt_u32 lane_a[GT_LANES], lane_b[GT_LANES], lane_c[GT_LANES];
+    GT_SHARED gt_u32 symbols, lowest, productive;
+    gt_u32* cur = s.ids;              // the symbols
+    gt_u32* next = (gt_u32*)s.prev;  // the symbols after a round (then: before it)
+    gt_u32* pair = (gt_u32*)s.next;  // each pair's rank, then 1 where it merges
+    GT_LANE_ZERO productive = 1;  // (read only after a round sets it)
+    // Every lane holds the same copies of these (read from shared memory).
+    gt_u32 last = GT_NONE, before = 0, done = 0;
+    for (;;) {
+        // Each pair's rank; the lowest of each lane's share (lane_a).
+        GT_EACH_LANE(lane) {
+            gt_u32 lo, hi, low = GT_NONE, rank, merged;
+            gt_lane_share(k - 1, lane, &lo, &hi);
+            for (gt_u32 j = lo; j < hi; ++j) {
+                pair[j] = gt_pair_find(merges, cur[j], cur[j + 1], &rank, &merged) ? rank : GT_NONE;
+                low = pair[j] < low ? pair[j] : low;
+            }
+            lane_a[lane] = low;
+        }
+        GT_SYNC();
+        GT_LANE_ZERO {
+            lowest = GT_NONE;
+            for (gt_u32 l = 0; l < GT_LANES; ++l) lowest = lane_a[l] < lowest ? lane_a[l] : lowest;
+        }
+        GT_SYNC();
+        gt_u32 r = lowest;
+        if (last != GT_NONE && r < last) {  // the last round made a pair of lower rank: undone
+            gt_u32* made = cur;
+            cur = next;
+            next = made;
+            k = before;
+            break;
+        }
+        if (r == GT_NONE) {
+            done = 1;
+            break;
+        }
+        if (last != GT_NONE && !productive) break;
+        // Runs of rank-r pairs cross shares: the run each share starts and
+        // ends with (lane_a, lane_b), then the run going into each (lane_c).
+        GT_EACH_LANE(lane) {
+            gt_u32 lo, hi, lead = 0, tail = 0;
+            gt_lane_share(k - 1, lane, &lo, &hi);
+            while (lo + lead < hi && pair[lo + lead] == r) ++lead;
+            while (tail < hi - lo && pair[hi - 1 - tail] == r) ++tail;
+            lane_a[lane] = lead;
+            lane_b[lane] = tail;
+        }
+        GT_SYNC();
+        GT_LANE_ZERO {
+            gt_u32 run = 0, lo, hi;
+            for (gt_u32 l = 0; l < GT_LANES; ++l) {
+                gt_lane_share(k - 1, l, &lo, &hi);
+                lane_c[l] = run;
+                run = lane_a[l] == hi - lo ? run + (hi - lo) : lane_b[l];
+            }
+        }
+        GT_SYNC();
+        // The pairs that merge: the 1st, 3rd, ... of each run; counted (lane_a).
+        GT_EACH_LANE(lane) {
+            gt_u32 lo, hi, run = lane_c[lane], merging = 0;
+            gt_lane_share(k - 1, lane, &lo, &hi);
+            for (gt_u32 j = lo; j < hi; ++j) {
+                run = pair[j] == r ? run + 1 : 0;
+                pair[j] = run & 1;
+                merging += run & 1;
+            }
+            lane_a[lane] = merging;
+        }
+        GT_SYNC();
+        // Symbols kept (all but the right one of a merging pair), per share (lane_b).
+        GT_EACH_LANE(lane) {
+            gt_u32 lo, hi, kept = 0;
+            gt_lane_share(k, lane, &lo, &hi);
+            for (gt_u32 i = lo; i < hi; ++i) kept += !(i > 0 && pair[i - 1]);
+            lane_b[lane] = kept;
+        }
+        GT_SYNC();
+        GT_LANE_ZERO {
+            gt_u32 at = 0, merging = 0;
+            for (gt_u32 l = 0; l < GT_LANES; ++l) {
+                lane_c[l] = at;
+                at += lane_b[l];
+                merging += lane_a[l];
+            }
+            symbols = at;
+            productive = merging >= k / 32;
+        }
+        GT_SYNC();
+        // The round's symbols, each share's from where it starts (lane_c).
+        GT_EACH_LANE(lane) {
+            gt_u32 lo, hi, at = lane_c[lane];
+            gt_lane_share(k, lane, &lo, &hi);
+            for (gt_u32 i = lo; i < hi; ++i) {
+                if (i > 0 && pair[i - 1]) continue;
+                next[at++] = i + 1 < k && pair[i] ? merges->merged_of_rank[r] : cur[i];
+            }
+        }
+        GT_SYNC();
+        gt_u32* was = cur;
+        cur = next;
+        next = was;
+        before = k;
+        k = symbols;
+        last = r;
+    }
+    if (done) {  // no merge left: the symbols are the ids
+        GT_EACH_LANE(lane) {
+            gt_u32 lo, hi;
+            gt_lane_share(k, lane, &lo, &hi);
+            for (gt_u32 i = lo; i < hi; ++i) out[i] = cur[i];
+        }
+        GT_LANE_ZERO *count = k;
+        return;
+    }
+    // The rest on one lane, from the last state the oracle also reaches.
+    if (cur != s.ids) {
+        GT_EACH_LANE(lane) {
+            gt_u32 lo, hi;
+            gt_lane_share(k, lane, &lo, &hi);
+            for (gt_u32 i = lo; i < hi; ++i) s.ids[i] = cur[i];
+        }
+        GT_SYNC();
+    }
+    GT_LANE_ZERO {
+        gt_bpe_link(s, k);
+        *count = gt_bpe_merge(merges, s, k, out);
+    }
+}
+
+// Byte-level BPE of a long word bytes[0..n) (as gt_bpe_word gives it) into
+// out (room for n ids) and its id count into *count, by a block.
+GT_HD void gt_bpe_long_word(const GtBpeModel* m, const gt_u8* bytes, gt_u32 n, GtBpeScratch s, gt_u32* out,
+                            gt_u32* count) {
+    GT_SHARED gt_u32 whole;
+    GT_LANE_ZERO {
+        whole = m->ignore_merges && gt_whole_word(&m->vocab, bytes, n, out);
+        if (whole) *count = 1;
+    }
+    GT_SYNC();
+    if (whole) return;
+    GT_EACH_LANE(lane) {
+        gt_u32 lo, hi;
+        gt_lane_share(n, lane, &lo, &hi);
+        for (gt_u32 i = lo; i < hi; ++i) s.ids[i] = m->byte_ids[bytes[i]];
+    }
+    GT_SYNC();
+    gt_bpe_rounds(&m->merges, s, n, out, count);
+}

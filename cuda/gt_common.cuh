@@ -35,7 +35,6 @@ typedef unsigned long long gt_u64;
 // Marks "no value" in u32 tables (never a valid token id or rank).
 #define GT_NONE 0xFFFFFFFFu
 
-// UTF-8 length of the character starting with byte b (valid UTF-8).
 // Eight bytes from p, any alignment, as a little-endian word (the host's
 // compiler makes it one load).
 GT_HD gt_u64 gt_load8(const gt_u8* p) {
@@ -43,6 +42,7 @@ GT_HD gt_u64 gt_load8(const gt_u8* p) {
            (gt_u64)p[5] << 40 | (gt_u64)p[6] << 48 | (gt_u64)p[7] << 56;
 }
 
+// UTF-8 length of the character starting with byte b (valid UTF-8).
 GT_HD gt_u32 gt_utf8_len(gt_u8 b) { return b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4; }
 
 // Adds v to *p atomically; returns the value before (threads of a kernel
@@ -54,6 +54,26 @@ GT_HD gt_u32 gt_atomic_add(gt_u32* p, gt_u32 v) {
     return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
 #endif
 }
+
+// Block-cooperative code: GT_LANES threads of one block work on one item in
+// phases. On a GPU each lane runs its share of a phase and GT_SYNC is the
+// block's barrier; on the host one thread runs the lanes of each phase in
+// turn (GT_SYNC is then nothing). A phase's loop body is one lane's work;
+// what lives from one phase to the next is in GT_SHARED arrays (block shared
+// memory; the host function's own locals), and every lane takes the same
+// branches between phases.
+#define GT_LANES 256u
+#if defined(__CUDA_ARCH__)
+#define GT_EACH_LANE(lane) for (gt_u32 lane = threadIdx.x, once_ = 1; once_; once_ = 0)
+#define GT_LANE_ZERO if (threadIdx.x == 0)
+#define GT_SYNC() __syncthreads()
+#define GT_SHARED __shared__
+#else
+#define GT_EACH_LANE(lane) for (gt_u32 lane = 0; lane < GT_LANES; ++lane)
+#define GT_LANE_ZERO
+#define GT_SYNC() ((void)0)
+#define GT_SHARED
+#endif
 
 // Unicode White_Space (Rust's char::is_whitespace, which the crate's
 // WhitespaceSplit cuts at).

@@ -9,12 +9,20 @@
 
 extern "C" {
 
+// A long word goes through a block's rounds as on the device (this thread
+// runs the lanes): runs of one symbol then merge in linear time.
 gt_u32 gt_host_bpe_word(const GtBpeModel* model, const gt_u8* bytes, gt_u32 n, GtBpeScratch scratch, gt_u32* out) {
-    return gt_bpe_word(model, bytes, n, scratch, out);
+    if (n < GT_LONG_WORD) return gt_bpe_word(model, bytes, n, scratch, out);
+    gt_u32 count;
+    gt_bpe_long_word(model, bytes, n, scratch, out, &count);
+    return count;
 }
 
 gt_u32 gt_host_spm_word(const GtSpmModel* model, const gt_u8* bytes, gt_u32 n, GtBpeScratch scratch, gt_u32* out) {
-    return gt_spm_word(model, bytes, n, scratch, out);
+    if (n < GT_LONG_WORD) return gt_spm_word(model, bytes, n, scratch, out);
+    gt_u32 count;
+    gt_spm_long_word(model, bytes, n, scratch, out, &count);
+    return count;
 }
 
 gt_u32 gt_host_unigram_word(const GtUnigramModel* model, const gt_u8* bytes, gt_u32 n, GtUnigramScratch scratch,
@@ -111,6 +119,13 @@ int gt_host_run(gt_u32 kernel, const void* args, gt_u32 begin, gt_u32 end) {
     GT_BATCH_KERNELS(GT_HOST_KERNEL)
 #undef GT_HOST_KERNEL
     return -1;
+}
+
+// The constants Rust mirrors (rust/kernels/abi.rs): GT_WORK_CLASSES, GT_LANES, GT_LONG_WORD.
+void gt_host_constants(gt_u32* out) {
+    out[0] = GT_WORK_CLASSES;
+    out[1] = GT_LANES;
+    out[2] = GT_LONG_WORD;
 }
 
 // sizeof of each kernel's argument struct (kernel order), then of the other

@@ -27,11 +27,10 @@ struct GtSpmModel {
     gt_u32 pad_;            // named padding (see rust/kernels/abi.rs)
 };
 
-// Encodes bytes[0..n) into out (room for n ids); returns the number of ids.
-// The scratch holds n symbols (2n heap entries), as for gt_bpe_word.
-GT_HD gt_u32 gt_spm_word(const GtSpmModel* m, const gt_u8* bytes, gt_u32 n, GtBpeScratch s, gt_u32* out) {
-    if (n == 0) return 0;
-    if (m->ignore_merges && gt_whole_word(&m->vocab, bytes, n, out)) return 1;
+// The symbols of bytes[0..n) before any merge, into ids (room for n): each
+// character's token, else its bytes' fallback tokens, else the unknown token
+// (one per run with fuse_unk). Returns their count.
+GT_HD gt_u32 gt_spm_symbols(const GtSpmModel* m, const gt_u8* bytes, gt_u32 n, gt_u32* ids) {
     gt_u32 k = 0, unk_len = 0;  // unk_len: bytes of the unknown run so far
     for (gt_u32 pos = 0, step; pos < n; pos += step) {
         const gt_u8* ch = bytes + pos;
@@ -45,28 +44,51 @@ GT_HD gt_u32 gt_spm_word(const GtSpmModel* m, const gt_u8* bytes, gt_u32 n, GtBp
         for (gt_u32 i = 0; fallback && i < len; ++i) fallback = m->byte_ids[ch[i]] != GT_NONE;
         if (id != GT_NONE) {
             if (unk_len) {
-                s.ids[k++] = m->unk_id;
+                ids[k++] = m->unk_id;
                 unk_len = 0;
             }
-            s.ids[k++] = id;
+            ids[k++] = id;
         } else if (fallback) {
             for (gt_u32 i = 0; i < len; ++i) {
-                s.ids[k++] = m->byte_ids[ch[i]];
+                ids[k++] = m->byte_ids[ch[i]];
             }
         } else if (m->unk_id != GT_NONE) {
             if (unk_len && !m->fuse_unk) {
-                s.ids[k++] = m->unk_id;
+                ids[k++] = m->unk_id;
                 unk_len = 0;
             }
             unk_len += len;
         }
     }
     if (unk_len) {
-        s.ids[k++] = m->unk_id;
+        ids[k++] = m->unk_id;
     }
+    return k;
+}
+
+// Encodes bytes[0..n) into out (room for n ids); returns the number of ids.
+// The scratch holds n symbols (2n heap entries), as for gt_bpe_word.
+GT_HD gt_u32 gt_spm_word(const GtSpmModel* m, const gt_u8* bytes, gt_u32 n, GtBpeScratch s, gt_u32* out) {
+    if (n == 0) return 0;
+    if (m->ignore_merges && gt_whole_word(&m->vocab, bytes, n, out)) return 1;
+    gt_u32 k = gt_spm_symbols(m, bytes, n, s.ids);
     if (k == 0) return 0;
     gt_bpe_link(s, k);
     return gt_bpe_merge(&m->merges, s, k, out);
+}
+
+// gt_spm_word of a long word by a block (gt_bpe_rounds), its id count into
+// *count; lane 0 finds the symbols (one pass).
+GT_HD void gt_spm_long_word(const GtSpmModel* m, const gt_u8* bytes, gt_u32 n, GtBpeScratch s, gt_u32* out,
+                            gt_u32* count) {
+    GT_SHARED gt_u32 symbols;
+    GT_LANE_ZERO {
+        int whole = m->ignore_merges && gt_whole_word(&m->vocab, bytes, n, out);
+        symbols = whole ? 0 : gt_spm_symbols(m, bytes, n, s.ids);
+        if (!symbols) *count = whole;
+    }
+    GT_SYNC();
+    if (symbols) gt_bpe_rounds(&m->merges, s, symbols, out, count);
 }
 
 // ---- words: where a piece can be cut --------------------------------------

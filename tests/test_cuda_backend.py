@@ -8,11 +8,14 @@ with CUDA absent. tests/test_gpu.py runs the same pipeline on a real GPU."""
 from __future__ import annotations
 
 import gc
+import json
+import random
 import time
 
 import gpu_tok
 import numpy as np
 import pytest
+import tokenizers
 from conftest import (
     TOKENIZER_NAMES,
     chat_rows,
@@ -80,6 +83,60 @@ def test_long_documents_are_cut_and_match() -> None:
     for name in TOKENIZER_NAMES:
         cpu, dev = both(name, long_rows)
         assert_same(cpu, dev)
+
+
+def long_words() -> list[str]:
+    # Words of 2^14 bytes and more, which a block merges in rounds on the
+    # device (gt_bpe_long_word): runs of one symbol (merged round after
+    # round), CJK and random letters (rounds that merge little: the heap
+    # finishes), whitespace runs whose merges gpt-oss's rank-converted list
+    # makes out of order (a round undone), both sides of 2^14 bytes.
+    rng = random.Random(7)
+    cjk = "".join(chr(rng.randrange(0x4E00, 0x4E00 + 400)) for _ in range(6000))
+    letters = "".join(rng.choice("abcdefghij") for _ in range(20000))
+    return ["x" * 20000, "x" * 16384, "x" * 16383, "x" * 16385 + " and after " + "y" * 17000,
+            "ab" * 10000, "abc" * 7000, "Aa" * 9000, cjk, letters, " " * 20000 + "z", " \n\n" * 7000,
+            "\n" * 20000, "\U0001F600" * 5000, "-=" * 10000, "short words, then " + "é" * 9000]
+
+
+@pytest.mark.parametrize("name", TOKENIZER_NAMES)
+def test_long_words_merged_by_a_block_equal_the_cpu_and_tokenizers(name: str) -> None:
+    texts = long_words()
+    cpu, dev = both(name, texts)
+    assert_same(cpu, dev)
+    oracle = tokenizers.Tokenizer.from_str(tokenizer_json(name))
+    oracle.no_padding()
+    oracle.no_truncation()
+    assert dev.to_lists()["input_ids"] == [e.ids for e in oracle.encode_batch(texts)]
+
+
+def byte_level_bpe(merges: list[str]) -> str:
+    # A GPT-2-style tokenizer.json: the 256 byte tokens, then each merge's token.
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    others = [b for b in range(256) if b not in printable]
+    vocab = {chr(b): i for i, b in enumerate(printable)}
+    vocab.update({chr(256 + n): len(printable) + n for n in range(len(others))})
+    for merge in merges:
+        vocab.setdefault(merge.replace(" ", ""), len(vocab))
+    return json.dumps({
+        "version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
+        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": True},
+        "post_processor": None, "decoder": None,
+        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                  "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+                  "vocab": vocab, "merges": merges}})
+
+
+def test_a_long_word_round_that_makes_a_lower_rank_pair_is_undone() -> None:
+    # "a bb" ranks before "b b", which makes its "bb": the round merging every
+    # "b b" makes pairs "a bb" of lower rank, which the oracle's queue merges
+    # first. The block undoes that round and finishes with the heap merge.
+    merges = ["a bb", "b b", "abb abb", "c c", "cc cc", "cccc cccc", "abb c", "x y"]
+    json_text = byte_level_bpe(merges)
+    texts = ["abb" * 6000, "abbb" * 4500 + "c" * 3, "c" * 20000, "cc" * 9000 + "abb" * 10, "ab" * 9000]
+    dev = gpu_tok.Tokenizer.from_str(json_text)._core.encode_batch(texts, device="emulator")
+    expected = [e.ids for e in tokenizers.Tokenizer.from_str(json_text).encode_batch(texts)]
+    assert dev.to_lists()["input_ids"] == expected
 
 
 def test_rows_the_host_encodes_mix_with_device_rows() -> None:

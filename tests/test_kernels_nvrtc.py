@@ -31,7 +31,7 @@ def test_kernel_compiles(unit: str, arch: str) -> None:
 def test_every_batch_kernel_is_listed() -> None:
     names = set(KERNELS["gt_batch.cu"])
     assert {"gt_pretok_count", "gt_pretok_fill", "gt_order_count", "gt_order_fill", "gt_bpe_words",
-            "gt_spm_words", "gt_unigram_words",
+            "gt_bpe_long_words", "gt_spm_words", "gt_spm_long_words", "gt_unigram_words",
             "gt_wordpiece_words", "gt_compact",
             "gt_scan_sum", "gt_scan_apply", "gt_part_spans", "gt_row_spans", "gt_pack"} == names
 

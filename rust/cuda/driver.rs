@@ -848,8 +848,8 @@ impl Drop for GpuStream {
     }
 }
 
-/// Threads per block of every batch kernel.
-const BLOCK: u32 = 256;
+/// Threads per block of every batch kernel (a block-cooperative kernel's lanes).
+const BLOCK: u32 = crate::kernels::LANES;
 
 impl DeviceStream for GpuStream {
     fn location(&self) -> Location {

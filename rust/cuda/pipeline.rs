@@ -17,8 +17,8 @@ use crate::kernels::{
     GtBytesTable, GtCharTable, GtCompactArgs, GtMergeEntry, GtMergeScratch, GtOrderArgs,
     GtPackArgs, GtPairSlot, GtPairTable, GtPartSpan, GtPretokArgs, GtRowArgs, GtRowSource,
     GtRowSpan, GtScanArgs, GtSplits, GtSpmArgs, GtSpmCuts, GtSpmModel, GtTemplate, GtUnigramArgs,
-    GtUnigramModel, GtWordPieceArgs, GtWordPieceModel, GtWords, Kernel, KernelArgs, Pod,
-    WORK_CLASSES,
+    GtUnigramModel, GtWordPieceArgs, GtWordPieceModel, GtWords, Kernel, KernelArgs, Pod, LANES,
+    LONG_WORD, WORK_CLASSES,
 };
 use crate::layout::{narrow, row_layout, Batch, Dtype, Outputs};
 use crate::plan::bytelevel::{ByteLevelPlan, MergeTable};
@@ -828,8 +828,10 @@ fn tokenize_chunk(
                     model,
                     words,
                     scratch,
+                    class_counts: inputs.class_counts,
                 };
                 dev.run(Kernel::SpmWords, &args, n_words)?;
+                run_long_words(dev, Kernel::SpmLongWords, &args, text_len)?;
                 bufs
             }
             DeviceModel::ByteLevel(model) => {
@@ -838,8 +840,10 @@ fn tokenize_chunk(
                     model,
                     words,
                     scratch,
+                    class_counts: inputs.class_counts,
                 };
                 dev.run(Kernel::BpeWords, &args, n_words)?;
+                run_long_words(dev, Kernel::BpeLongWords, &args, text_len)?;
                 bufs
             }
         };
@@ -889,6 +893,21 @@ fn tokenize_chunk(
         parts,
         part_starts,
     })
+}
+
+/// Launches a BPE family's block per long word (`gt_bpe_long_word`): one
+/// for each LONG_WORD bytes of text, as many as there can be; each finds
+/// its word on the device, or that it has none.
+fn run_long_words<A: KernelArgs>(
+    dev: &dyn DeviceStream,
+    kernel: Kernel,
+    args: &A,
+    text_len: usize,
+) -> Result<()> {
+    match (text_len / LONG_WORD) as u32 {
+        0 => Ok(()),
+        blocks => dev.run(kernel, args, blocks * LANES),
+    }
 }
 
 /// Exclusive scan of `values[0..n)` in place; `values[n]` becomes the total.

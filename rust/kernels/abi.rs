@@ -316,7 +316,9 @@ pub enum Kernel {
     OrderCount,
     OrderFill,
     BpeWords,
+    BpeLongWords,
     SpmWords,
+    SpmLongWords,
     UnigramWords,
     WordPieceWords,
     Compact,
@@ -328,13 +330,15 @@ pub enum Kernel {
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 14] = [
+    pub const ALL: [Kernel; 16] = [
         Kernel::PretokCount,
         Kernel::PretokFill,
         Kernel::OrderCount,
         Kernel::OrderFill,
         Kernel::BpeWords,
+        Kernel::BpeLongWords,
         Kernel::SpmWords,
+        Kernel::SpmLongWords,
         Kernel::UnigramWords,
         Kernel::WordPieceWords,
         Kernel::Compact,
@@ -353,7 +357,9 @@ impl Kernel {
             Kernel::OrderCount => "gt_order_count",
             Kernel::OrderFill => "gt_order_fill",
             Kernel::BpeWords => "gt_bpe_words",
+            Kernel::BpeLongWords => "gt_bpe_long_words",
             Kernel::SpmWords => "gt_spm_words",
+            Kernel::SpmLongWords => "gt_spm_long_words",
             Kernel::UnigramWords => "gt_unigram_words",
             Kernel::WordPieceWords => "gt_wordpiece_words",
             Kernel::Compact => "gt_compact",
@@ -423,6 +429,12 @@ c_mirror! {
 
 /// `GT_WORK_CLASSES`: the work classes words are ordered by.
 pub const WORK_CLASSES: usize = 16;
+/// `GT_LANES`: threads per block of every batch kernel (a block-cooperative
+/// one's lanes).
+pub const LANES: u32 = 256;
+/// `GT_LONG_WORD`: bytes from which a word is long (the last work class),
+/// which a block merges (`gt_bpe_long_word`).
+pub const LONG_WORD: usize = 16384;
 
 c_mirror! {
     /// `GtMergeScratch` (cuda/gt_batch.cuh): the BPE families' scratch.
@@ -439,6 +451,7 @@ c_mirror! {
         pub model: GtBpeModel,
         pub words: GtWords,
         pub scratch: GtMergeScratch,
+        pub class_counts: DevPtr,
     }
 }
 
@@ -447,6 +460,7 @@ c_mirror! {
         pub model: GtSpmModel,
         pub words: GtWords,
         pub scratch: GtMergeScratch,
+        pub class_counts: DevPtr,
     }
 }
 
@@ -599,6 +613,8 @@ mod tests {
             size_of::<GtOrderArgs>(),
             size_of::<GtOrderArgs>(),
             size_of::<GtBpeArgs>(),
+            size_of::<GtBpeArgs>(),
+            size_of::<GtSpmArgs>(),
             size_of::<GtSpmArgs>(),
             size_of::<GtUnigramArgs>(),
             size_of::<GtWordPieceArgs>(),
@@ -630,6 +646,8 @@ mod tests {
             .map(|s| s as usize)
             .collect();
         assert_eq!(c, rust);
+        let constants = super::super::host::c_constants();
+        assert_eq!(constants, [WORK_CLASSES as u32, LANES, LONG_WORD as u32]);
     }
 
     #[test]

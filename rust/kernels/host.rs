@@ -92,6 +92,8 @@ extern "C" {
     fn gt_host_class(cp: u32) -> u32;
     fn gt_host_run(kernel: u32, args: *const u8, begin: u32, end: u32) -> i32;
     fn gt_host_struct_sizes(out: *mut u64, n: u32) -> u32;
+    #[cfg(test)]
+    fn gt_host_constants(out: *mut u32);
 }
 
 impl GtSplits {
@@ -591,6 +593,16 @@ pub fn c_struct_sizes() -> Vec<u64> {
     let n = unsafe { gt_host_struct_sizes(sizes.as_mut_ptr(), sizes.len() as u32) };
     sizes.truncate(n as usize);
     sizes
+}
+
+/// The C side's `GT_WORK_CLASSES`, `GT_LANES` and `GT_LONG_WORD`, which
+/// Rust mirrors.
+#[cfg(test)]
+pub fn c_constants() -> [u32; 3] {
+    let mut out = [0u32; 3];
+    // SAFETY: writes 3 entries.
+    unsafe { gt_host_constants(out.as_mut_ptr()) };
+    out
 }
 
 #[cfg(test)]
