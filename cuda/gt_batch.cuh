@@ -207,16 +207,6 @@ GT_HD void gt_bpe_words_thread(const GtBpeArgs* a, gt_u32 i) {
     x->tok_counts[w] = gt_bpe_word(&a->model, x->text + start, x->word_lens[w], s, x->out + start);
 }
 
-GT_HD void gt_bpe_long_words_thread(const GtBpeArgs* a, gt_u32 i) {
-    const GtWords* x = &a->words;
-    gt_u32 b = GT_BLOCK_OF_THREAD(i);
-    gt_u32 w = b == GT_NONE ? GT_NONE : gt_long_word_of_block(x, a->class_counts, b);
-    if (w == GT_NONE) return;  // the whole block
-    gt_u32 start = x->word_starts[w];
-    GtBpeScratch s = gt_merge_scratch_at(&a->scratch, start);
-    gt_bpe_long_word(&a->model, x->text + start, x->word_lens[w], s, x->out + start, &x->tok_counts[w]);
-}
-
 // SentencePiece-style BPE. The host normalized the rows; pretok_* cut their
 // pieces into words (gt_spm_cut_words).
 struct GtSpmArgs {
@@ -235,15 +225,22 @@ GT_HD void gt_spm_words_thread(const GtSpmArgs* a, gt_u32 i) {
     x->tok_counts[w] = gt_spm_word(&a->model, x->text + start, x->word_lens[w], s, x->out + start);
 }
 
-GT_HD void gt_spm_long_words_thread(const GtSpmArgs* a, gt_u32 i) {
+// Thread i's part in the long word of its block, for either BPE family
+// (gt_long_word is overloaded on the model).
+template <class Args>
+GT_HD void gt_long_words_thread(const Args* a, gt_u32 i) {
     const GtWords* x = &a->words;
     gt_u32 b = GT_BLOCK_OF_THREAD(i);
     gt_u32 w = b == GT_NONE ? GT_NONE : gt_long_word_of_block(x, a->class_counts, b);
     if (w == GT_NONE) return;  // the whole block
     gt_u32 start = x->word_starts[w];
     GtBpeScratch s = gt_merge_scratch_at(&a->scratch, start);
-    gt_spm_long_word(&a->model, x->text + start, x->word_lens[w], s, x->out + start, &x->tok_counts[w]);
+    gt_long_word(&a->model, x->text + start, x->word_lens[w], s, x->out + start, &x->tok_counts[w]);
 }
+
+GT_HD void gt_bpe_long_words_thread(const GtBpeArgs* a, gt_u32 i) { gt_long_words_thread(a, i); }
+
+GT_HD void gt_spm_long_words_thread(const GtSpmArgs* a, gt_u32 i) { gt_long_words_thread(a, i); }
 
 // Unigram, on Metaspace words (gt_metaspace_words) or the words the host cut,
 // one per piece. A word of n bytes needs n + 1 scratch

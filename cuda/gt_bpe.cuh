@@ -309,8 +309,8 @@ GT_HD void gt_bpe_rounds(const GtPairTable* merges, GtBpeScratch s, gt_u32 k, gt
 
 // Byte-level BPE of a long word bytes[0..n) (as gt_bpe_word gives it) into
 // out (room for n ids) and its id count into *count, by a block.
-GT_HD void gt_bpe_long_word(const GtBpeModel* m, const gt_u8* bytes, gt_u32 n, GtBpeScratch s, gt_u32* out,
-                            gt_u32* count) {
+GT_HD void gt_long_word(const GtBpeModel* m, const gt_u8* bytes, gt_u32 n, GtBpeScratch s, gt_u32* out,
+                        gt_u32* count) {
     GT_SHARED gt_u32 whole;
     GT_LANE_ZERO {
         whole = m->ignore_merges && gt_whole_word(&m->vocab, bytes, n, out);

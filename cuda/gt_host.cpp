@@ -14,14 +14,14 @@ extern "C" {
 gt_u32 gt_host_bpe_word(const GtBpeModel* model, const gt_u8* bytes, gt_u32 n, GtBpeScratch scratch, gt_u32* out) {
     if (n < GT_LONG_WORD) return gt_bpe_word(model, bytes, n, scratch, out);
     gt_u32 count;
-    gt_bpe_long_word(model, bytes, n, scratch, out, &count);
+    gt_long_word(model, bytes, n, scratch, out, &count);
     return count;
 }
 
 gt_u32 gt_host_spm_word(const GtSpmModel* model, const gt_u8* bytes, gt_u32 n, GtBpeScratch scratch, gt_u32* out) {
     if (n < GT_LONG_WORD) return gt_spm_word(model, bytes, n, scratch, out);
     gt_u32 count;
-    gt_spm_long_word(model, bytes, n, scratch, out, &count);
+    gt_long_word(model, bytes, n, scratch, out, &count);
     return count;
 }
 

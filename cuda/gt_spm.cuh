@@ -79,8 +79,8 @@ GT_HD gt_u32 gt_spm_word(const GtSpmModel* m, const gt_u8* bytes, gt_u32 n, GtBp
 
 // gt_spm_word of a long word by a block (gt_bpe_rounds), its id count into
 // *count; lane 0 finds the symbols (one pass).
-GT_HD void gt_spm_long_word(const GtSpmModel* m, const gt_u8* bytes, gt_u32 n, GtBpeScratch s, gt_u32* out,
-                            gt_u32* count) {
+GT_HD void gt_long_word(const GtSpmModel* m, const gt_u8* bytes, gt_u32 n, GtBpeScratch s, gt_u32* out,
+                        gt_u32* count) {
     GT_SHARED gt_u32 symbols;
     GT_LANE_ZERO {
         int whole = m->ignore_merges && gt_whole_word(&m->vocab, bytes, n, out);

@@ -129,3 +129,17 @@ def chat_rows(name: str) -> list[str]:
             words.insert(rng.randrange(len(words) + 1), rng.choice(added) * rng.randrange(1, 3))
         rows.append(rng.choice(["", " "]).join(words))
     return rows + added + ["".join(added), f" {added[0]} ", f"{added[0]}\n{added[-1]}x"]
+
+
+def long_words() -> list[str]:
+    """Words of 2^14 bytes and more, which a block merges in rounds
+    (gt_bpe_rounds): runs of one symbol (merged round after round), CJK and
+    random letters (rounds that merge little: the heap finishes), a run of
+    one letter after Llama-2's "▁" (its first round undone: the oracle merges
+    "▁" into the run first), both sides of 2^14 bytes."""
+    rng = random.Random(7)
+    cjk = "".join(chr(rng.randrange(0x4E00, 0x4E00 + 400)) for _ in range(6000))
+    letters = "".join(rng.choice("abcdefghij") for _ in range(20000))
+    return ["x" * 20000, "x" * 16384, "x" * 16383, "x" * 16385 + " and after " + "y" * 17000,
+            "ab" * 10000, "abc" * 7000, "Aa" * 9000, cjk, letters, " " * 20000 + "z", " \n\n" * 7000,
+            "\n" * 20000, "\U0001F600" * 5000, "-=" * 10000, "short words, then " + "é" * 9000]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import gc
 import json
-import random
 import time
 
 import gpu_tok
@@ -21,6 +20,7 @@ from conftest import (
     chat_rows,
     corpus_sample,
     edge_cases,
+    long_words,
     ours,
     reference,
     tokenizer_json,
@@ -83,20 +83,6 @@ def test_long_documents_are_cut_and_match() -> None:
     for name in TOKENIZER_NAMES:
         cpu, dev = both(name, long_rows)
         assert_same(cpu, dev)
-
-
-def long_words() -> list[str]:
-    # Words of 2^14 bytes and more, which a block merges in rounds on the
-    # device (gt_bpe_long_word): runs of one symbol (merged round after
-    # round), CJK and random letters (rounds that merge little: the heap
-    # finishes), whitespace runs whose merges gpt-oss's rank-converted list
-    # makes out of order (a round undone), both sides of 2^14 bytes.
-    rng = random.Random(7)
-    cjk = "".join(chr(rng.randrange(0x4E00, 0x4E00 + 400)) for _ in range(6000))
-    letters = "".join(rng.choice("abcdefghij") for _ in range(20000))
-    return ["x" * 20000, "x" * 16384, "x" * 16383, "x" * 16385 + " and after " + "y" * 17000,
-            "ab" * 10000, "abc" * 7000, "Aa" * 9000, cjk, letters, " " * 20000 + "z", " \n\n" * 7000,
-            "\n" * 20000, "\U0001F600" * 5000, "-=" * 10000, "short words, then " + "é" * 9000]
 
 
 @pytest.mark.parametrize("name", TOKENIZER_NAMES)

@@ -36,6 +36,7 @@ from conftest import (
     chat_rows,
     corpus_sample,
     edge_cases,
+    long_words,
     ours,
     reference,
     tokenizer_json,
@@ -230,6 +231,18 @@ def test_padded_truncated_ids_match_cpu_and_tokenizers(name: str, add_special_to
     assert_rows_match(rows(cuda, "input_ids"), [e.ids for e in expected], texts, f"{name} {side} ids")
     assert_rows_match(rows(cuda, "attention_mask"), [e.attention_mask for e in expected], texts,
                       f"{name} {side} attention_mask")
+
+
+@pytest.mark.parametrize("name", TOKENIZER_NAMES)
+def test_long_words_merged_by_a_block_match_cpu_and_tokenizers(name: str) -> None:
+    # A block of lanes with barriers merges each word of 2^14 bytes or more
+    # (gt_bpe_rounds); the host emulator runs the lanes one after another.
+    texts = long_words() + ["x" * 10**6]
+    cuda = encode_cuda(name, texts)
+    cpu = ours(name).encode_batch(texts, device="cpu")
+    assert_same_batches(cuda, cpu, f"{name} long words cuda vs cpu")
+    expected = reference(name).encode_batch(texts)  # tokenizer.json's settings, as ours
+    assert cuda.to_lists()["input_ids"] == [e.ids for e in expected]
 
 
 def test_small_and_empty_batches() -> None:

@@ -895,7 +895,7 @@ fn tokenize_chunk(
     })
 }
 
-/// Launches a BPE family's block per long word (`gt_bpe_long_word`): one
+/// Launches a BPE family's block per long word (`gt_long_word`): one
 /// for each LONG_WORD bytes of text, as many as there can be; each finds
 /// its word on the device, or that it has none.
 fn run_long_words<A: KernelArgs>(

@@ -433,7 +433,7 @@ pub const WORK_CLASSES: usize = 16;
 /// one's lanes).
 pub const LANES: u32 = 256;
 /// `GT_LONG_WORD`: bytes from which a word is long (the last work class),
-/// which a block merges (`gt_bpe_long_word`).
+/// which a block merges (`gt_long_word`).
 pub const LONG_WORD: usize = 16384;
 
 c_mirror! {
