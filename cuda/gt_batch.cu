@@ -3,7 +3,9 @@
 // the logic (and the data flow) is described.
 //
 // Launch: grid = ceil(n / 256), block = 256; the arguments are one struct by
-// value (mirrored in rust/kernels/abi.rs) and the thread count n.
+// value (mirrored in rust/kernels/abi.rs) and the thread count n. The long-
+// word kernels' threads are the lanes of a block (n a multiple of 256; see
+// GT_EACH_LANE in gt_common.cuh).
 #include "gt_batch.cuh"
 
 #define GT_DEFINE_KERNEL(name, Args)                                   \

@@ -172,7 +172,8 @@ GT_HD GtBpeScratch gt_merge_scratch_at(const GtMergeScratch* m, gt_u32 start) {
 // (gt_bpe_long_words, gt_spm_long_words).
 GT_HD gt_u32 gt_long_words(const gt_u32* class_counts) { return class_counts[GT_WORK_CLASSES - 1]; }
 
-GT_HD int gt_left_long(const GtWords* x, const gt_u32* class_counts, gt_u32 i) {
+// True when position i of the order holds a long word.
+GT_HD int gt_is_long_at(const GtWords* x, const gt_u32* class_counts, gt_u32 i) {
     return i >= *x->n_words - gt_long_words(class_counts);
 }
 
@@ -201,7 +202,7 @@ struct GtBpeArgs {
 GT_HD void gt_bpe_words_thread(const GtBpeArgs* a, gt_u32 i) {
     const GtWords* x = &a->words;
     gt_u32 w = gt_word_of_thread(x, i);
-    if (w == GT_NONE || gt_left_long(x, a->class_counts, i)) return;
+    if (w == GT_NONE || gt_is_long_at(x, a->class_counts, i)) return;
     gt_u32 start = x->word_starts[w];
     GtBpeScratch s = gt_merge_scratch_at(&a->scratch, start);
     x->tok_counts[w] = gt_bpe_word(&a->model, x->text + start, x->word_lens[w], s, x->out + start);
@@ -219,7 +220,7 @@ struct GtSpmArgs {
 GT_HD void gt_spm_words_thread(const GtSpmArgs* a, gt_u32 i) {
     const GtWords* x = &a->words;
     gt_u32 w = gt_word_of_thread(x, i);
-    if (w == GT_NONE || gt_left_long(x, a->class_counts, i)) return;
+    if (w == GT_NONE || gt_is_long_at(x, a->class_counts, i)) return;
     gt_u32 start = x->word_starts[w];
     GtBpeScratch s = gt_merge_scratch_at(&a->scratch, start);
     x->tok_counts[w] = gt_spm_word(&a->model, x->text + start, x->word_lens[w], s, x->out + start);
