@@ -87,14 +87,10 @@ GT_HD void gt_push_pair(const GtPairTable* merges, GtBpeScratch s, gt_u32* heap_
     }
 }
 
-// The merge loop over the n > 0 symbols s.ids[0..n) (the caller links
-// prev/next): writes the final ids to out, returns their count.
-// Shared by byte-level BPE (one symbol per byte) and SentencePiece-style BPE
-// (gt_spm.cuh: one per character, or per fallback byte).
-GT_HD gt_u32 gt_bpe_merge(const GtPairTable* merges, GtBpeScratch s, gt_u32 n, gt_u32* out) {
-    gt_u32 heap_size = 0;
-    for (gt_u32 i = 0; i + 1 < n; ++i) gt_push_pair(merges, s, &heap_size, i, i + 1);
-
+// The merge loop over the symbols s.ids (linked by prev/next from symbol 0),
+// whose pairs that merge are queued in the heap (heap_size entries): writes
+// the final ids to out, returns their count.
+GT_HD gt_u32 gt_bpe_merge_queued(const GtPairTable* merges, GtBpeScratch s, gt_u32 heap_size, gt_u32* out) {
     while (heap_size > 0) {
         GtMergeEntry top = gt_heap_pop(s.heap, &heap_size);
         gt_u32 pos = top.pos;
@@ -118,6 +114,16 @@ GT_HD gt_u32 gt_bpe_merge(const GtPairTable* merges, GtBpeScratch s, gt_u32 n, g
     gt_u32 count = 0;
     for (gt_i32 i = 0; i >= 0; i = s.next[i]) out[count++] = s.ids[i];
     return count;
+}
+
+// The merge loop over the n > 0 symbols s.ids[0..n) (the caller links
+// prev/next): writes the final ids to out, returns their count.
+// Shared by byte-level BPE (one symbol per byte) and SentencePiece-style BPE
+// (gt_spm.cuh: one per character, or per fallback byte).
+GT_HD gt_u32 gt_bpe_merge(const GtPairTable* merges, GtBpeScratch s, gt_u32 n, gt_u32* out) {
+    gt_u32 heap_size = 0;
+    for (gt_u32 i = 0; i + 1 < n; ++i) gt_push_pair(merges, s, &heap_size, i, i + 1);
+    return gt_bpe_merge_queued(merges, s, heap_size, out);
 }
 
 // Links symbols 0..n into a list.
@@ -151,19 +157,31 @@ GT_HD gt_u32 gt_bpe_word(const GtBpeModel* m, const gt_u8* bytes, gt_u32 n, GtBp
 // line of CJK, a blob of base64) would hold up the whole kernel, so a block
 // merges it in rounds (byte-level BPE here, SentencePiece BPE in gt_spm.cuh;
 // the CPU backend too, one thread running the lanes: a run of one symbol
-// then takes linear time, not n log n). A round finds the lowest rank r among the word's
-// pairs and applies every merge of rank r at once, the leftmost first where
-// pairs overlap (a run "a a a a" of one symbol merges its 1st and 3rd pair).
+// then takes linear time, not n log n). A round finds the lowest rank r among
+// the word's pairs and applies every merge of rank r at once, the leftmost
+// first where pairs overlap (a run "a a a a" of one symbol merges its 1st and
+// 3rd pair).
 // That is what the oracle's queue does, as long as no merge of the round
 // makes a pair of lower rank than r (the queue would take that one next, and
 // it could take a symbol another merge of the round used): the next round's
 // lowest rank tells, and a round that did is undone (merges written by
 // training make only pairs of higher rank; lists converted from ranks, such
-// as gpt-oss's, do not always). Rounds go on while each merges at least 1/32
-// of the symbols, so together they read the word a bounded number of times;
-// then lane 0 finishes with the heap merge (gt_bpe_merge), which from a state
-// where every merge of rank <= r is done gives what it gives from the start.
+// as gpt-oss's, do not always). A round is applied when it merges a share
+// of the symbols (GT_ROUND_SHARE), so together the rounds read the word a
+// bounded number of times; then lane 0 finishes with the heap merge (gt_bpe_merge), which
+// from a state where every merge of rank <= r is done gives what it gives
+// from the start.
 #define GT_LONG_WORD 16384u
+
+// A round is applied when it merges at least 1/GT_ROUND_SHARE of the
+// symbols: it looks up every pair, which 256 lanes share on a GPU, while the
+// heap merge looks up only around each merge; on the host one thread does a
+// round's lookups alone.
+#if defined(__CUDA_ARCH__)
+#define GT_ROUND_SHARE 32u
+#else
+#define GT_ROUND_SHARE 4u
+#endif
 
 // Lane `lane`'s share [*lo, *hi) of `count` items, in contiguous stripes.
 GT_HD void gt_lane_share(gt_u32 count, gt_u32 lane, gt_u32* lo, gt_u32* hi) {
@@ -182,9 +200,8 @@ GT_HD void gt_bpe_rounds(const GtPairTable* merges, GtBpeScratch s, gt_u32 k, gt
     gt_u32* cur = s.ids;              // the symbols
     gt_u32* next = (gt_u32*)s.prev;  // the symbols after a round (then: before it)
     gt_u32* pair = (gt_u32*)s.next;  // each pair's rank, then 1 where it merges
-    GT_LANE_ZERO productive = 1;  // (read only after a round sets it)
     // Every lane holds the same copies of these (read from shared memory).
-    gt_u32 last = GT_NONE, before = 0, done = 0;
+    gt_u32 last = GT_NONE, before = 0, done = 0, ranked = 0;  // ranked: pair[] holds cur's ranks
     for (;;) {
         // Each pair's rank; the lowest of each lane's share (lane_a).
         GT_EACH_LANE(lane) {
@@ -214,7 +231,6 @@ GT_HD void gt_bpe_rounds(const GtPairTable* merges, GtBpeScratch s, gt_u32 k, gt
             done = 1;
             break;
         }
-        if (last != GT_NONE && !productive) break;
         // Runs of rank-r pairs cross shares: the run each share starts and
         // ends with (lane_a, lane_b), then the run going into each (lane_c).
         GT_EACH_LANE(lane) {
@@ -235,16 +251,36 @@ GT_HD void gt_bpe_rounds(const GtPairTable* merges, GtBpeScratch s, gt_u32 k, gt
             }
         }
         GT_SYNC();
-        // The pairs that merge: the 1st, 3rd, ... of each run; counted (lane_a).
+        // The pairs that merge: the 1st, 3rd, ... of each run. Counted first
+        // (lane_a): a round that merges little is not applied, and the heap
+        // merge goes on from here with the ranks found.
         GT_EACH_LANE(lane) {
             gt_u32 lo, hi, run = lane_c[lane], merging = 0;
             gt_lane_share(k - 1, lane, &lo, &hi);
             for (gt_u32 j = lo; j < hi; ++j) {
                 run = pair[j] == r ? run + 1 : 0;
-                pair[j] = run & 1;
                 merging += run & 1;
             }
             lane_a[lane] = merging;
+        }
+        GT_SYNC();
+        GT_LANE_ZERO {
+            gt_u32 merging = 0;
+            for (gt_u32 l = 0; l < GT_LANES; ++l) merging += lane_a[l];
+            productive = merging >= k / GT_ROUND_SHARE;
+        }
+        GT_SYNC();
+        if (!productive) {
+            ranked = 1;
+            break;
+        }
+        GT_EACH_LANE(lane) {
+            gt_u32 lo, hi, run = lane_c[lane];
+            gt_lane_share(k - 1, lane, &lo, &hi);
+            for (gt_u32 j = lo; j < hi; ++j) {
+                run = pair[j] == r ? run + 1 : 0;
+                pair[j] = run & 1;
+            }
         }
         GT_SYNC();
         // Symbols kept (all but the right one of a merging pair), per share (lane_b).
@@ -256,14 +292,12 @@ GT_HD void gt_bpe_rounds(const GtPairTable* merges, GtBpeScratch s, gt_u32 k, gt
         }
         GT_SYNC();
         GT_LANE_ZERO {
-            gt_u32 at = 0, merging = 0;
+            gt_u32 at = 0;
             for (gt_u32 l = 0; l < GT_LANES; ++l) {
                 lane_c[l] = at;
                 at += lane_b[l];
-                merging += lane_a[l];
             }
             symbols = at;
-            productive = merging >= k / 32;
         }
         GT_SYNC();
         // The round's symbols, each share's from where it starts (lane_c).
@@ -302,8 +336,13 @@ GT_HD void gt_bpe_rounds(const GtPairTable* merges, GtBpeScratch s, gt_u32 k, gt
         GT_SYNC();
     }
     GT_LANE_ZERO {
-        gt_bpe_link(s, k);
-        *count = gt_bpe_merge(merges, s, k, out);
+        gt_u32 queued = 0;
+        for (gt_u32 j = 0; ranked && j + 1 < k; ++j) {
+            GtMergeEntry e = {pair[j], j};
+            if (pair[j] != GT_NONE) gt_heap_push(s.heap, &queued, e);
+        }
+        gt_bpe_link(s, k);  // (pair[] is s.next)
+        *count = ranked ? gt_bpe_merge_queued(merges, s, queued, out) : gt_bpe_merge(merges, s, k, out);
     }
 }
 
