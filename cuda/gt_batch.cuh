@@ -144,6 +144,7 @@ struct GtWords {
     gt_u32* tok_counts;     // ids per word; later scanned in place
     const gt_u32* n_words;  // the chunk's word count (scanned word_counts' total)
     const gt_u32* order;    // which word thread i takes (order_fill)
+    const gt_u32* class_counts;  // how many words of each work class (order_count)
 };
 
 // The word thread i encodes, or GT_NONE for a thread past the chunk's words
@@ -170,17 +171,15 @@ GT_HD GtBpeScratch gt_merge_scratch_at(const GtMergeScratch* m, gt_u32 start) {
 // Words of the last work class (GT_LONG_WORD bytes and more) come last in
 // the order: gt_bpe_words and gt_spm_words leave them, a block takes each
 // (gt_bpe_long_words, gt_spm_long_words).
-GT_HD gt_u32 gt_long_words(const gt_u32* class_counts) { return class_counts[GT_WORK_CLASSES - 1]; }
+GT_HD gt_u32 gt_long_words(const GtWords* x) { return x->class_counts[GT_WORK_CLASSES - 1]; }
 
 // True when position i of the order holds a long word.
-GT_HD int gt_is_long_at(const GtWords* x, const gt_u32* class_counts, gt_u32 i) {
-    return i >= *x->n_words - gt_long_words(class_counts);
-}
+GT_HD int gt_is_long_at(const GtWords* x, gt_u32 i) { return i >= *x->n_words - gt_long_words(x); }
 
 // The long word block b takes, or GT_NONE (the host launches a block for
 // each GT_LONG_WORD bytes of text: as many as there can be).
-GT_HD gt_u32 gt_long_word_of_block(const GtWords* x, const gt_u32* class_counts, gt_u32 b) {
-    gt_u32 longs = gt_long_words(class_counts);
+GT_HD gt_u32 gt_long_word_of_block(const GtWords* x, gt_u32 b) {
+    gt_u32 longs = gt_long_words(x);
     return b < longs ? x->order[*x->n_words - longs + b] : GT_NONE;
 }
 
@@ -196,13 +195,12 @@ struct GtBpeArgs {
     GtBpeModel model;
     GtWords words;
     GtMergeScratch scratch;
-    const gt_u32* class_counts;  // order_count's counts (the long words)
 };
 
 GT_HD void gt_bpe_words_thread(const GtBpeArgs* a, gt_u32 i) {
     const GtWords* x = &a->words;
     gt_u32 w = gt_word_of_thread(x, i);
-    if (w == GT_NONE || gt_is_long_at(x, a->class_counts, i)) return;
+    if (w == GT_NONE || gt_is_long_at(x, i)) return;
     gt_u32 start = x->word_starts[w];
     GtBpeScratch s = gt_merge_scratch_at(&a->scratch, start);
     x->tok_counts[w] = gt_bpe_word(&a->model, x->text + start, x->word_lens[w], s, x->out + start);
@@ -214,13 +212,12 @@ struct GtSpmArgs {
     GtSpmModel model;
     GtWords words;
     GtMergeScratch scratch;
-    const gt_u32* class_counts;  // order_count's counts (the long words)
 };
 
 GT_HD void gt_spm_words_thread(const GtSpmArgs* a, gt_u32 i) {
     const GtWords* x = &a->words;
     gt_u32 w = gt_word_of_thread(x, i);
-    if (w == GT_NONE || gt_is_long_at(x, a->class_counts, i)) return;
+    if (w == GT_NONE || gt_is_long_at(x, i)) return;
     gt_u32 start = x->word_starts[w];
     GtBpeScratch s = gt_merge_scratch_at(&a->scratch, start);
     x->tok_counts[w] = gt_spm_word(&a->model, x->text + start, x->word_lens[w], s, x->out + start);
@@ -232,7 +229,7 @@ template <class Args>
 GT_HD void gt_long_words_thread(const Args* a, gt_u32 i) {
     const GtWords* x = &a->words;
     gt_u32 b = GT_BLOCK_OF_THREAD(i);
-    gt_u32 w = b == GT_NONE ? GT_NONE : gt_long_word_of_block(x, a->class_counts, b);
+    gt_u32 w = b == GT_NONE ? GT_NONE : gt_long_word_of_block(x, b);
     if (w == GT_NONE) return;  // the whole block
     gt_u32 start = x->word_starts[w];
     GtBpeScratch s = gt_merge_scratch_at(&a->scratch, start);

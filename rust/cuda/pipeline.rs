@@ -71,7 +71,10 @@ impl Row<'_> {
             .iter()
             .map(|part| match part {
                 Row::Ids(ids) => 4 * ids.len(),
-                part => part.text().0.len() + part.text().1.len(),
+                part => {
+                    let (lead, text) = part.text();
+                    lead.len() + text.len()
+                }
             })
             .sum()
     }
@@ -778,6 +781,7 @@ fn tokenize_chunk(
             tok_counts: tok_counts.ptr(),
             n_words: word_total,
             order: order.ptr(),
+            class_counts: inputs.class_counts,
         };
         // The BPE families' merge scratch (see gt_bpe_words).
         let merge_scratch = || -> Result<(Vec<DevBuf>, GtMergeScratch)> {
@@ -828,7 +832,6 @@ fn tokenize_chunk(
                     model,
                     words,
                     scratch,
-                    class_counts: inputs.class_counts,
                 };
                 dev.run(Kernel::SpmWords, &args, n_words)?;
                 run_long_words(dev, Kernel::SpmLongWords, &args, text_len)?;
@@ -840,7 +843,6 @@ fn tokenize_chunk(
                     model,
                     words,
                     scratch,
-                    class_counts: inputs.class_counts,
                 };
                 dev.run(Kernel::BpeWords, &args, n_words)?;
                 run_long_words(dev, Kernel::BpeLongWords, &args, text_len)?;

@@ -411,6 +411,7 @@ c_mirror! {
         pub tok_counts: DevPtr,
         pub n_words: DevPtr,
         pub order: DevPtr,
+        pub class_counts: DevPtr,
     }
 }
 
@@ -451,7 +452,6 @@ c_mirror! {
         pub model: GtBpeModel,
         pub words: GtWords,
         pub scratch: GtMergeScratch,
-        pub class_counts: DevPtr,
     }
 }
 
@@ -460,7 +460,6 @@ c_mirror! {
         pub model: GtSpmModel,
         pub words: GtWords,
         pub scratch: GtMergeScratch,
-        pub class_counts: DevPtr,
     }
 }
 
