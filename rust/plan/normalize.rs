@@ -16,6 +16,7 @@
 
 use serde_json::Value;
 use std::borrow::Cow;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use tokenizers::normalizers::Precompiled;
 use tokenizers::{NormalizedString, Normalizer, NormalizerWrapper};
@@ -34,6 +35,10 @@ struct Charsmap {
     /// What each code point needs (`Class`), a block of 256 at a time, filled
     /// on first use.
     blocks: Vec<OnceLock<[Class; 256]>>,
+    /// A bit per code point, set once its block is filled and it is Plain:
+    /// most non-ASCII text is Plain, and this dense map (CJK's letters in
+    /// 3 kB) is read where the blocks missed the cache.
+    plain_bits: Vec<AtomicU64>,
     /// The first block, read without the lock on the hot path.
     ascii: [Class; 128],
     /// `ascii` with the whitespace characters the charsmap maps to
@@ -45,6 +50,9 @@ struct Charsmap {
     /// XLM-R's): one newline in 40 characters made the charsmap's trie walk
     /// most of the normalizer's time.
     ascii_mapped: [Box<str>; 128],
+    /// True when every printable ASCII character (" " to "~") is Plain, as
+    /// in every charsmap seen: text is then skipped 8 bytes at a time.
+    printable_plain: bool,
 }
 
 /// What a code point needs from the charsmap normalization.
@@ -63,11 +71,38 @@ impl Charsmap {
     fn class_of(&self, c: char) -> Class {
         let code = c as usize;
         self.blocks[code >> 8].get_or_init(|| {
-            std::array::from_fn(|low| {
+            let classes = std::array::from_fn(|low| {
                 char::from_u32(((code >> 8) << 8 | low) as u32)
                     .map_or(Class::Plain, |c| self.classify(c))
-            })
+            });
+            for (word, bits) in classes.chunks(64).enumerate() {
+                let plain = bits.iter().enumerate().fold(0u64, |acc, (i, &class)| {
+                    acc | u64::from(class == Class::Plain) << i
+                });
+                self.plain_bits[(code >> 8) * 4 + word].fetch_or(plain, Ordering::Relaxed);
+            }
+            classes
         })[code & 0xFF]
+    }
+
+    /// The length of the non-ASCII character at `at` in `bytes` (valid
+    /// UTF-8) when it is known to be Plain (`plain_bits`).
+    fn plain_len_at(&self, bytes: &[u8], at: usize) -> Option<usize> {
+        let tail = |i: usize| u32::from(bytes.get(at + i).copied().unwrap_or(0) & 0x3F);
+        let lead = u32::from(bytes[at]);
+        let (len, code) = match lead {
+            0xC0..=0xDF => (2, (lead & 0x1F) << 6 | tail(1)),
+            0xE0..=0xEF => (3, (lead & 0x0F) << 12 | tail(1) << 6 | tail(2)),
+            _ => (
+                4,
+                (lead & 0x07) << 18 | tail(1) << 12 | tail(2) << 6 | tail(3),
+            ),
+        };
+        let word = self
+            .plain_bits
+            .get(code as usize >> 6)?
+            .load(Ordering::Relaxed);
+        (word >> (code & 63) & 1 == 1).then_some(len)
     }
 
     /// A character joins graphemes when it forms one with a neighbour: after
@@ -123,9 +158,13 @@ impl PieceNormalizer {
                     let mut charsmap = Charsmap {
                         map,
                         blocks,
+                        plain_bits: (0..=char::MAX as usize >> 6)
+                            .map(|_| AtomicU64::new(0))
+                            .collect(),
                         ascii: [Class::Plain; 128],
                         ascii_in_words: [Class::Plain; 128],
                         ascii_mapped: std::array::from_fn(|_| Box::default()),
+                        printable_plain: false,
                     };
                     charsmap.ascii = std::array::from_fn(|b| charsmap.class_of(b as u8 as char));
                     charsmap.ascii_mapped = std::array::from_fn(|b| {
@@ -141,6 +180,9 @@ impl PieceNormalizer {
                             false => charsmap.ascii[b],
                         }
                     });
+                    charsmap.printable_plain = charsmap.ascii[0x20..0x7F]
+                        .iter()
+                        .all(|&c| c == Class::Plain);
                     Ok(Step::Precompiled(Box::new(charsmap)))
                 }
                 Some("Replace")
@@ -336,9 +378,22 @@ fn precompiled<'t>(charsmap: &Charsmap, ascii: &[Class; 128], text: &'t str) -> 
     let (mut out, mut copied, mut at) = (None::<String>, 0, 0);
     let mut buffer = [0u8; 4];
     while at < bytes.len() {
+        if charsmap.printable_plain {
+            at = after_printable_ascii(bytes, at);
+            if at == bytes.len() {
+                break;
+            }
+        }
         let b = bytes[at];
         if b < 0x80 && ascii[b as usize] == Class::Plain {
             at += 1;
+            continue;
+        }
+        if let Some(len) = (b >= 0x80)
+            .then(|| charsmap.plain_len_at(bytes, at))
+            .flatten()
+        {
+            at += len;
             continue;
         }
         let c = text[at..].chars().next().unwrap_or_default();
@@ -372,6 +427,30 @@ fn precompiled<'t>(charsmap: &Charsmap, ascii: &[Class; 128], text: &'t str) -> 
         }
         None => Cow::Borrowed(text),
     }
+}
+
+/// The first byte from `at` that is not printable ASCII (" " to "~"), read
+/// 8 bytes at a time: one byte at a time was most of the charsmap's time.
+fn after_printable_ascii(bytes: &[u8], mut at: usize) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    while let Some(block) = bytes.get(at..at + 8) {
+        let w = u64::from_le_bytes(block.try_into().unwrap_or_default());
+        // A byte under 0x20 borrows into its high bit, one of 0x7F or more
+        // has it after adding 1 (or before). A borrow or carry goes on only
+        // from such a byte, so the lowest flag is the first one.
+        let control = w.wrapping_sub(ONES * 0x20) & !w & HIGH;
+        let high = (w.wrapping_add(ONES) | w) & HIGH;
+        let flags = control | high;
+        if flags != 0 {
+            return at + flags.trailing_zeros() as usize / 8;
+        }
+        at += 8;
+    }
+    at + bytes[at..]
+        .iter()
+        .take_while(|b| (0x20..0x7F).contains(*b))
+        .count()
 }
 
 /// The crate's rule, grapheme by grapheme.
@@ -518,6 +597,29 @@ fn collapse_spaces(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn printable_ascii_is_skipped_to_the_first_other_byte() {
+        let rule = |b: &[u8], at: usize| {
+            (at..b.len())
+                .find(|&i| !(0x20..0x7F).contains(&b[i]))
+                .unwrap_or(b.len())
+        };
+        // Every byte value at every place of a 17-byte text of printable ASCII.
+        for odd in 0..=255u8 {
+            for place in 0..17 {
+                let mut bytes = *b"printable ascii ~";
+                bytes[place] = odd;
+                for at in 0..bytes.len() {
+                    assert_eq!(
+                        after_printable_ascii(&bytes, at),
+                        rule(&bytes, at),
+                        "{bytes:?} at {at}"
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn collapse_spaces_keeps_one_of_each_run() {
