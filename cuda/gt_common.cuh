@@ -42,6 +42,15 @@ GT_HD gt_u64 gt_load8(const gt_u8* p) {
            (gt_u64)p[5] << 40 | (gt_u64)p[6] << 48 | (gt_u64)p[7] << 56;
 }
 
+// The index of the lowest set bit of x (x != 0).
+GT_HD gt_u32 gt_lowest_bit(gt_u64 x) {
+#if defined(__CUDACC_RTC__) || defined(__CUDACC__)
+    return (gt_u32)__ffsll((long long)x) - 1;
+#else
+    return (gt_u32)__builtin_ctzll(x);
+#endif
+}
+
 // UTF-8 length of the character starting with byte b (valid UTF-8).
 GT_HD gt_u32 gt_utf8_len(gt_u8 b) { return b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4; }
 

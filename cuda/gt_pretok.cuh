@@ -352,9 +352,25 @@ GT_HD int gt_chain_can_cut(const GtSplits* splits) {
 }
 
 // The first safe cut at or after `from` (from >= 1) and before `end`, or `end`.
+// Spaces are looked for 8 bytes at a time: text without them (CJK) is
+// scanned to its end.
 GT_HD gt_u32 gt_next_cut(const gt_u8* s, gt_u32 end, gt_u32 from) {
-    for (gt_u32 p = from; p < end; ++p) {
+    const gt_u64 ones = 0x0101010101010101ULL, high = 0x8080808080808080ULL;
+    gt_u32 p = from;
+    while (p < end) {
+        if (end - p >= 8) {
+            gt_u64 x = gt_load8(s + p) ^ (ones * ' ');  // a space is now a zero byte
+            // A zero byte borrows into its high bit; a borrow goes on only
+            // from a zero byte, so the lowest flag is the first space.
+            gt_u64 spaces = (x - ones) & ~x & high;
+            if (!spaces) {
+                p += 8;
+                continue;
+            }
+            p += gt_lowest_bit(spaces) / 8;
+        }
         if (s[p] == ' ' && s[p - 1] > 0x20 && s[p - 1] < 0x7F) return p;
+        ++p;
     }
     return end;
 }

@@ -633,6 +633,36 @@ mod tests {
     }
 
     #[test]
+    fn next_cut_is_the_first_space_after_a_printable_character() {
+        let rule = |t: &[u8], from: usize| {
+            (from..t.len())
+                .find(|&p| t[p] == b' ' && (0x21..0x7F).contains(&t[p - 1]))
+                .unwrap_or(t.len())
+        };
+        // Spaces on each side of the 8-byte blocks, after what may not cut.
+        for text in crate::test_texts::sample_texts(17)
+            .into_iter()
+            .chain((0..40).map(|n| {
+                format!(
+                    "{}a {}é \t {}",
+                    "x".repeat(n),
+                    "語".repeat(n % 7),
+                    " ".repeat(n % 3)
+                )
+            }))
+        {
+            let bytes = text.as_bytes();
+            for from in 1..bytes.len() {
+                assert_eq!(
+                    next_cut(bytes, from),
+                    rule(bytes, from),
+                    "{text:?} from {from}"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn white_space_is_rusts_on_every_code_point() {
         for c in (0..=0x10FFFF).filter_map(char::from_u32) {
             assert_eq!(is_white_space(c), c.is_whitespace(), "U+{:04X}", c as u32);
