@@ -234,6 +234,23 @@ def test_added_tokens_that_strip_spaces_send_only_their_texts_to_the_exact_path(
     assert core.encode_batch(texts, device="cpu").to_lists() == core.encode_batch(texts, device="emulator").to_lists()
 
 
+def test_a_token_that_strips_spaces_inside_a_plain_match_is_not_one() -> None:
+    """The crate matches every added token with one leftmost-longest
+    automaton: a plain token's match hides an lstrip token that overlaps it
+    ("s>kx" in "<s>kx", after "<s>"), which then takes no spaces; where it is
+    matched, only the exact path splits it."""
+    spec = json.loads(converted("xlmr"))
+    vocab_size = len(spec["model"]["vocab"])
+    spec["added_tokens"].append({"id": vocab_size, "content": "s>kx", "single_word": False, "lstrip": True,
+                                 "rstrip": True, "normalized": False, "special": True})
+    spec["model"]["vocab"].append(["s>kx", 0.0])
+    json_text = json.dumps(spec)
+    texts = ["a <s>kx b", "a s>kx b", "<s>kxs>kx", "a <s>s>kx  b <s>kx</s>", "plain"] + corpus_sample()[:10]
+    assert_matches(json_text, texts, "an lstrip token inside <s>kx")
+    core = gpu_tok.Tokenizer.from_str(json_text)._core
+    assert core.encode_batch(texts, device="cpu").to_lists() == core.encode_batch(texts, device="emulator").to_lists()
+
+
 def test_metaspace_written_before_prepend_scheme() -> None:
     """Old files carry `add_prefix_space` only: the crate reads "always"."""
     spec = json.loads(converted("xlmr"))

@@ -98,7 +98,10 @@ pub fn each_segment(
     }
     let crate_split;
     let splits: Vec<Piece<'_>> = match &plan.plain_added {
-        Some(plain) => plain.split(text),
+        Some(plain) => match plain.split(text) {
+            Some(splits) => splits,
+            None => return false,
+        },
         None => {
             crate_split = added.extract_and_normalize(None::<&NormalizerWrapper>, text);
             let splits = crate_split.get_splits(OffsetReferential::Original, OffsetType::Byte);

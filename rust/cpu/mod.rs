@@ -70,10 +70,11 @@ pub fn each_normalized_part<'t, T>(
     normalize: impl Fn(&'t str) -> Option<T>,
     mut part: impl FnMut(NormalizedPart<T>),
 ) -> bool {
-    if PlainAdded::irregular_in(plan.plain_added(), text) {
+    // None: an added token that strips spaces or matches single words.
+    let Some(pieces) = PlainAdded::pieces(plan.plain_added(), text) else {
         return false;
-    }
-    for (piece, (start, _), token) in PlainAdded::pieces(plan.plain_added(), text) {
+    };
+    for (piece, (start, _), token) in pieces {
         if let Some((id, _)) = token {
             part(NormalizedPart::Added(id));
             continue;
@@ -114,12 +115,10 @@ pub fn encode_with_offsets(
     source: &SpanSource<'_>,
     kernel: impl Fn(&[u8], &mut WordScratch, &mut Vec<u32>) -> bool,
 ) -> Option<Encoded> {
-    if PlainAdded::irregular_in(plan.plain_added(), text) {
-        return None;
-    }
+    let pieces = PlainAdded::pieces(plan.plain_added(), text)?;
     let (mut ids, mut spans, mut added) = (Vec::new(), Vec::new(), Vec::new());
     let fine = word_cache::with_cache(plan_id, |cache| {
-        for (piece, (start, end), token) in PlainAdded::pieces(plan.plain_added(), text) {
+        for (piece, (start, end), token) in pieces {
             if let Some((id, value)) = token {
                 push_added(
                     &mut ids,

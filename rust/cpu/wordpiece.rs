@@ -8,7 +8,7 @@ use super::encode::{char_offsets, push_added, Encoded};
 use super::word_cache;
 use crate::kernels::{self, WordPieceScratch};
 use crate::plan::wordpiece::WordPiecePlan;
-use crate::plan::PlainAdded;
+use crate::plan::{Piece, PlainAdded};
 use std::cell::RefCell;
 
 thread_local! {
@@ -18,18 +18,17 @@ thread_local! {
 /// `text` on the fast path, or None if only the exact path can encode it (a
 /// character whose accents the crate's NFD could reorder).
 pub fn encode(plan: &WordPiecePlan, plan_id: u64, text: &str, offsets: bool) -> Option<Encoded> {
-    if PlainAdded::irregular_in(plan.plain_added.as_ref(), text) {
-        return None; // an added token that strips spaces or matches single words
-    }
+    // None: an added token that strips spaces or matches single words.
+    let pieces = PlainAdded::pieces(plan.plain_added.as_ref(), text)?;
     if !offsets {
-        return encode_ids(plan, plan_id, text);
+        return encode_ids(plan, plan_id, &pieces);
     }
     SCRATCH.with(|cell| {
         let scratch = &mut *cell.borrow_mut();
         let mut ids = Vec::with_capacity(text.len() / 4 + 1);
         let mut spans = offsets.then(Vec::new);
         let mut added = Vec::new();
-        for (piece, (start, end), token) in PlainAdded::pieces(plan.plain_added.as_ref(), text) {
+        for (piece, (start, end), token) in pieces {
             match token {
                 Some((id, value)) => push_added(
                     &mut ids,
@@ -65,14 +64,16 @@ pub fn encode(plan: &WordPiecePlan, plan_id: u64, text: &str, offsets: bool) -> 
     })
 }
 
-/// The ids of `text`, each word's from the word cache or the kernel.
-fn encode_ids(plan: &WordPiecePlan, plan_id: u64, text: &str) -> Option<Encoded> {
+/// The ids of a text split at its added tokens, each word's from the word
+/// cache or the kernel.
+fn encode_ids(plan: &WordPiecePlan, plan_id: u64, pieces: &[Piece<'_>]) -> Option<Encoded> {
     let model = plan.model();
-    let mut ids = Vec::with_capacity(text.len() / 4 + 1);
+    let bytes: usize = pieces.iter().map(|(piece, _, _)| piece.len()).sum();
+    let mut ids = Vec::with_capacity(bytes / 4 + 1);
     let fast = SCRATCH.with(|cell| {
         let scratch = &mut *cell.borrow_mut();
         word_cache::with_cache(plan_id, |cache| {
-            for (piece, _, token) in PlainAdded::pieces(plan.plain_added.as_ref(), text) {
+            for &(piece, _, token) in pieces {
                 if let Some((id, _)) = token {
                     ids.push(id);
                     continue;

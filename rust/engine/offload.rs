@@ -208,10 +208,8 @@ fn byte_level_parts<'t>(
 /// them; None when only the host can (an added token that strips spaces, a
 /// character the crate's NFD could reorder).
 fn wordpiece_row<'t>(plan: &WordPiecePlan, text: &'t str) -> Option<Row<'t>> {
-    let plain = plan.plain_added.as_ref();
-    if PlainAdded::irregular_in(plain, text) {
-        return None;
-    }
+    // None: an added token that strips spaces or matches single words.
+    let pieces = PlainAdded::pieces(plan.plain_added.as_ref(), text)?;
     let words = |piece: &'t str| {
         let ends = plan.piece_ends(piece, pipeline::PIECE_BYTES)?;
         Some(Row::Words {
@@ -219,11 +217,11 @@ fn wordpiece_row<'t>(plan: &WordPiecePlan, text: &'t str) -> Option<Row<'t>> {
             ends,
         })
     };
-    if !plain.is_some_and(|p| p.occurs_in(text)) {
-        return words(text);
+    if let [(piece, _, None)] = pieces[..] {
+        return words(piece);
     }
     let mut parts = Vec::new();
-    for (piece, _, token) in PlainAdded::pieces(plain, text) {
+    for (piece, _, token) in pieces {
         match token {
             Some((id, _)) => push_id(&mut parts, id),
             None => parts.push(words(piece)?),

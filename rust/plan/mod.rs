@@ -318,14 +318,15 @@ pub fn post_processor_uses_type_ids(hf: &Tokenizer) -> bool {
 /// same automaton here, with the ids, lets the fast path split without
 /// building the crate's alignments.
 pub struct PlainAdded {
+    /// Every added token, as the crate matches them: the plain ones
+    /// (`contents`, the first patterns), then those that strip spaces or
+    /// match single words (`with_irregular`), whose matches only the exact
+    /// path splits as the crate does. Where it matches only plain tokens, the
+    /// crate's split is theirs alone.
     automaton: AhoCorasick,
     /// The crate's ids (`resolve`), which need not be the ones tokenizer.json lists.
     ids: Vec<u32>,
     contents: Vec<String>,
-    /// Added tokens that strip spaces or match single words (not normalized):
-    /// a text holding one takes the exact path (`irregular_in`). Without it,
-    /// they match nowhere and the split is the plain tokens' alone.
-    irregular: Option<AhoCorasick>,
 }
 
 /// A piece of a text split at added tokens: its text, its byte span, and for
@@ -341,7 +342,7 @@ impl PlainAdded {
 
     /// As [`PlainAdded::from_spec`], but tokens that strip spaces or match
     /// single words (and are not normalized) are allowed: texts holding one
-    /// go to the exact path (plans that check [`PlainAdded::irregular_in`]).
+    /// go to the exact path (`PlainAdded::split` gives None for them).
     pub fn with_irregular(tokens: &Value) -> Option<PlainAdded> {
         Self::build(tokens, true)
     }
@@ -367,29 +368,15 @@ impl PlainAdded {
         {
             return None;
         }
-        let automaton = |patterns: &[String]| {
-            aho_corasick::AhoCorasickBuilder::new()
-                .match_kind(aho_corasick::MatchKind::LeftmostLongest)
-                .build(patterns)
-                .ok()
-        };
+        let automaton = aho_corasick::AhoCorasickBuilder::new()
+            .match_kind(aho_corasick::MatchKind::LeftmostLongest)
+            .build(contents.iter().chain(&irregular))
+            .ok()?;
         Some(PlainAdded {
-            automaton: automaton(&contents)?,
+            automaton,
             ids: Vec::new(),
-            irregular: match irregular.is_empty() {
-                true => None,
-                false => Some(automaton(&irregular)?),
-            },
             contents,
         })
-    }
-
-    /// True when `text` holds an added token that strips spaces or matches
-    /// single words: only the exact path splits it as the crate does.
-    pub fn irregular_in(plain: Option<&PlainAdded>, text: &str) -> bool {
-        plain
-            .and_then(|p| p.irregular.as_ref())
-            .is_some_and(|a| a.is_match(text))
     }
 
     /// Gives `plain` the ids the crate gave its tokens (`id_of`, e.g. its
@@ -422,36 +409,38 @@ impl PlainAdded {
         }
     }
 
-    /// True when `text` contains an added token (plain or not).
-    pub fn occurs_in(&self, text: &str) -> bool {
-        self.automaton.is_match(text) || self.irregular.as_ref().is_some_and(|a| a.is_match(text))
-    }
-
-    /// `text` split at the added tokens of `plain` (none: one piece).
-    pub fn pieces<'t>(plain: Option<&PlainAdded>, text: &'t str) -> Vec<Piece<'t>> {
+    /// `text` split at the added tokens of `plain` (`split`; without any,
+    /// one piece, empty or not). None where only the exact path can split it.
+    pub fn pieces<'t>(plain: Option<&PlainAdded>, text: &'t str) -> Option<Vec<Piece<'t>>> {
         match plain {
-            Some(plain) if plain.occurs_in(text) => plain.split(text),
-            _ => vec![(text, (0, text.len()), None)],
+            Some(plain) => plain.split(text),
+            None => Some(vec![(text, (0, text.len()), None)]),
         }
     }
 
-    /// The crate's split of `text`: pieces between matches, and each match
-    /// with its token, in order; empty pieces are dropped, as the crate drops them.
-    pub fn split<'t>(&self, text: &'t str) -> Vec<Piece<'t>> {
+    /// The crate's split of `text` in one pass: pieces between matches, and
+    /// each match with its token, in order; empty pieces are dropped, as the
+    /// crate drops them, and a text without a match is one piece. None when
+    /// a token that strips spaces or matches single words matched.
+    pub fn split<'t>(&self, text: &'t str) -> Option<Vec<Piece<'t>>> {
         let mut out = Vec::new();
         let mut at = 0;
         for found in self.automaton.find_iter(text) {
             let (start, end) = (found.start(), found.end());
+            let id = *self.ids.get(found.pattern().as_usize())?;
             if start > at {
                 out.push((&text[at..start], (at, start), None));
             }
-            let token = (self.ids[found.pattern().as_usize()], &text[start..end]);
-            out.push((&text[start..end], (start, end), Some(token)));
+            out.push((
+                &text[start..end],
+                (start, end),
+                Some((id, &text[start..end])),
+            ));
             at = end;
         }
-        if at < text.len() {
+        if at < text.len() || out.is_empty() {
             out.push((&text[at..], (at, text.len()), None));
         }
-        out
+        Some(out)
     }
 }
