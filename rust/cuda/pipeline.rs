@@ -548,6 +548,10 @@ enum PieceCuts {
     Spm(GtSpmCuts),
 }
 
+// SAFETY: the SentencePiece cuts point into the plan's tables, never
+// mutated while a call runs: reading them from many threads is safe.
+unsafe impl Sync for PieceCuts {}
+
 impl PieceCuts {
     /// The first cut of `text` at or after `from` (>= 1), or its end.
     fn next(&self, text: &str, from: usize) -> usize {
@@ -559,6 +563,42 @@ impl PieceCuts {
     }
 }
 
+/// Where each row's text parts are cut into pieces: (part, offset in the
+/// part's text with its lead), found for the rows in parallel. A search
+/// reads text no cache has held since it was prepared: one miss per kB of
+/// text was most of a chunk's layout on one thread.
+fn find_cuts(rows: &[Row<'_>], cuts: PieceCuts) -> Vec<Vec<(usize, usize)>> {
+    let bytes = rows.iter().map(Row::bytes).sum();
+    let found = crate::pool::current().map_sized(rows.len(), bytes, |i| {
+        Ok::<_, std::convert::Infallible>(row_cuts(&rows[i], cuts))
+    });
+    found.unwrap_or_else(|never| match never {})
+}
+
+/// One row's cuts (see `find_cuts`), in order.
+fn row_cuts(row: &Row<'_>, cuts: PieceCuts) -> Vec<(usize, usize)> {
+    let mut found = Vec::new();
+    for (k, part) in row.parts().iter().enumerate() {
+        if !matches!(part, Row::Text(_) | Row::Spaced(_)) {
+            continue;
+        }
+        let (lead, text) = part.text();
+        let len = lead.len() + text.len();
+        let mut from = 0;
+        while len - from > PIECE_BYTES {
+            // Searched in `text`: the lead is never the character before a
+            // cut this far in (PIECE_BYTES > 1).
+            let cut = lead.len() + cuts.next(text, from + PIECE_BYTES - lead.len());
+            if cut >= len {
+                break;
+            }
+            found.push((k, cut));
+            from = cut;
+        }
+    }
+    found
+}
+
 fn lay_out(rows: &[Row<'_>], cuts: PieceCuts) -> Result<Layout> {
     let too_big = || Error::InvalidArgument("a device chunk is limited to 4 GiB of text".into());
     let mut l = Layout {
@@ -566,11 +606,15 @@ fn lay_out(rows: &[Row<'_>], cuts: PieceCuts) -> Result<Layout> {
         row_parts: vec![0],
         ..Layout::default()
     };
-    for row in rows {
+    for (row, row_cuts) in rows.iter().zip(find_cuts(rows, cuts)) {
         l.text_starts.push(l.text_len);
+        let mut row_cuts = &row_cuts[..];
         // A part is text pieces then host ids: text after ids starts the next one.
         let mut open: Option<GtRowSource> = None;
-        for part in row.parts() {
+        for (k, part) in row.parts().iter().enumerate() {
+            let mine = row_cuts.iter().take_while(|&&(of, _)| of == k).count();
+            let part_cuts;
+            (part_cuts, row_cuts) = row_cuts.split_at(mine);
             let pieces = l.piece_bounds.len() as u32 - 1;
             let host = l.host_ids.len() as u32;
             let source = match open.take() {
@@ -585,7 +629,7 @@ fn lay_out(rows: &[Row<'_>], cuts: PieceCuts) -> Result<Layout> {
                 }
                 None => GtRowSource::at(pieces, host),
             };
-            l.lay_out_part(part, cuts)?;
+            l.lay_out_part(part, part_cuts)?;
             open = Some(GtRowSource {
                 piece_end: l.piece_bounds.len() as u32 - 1,
                 host_end: u32::try_from(l.host_ids.len()).map_err(|_| too_big())?,
@@ -613,8 +657,9 @@ impl GtRowSource {
 }
 
 impl Layout {
-    /// Appends one part of a row: its text cut into pieces, or its host ids.
-    fn lay_out_part(&mut self, part: &Row<'_>, cuts: PieceCuts) -> Result<()> {
+    /// Appends one part of a row: its text cut into pieces (at `cuts`, see
+    /// `find_cuts`), or its host ids.
+    fn lay_out_part(&mut self, part: &Row<'_>, cuts: &[(usize, usize)]) -> Result<()> {
         let too_big =
             || Error::InvalidArgument("a device chunk is limited to 4 GiB of text".into());
         let l = self;
@@ -624,17 +669,9 @@ impl Layout {
                 let len = lead.len() + text.len();
                 let base = l.text_len;
                 l.text_len += len;
-                let mut from = 0;
-                while len - from > PIECE_BYTES {
-                    // Searched in `text`: the lead is never the character
-                    // before a cut this far in (PIECE_BYTES > 1).
-                    let cut = lead.len() + cuts.next(text, from + PIECE_BYTES - lead.len());
-                    if cut >= len {
-                        break;
-                    }
+                for &(_, cut) in cuts {
                     l.piece_bounds
                         .push(u32::try_from(base + cut).map_err(|_| too_big())?);
-                    from = cut;
                 }
                 if len > 0 {
                     l.piece_bounds
