@@ -85,6 +85,37 @@ impl Charsmap {
         })[code & 0xFF]
     }
 
+    /// The first character from `at` in `bytes` (valid UTF-8) not known to
+    /// be Plain, or the end: printable ASCII 8 bytes at a time, other ASCII
+    /// through `ascii`, runs of non-ASCII characters in a loop of their own.
+    fn after_plain(&self, ascii: &[Class; 128], bytes: &[u8], mut at: usize) -> usize {
+        while at < bytes.len() {
+            if self.printable_plain {
+                at = after_printable_ascii(bytes, at);
+                if at == bytes.len() {
+                    break;
+                }
+            }
+            if bytes[at] < 0x80 {
+                if ascii[bytes[at] as usize] != Class::Plain {
+                    return at;
+                }
+                at += 1;
+                continue;
+            }
+            while let Some(len) = self.plain_len_at(bytes, at) {
+                at += len;
+                if bytes.get(at).is_none_or(|&b| b < 0x80) {
+                    break;
+                }
+            }
+            if bytes.get(at).is_some_and(|&b| b >= 0x80) {
+                return at;
+            }
+        }
+        at
+    }
+
     /// The length of the non-ASCII character at `at` in `bytes` (valid
     /// UTF-8) when it is known to be Plain (`plain_bits`).
     fn plain_len_at(&self, bytes: &[u8], at: usize) -> Option<usize> {
@@ -378,23 +409,9 @@ fn precompiled<'t>(charsmap: &Charsmap, ascii: &[Class; 128], text: &'t str) -> 
     let (mut out, mut copied, mut at) = (None::<String>, 0, 0);
     let mut buffer = [0u8; 4];
     while at < bytes.len() {
-        if charsmap.printable_plain {
-            at = after_printable_ascii(bytes, at);
-            if at == bytes.len() {
-                break;
-            }
-        }
-        let b = bytes[at];
-        if b < 0x80 && ascii[b as usize] == Class::Plain {
-            at += 1;
-            continue;
-        }
-        if let Some(len) = (b >= 0x80)
-            .then(|| charsmap.plain_len_at(bytes, at))
-            .flatten()
-        {
-            at += len;
-            continue;
+        at = charsmap.after_plain(ascii, bytes, at);
+        if at == bytes.len() {
+            break;
         }
         let c = text[at..].chars().next().unwrap_or_default();
         let class = match c.is_ascii() {
