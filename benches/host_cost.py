@@ -1,7 +1,7 @@
 """The host side of a device call, measured without a GPU: milliseconds of
 host work per GB of text, the part of the 10 GB/s budget the CPU owns.
 
-    python benches/host_cost.py [--mb 16] [--threads 2] [--repeats 3] [--json benches/results/host_cost.json]
+    python benches/host_cost.py [--mb 16] [--threads 2] [--repeats 9] [--json benches/results/host_cost.json]
 
 Each tokenizer encodes the corpus (documents repeated to --mb, fresh str
 objects per run) with `device="emulator:<64 MiB chunks>"`: the CUDA pipeline
@@ -95,7 +95,7 @@ def main() -> int:
     parser.add_argument("--shared", default=str(ROOT.parent / "shared"))
     parser.add_argument("--mb", type=float, default=16.0)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=9)
     parser.add_argument("--json")
     args = parser.parse_args()
     os.environ["GPU_TOK_NUM_THREADS"] = str(args.threads)  # read when the pool is first built
