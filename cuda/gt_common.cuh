@@ -44,7 +44,7 @@ GT_HD gt_u64 gt_load8(const gt_u8* p) {
 
 // The index of the lowest set bit of x (x != 0).
 GT_HD gt_u32 gt_lowest_bit(gt_u64 x) {
-#if defined(__CUDACC_RTC__) || defined(__CUDACC__)
+#if defined(__CUDA_ARCH__)
     return (gt_u32)__ffsll((long long)x) - 1;
 #else
     return (gt_u32)__builtin_ctzll(x);
