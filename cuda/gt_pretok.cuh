@@ -329,9 +329,10 @@ GT_HD void gt_split_words(const GtSplits* splits, const gt_u8* s, gt_u32 begin, 
 
 // ---- Safe cut points ------------------------------------------------------
 // A long document is cut into pieces that threads scan independently. Position
-// p is safe for every GT_PAT_* chain when s[p] is an ASCII space and s[p - 1]
-// a printable ASCII character: no alternative of any of these patterns matches
-// a non-space followed by ' ' (words end in letters, digits, marks, punctuation
+// p is safe for every GT_PAT_* chain when s[p] is an ASCII space after a
+// character that is not white space (printable ASCII, or non-ASCII outside
+// White_Space; gt_ends_in_non_space): no alternative of any of these patterns
+// matches a non-space followed by ' ' (words end in letters, digits, marks, punctuation
 // or [\r\n/]; whitespace runs hold only whitespace), a whitespace run cannot end
 // at p, so no lookahead looks across it, and every last step matches at a space
 // (`\s+`), so p starts a word. Hence the words of s[a, p) then s[p, b) are the
@@ -351,9 +352,22 @@ GT_HD int gt_chain_can_cut(const GtSplits* splits) {
     return 0;
 }
 
-// The first safe cut at or after `from` (from >= 1) and before `end`, or `end`.
-// Spaces are looked for 8 bytes at a time: text without them (CJK) is
-// scanned to its end.
+// True when the character that ends just before s[p] (p >= 1, valid UTF-8
+// from s) is printable ASCII other than a space, or non-ASCII and not white
+// space: a space after it starts a new word for every scanner that can cut.
+GT_HD int gt_ends_in_non_space(const gt_u8* s, gt_u32 p) {
+    gt_u8 last = s[p - 1];
+    if (last < 0x80) return last > 0x20 && last < 0x7F;
+    gt_u32 start = p - 1, cp;
+    while (start > 0 && (s[start] & 0xC0) == 0x80) --start;
+    gt_decode(s, start, &cp);
+    return !gt_is_white_space(cp);
+}
+
+// The first safe cut at or after `from` (from >= 1) and before `end`, or `end`:
+// before a space after a character that is not white space (Cyrillic and
+// Greek words are cut as Latin ones). Spaces are looked for 8 bytes at a
+// time: text without them (CJK) is scanned to its end.
 GT_HD gt_u32 gt_next_cut(const gt_u8* s, gt_u32 end, gt_u32 from) {
     const gt_u64 ones = 0x0101010101010101ULL, high = 0x8080808080808080ULL;
     gt_u32 p = from;
@@ -369,7 +383,7 @@ GT_HD gt_u32 gt_next_cut(const gt_u8* s, gt_u32 end, gt_u32 from) {
             }
             p += gt_lowest_bit(spaces) / 8;
         }
-        if (s[p] == ' ' && s[p - 1] > 0x20 && s[p - 1] < 0x7F) return p;
+        if (s[p] == ' ' && gt_ends_in_non_space(s, p)) return p;
         ++p;
     }
     return end;

@@ -541,8 +541,8 @@ struct Layout {
 enum PieceCuts {
     /// No cut: each text part is one piece.
     Whole,
-    /// Before a space after a printable ASCII character (`gt_next_cut`):
-    /// safe for the scanners and for Metaspace words.
+    /// Before a space after a character that is not white space
+    /// (`gt_next_cut`): safe for the scanners and for Metaspace words.
     Spaces,
     /// Between SentencePiece words (`gt_spm_next_cut`), host tables.
     Spm(GtSpmCuts),
@@ -1000,6 +1000,33 @@ mod tests {
             expect.push(running);
             assert_eq!(got, expect, "n = {n}");
         }
+    }
+
+    #[test]
+    fn rows_of_any_script_with_spaces_are_cut_into_pieces_of_about_a_kilobyte() {
+        // No ASCII character but the spaces: cut after Cyrillic and Greek letters.
+        let russian = "Привет мир это длинный текст ".repeat(400);
+        let greek_after_ids = vec![
+            Row::Ids(vec![1, 2]),
+            Row::Spaced(Cow::Owned("καλημέρα κόσμε ".repeat(300))),
+        ];
+        let cjk = "日本語のテキスト".repeat(300);
+        let rows = [
+            Row::Text(Cow::Borrowed(&russian)),
+            Row::Parts(greek_after_ids),
+            Row::Text(Cow::Borrowed(&cjk)),
+        ];
+        let layout = lay_out(&rows, PieceCuts::Spaces).unwrap();
+        let bounds = &layout.piece_bounds;
+        // Each piece of the spaced rows is at most a kilobyte and a word; the
+        // text without spaces stays one piece.
+        let cjk_start = layout.text_starts[2] as u32;
+        for piece in bounds.windows(2).filter(|w| w[1] <= cjk_start) {
+            assert!(piece[1] - piece[0] <= PIECE_BYTES as u32 + 32, "{piece:?}");
+        }
+        assert!(bounds.len() > 30, "{} pieces", bounds.len());
+        assert_eq!(bounds[bounds.len() - 2], cjk_start);
+        assert_eq!(*bounds.last().unwrap() as usize, layout.text_len);
     }
 
     #[test]

@@ -633,10 +633,20 @@ mod tests {
     }
 
     #[test]
-    fn next_cut_is_the_first_space_after_a_printable_character() {
+    fn next_cut_is_the_first_space_after_a_character_that_is_not_white_space() {
         let rule = |t: &[u8], from: usize| {
+            let before = |p: usize| {
+                let start = (0..p).rev().find(|&i| t[i] & 0xC0 != 0x80).unwrap_or(0);
+                std::str::from_utf8(&t[start..p]).ok()?.chars().next()
+            };
             (from..t.len())
-                .find(|&p| t[p] == b' ' && (0x21..0x7F).contains(&t[p - 1]))
+                .find(|&p| {
+                    t[p] == b' '
+                        && before(p).is_some_and(|c| match c.is_ascii() {
+                            true => c.is_ascii_graphic(),
+                            false => !c.is_whitespace(),
+                        })
+                })
                 .unwrap_or(t.len())
         };
         // Spaces on each side of the 8-byte blocks, after what may not cut.
@@ -644,7 +654,7 @@ mod tests {
             .into_iter()
             .chain((0..40).map(|n| {
                 format!(
-                    "{}a {}é \t {}",
+                    "{}a {}é \t {}\u{3000} \u{a0} я 😀 ",
                     "x".repeat(n),
                     "語".repeat(n % 7),
                     " ".repeat(n % 3)
