@@ -21,7 +21,11 @@ repeated to --mb megabytes (10^6 bytes of UTF-8) and measured, medians of
 - gpu_tok cpu: `encode_batch(texts, device="cpu")`, all cores;
 - tokenizers: `Tokenizer.encode_batch(texts)`, all cores, on the first --ref-mb
   of the corpus only (it is slow), as MB/s, so ratios compare rates;
-- parity: CUDA ids against `tokenizers`' on that slice (identical documents / total).
+- parity: CUDA ids against `tokenizers`' on that slice (identical documents / total);
+- auto crossover: batches of 64 KiB to 16 MiB through `device="auto"`'s two
+  ways, the CPU and the GPU with the ids copied back to the host, and the
+  smallest size from which the GPU wins at every larger one: what
+  `gpu_tok._placement.AUTO_MIN_BYTES` (provisional until measured) should be.
 
 Every timed run gets fresh str objects (copied untimed), so no engine is
 handed CPython's cached UTF-8 of a document it saw before.
@@ -250,6 +254,64 @@ def cpu_runner(tok: gpu_tok.Tokenizer, texts: list[str]) -> Callable[[], tuple[f
     return run
 
 
+AUTO_SIZES = [64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20]
+
+
+def crossover(points: list[dict[str, Any]]) -> int | None:
+    """The smallest batch size (points sorted by "bytes") from which the GPU
+    ("gpu_s") beats the CPU ("cpu_s") at every larger measured size; None
+    when it does not win at the largest."""
+    threshold = None
+    for point in reversed(points):
+        if point["gpu_s"] >= point["cpu_s"]:
+            break
+        threshold = point["bytes"]
+    return threshold
+
+
+def host_result_runner(tok: gpu_tok.Tokenizer, texts: list[str], device: str) -> Callable[[], tuple[float, dict]]:
+    """Times one call whose ids end in host memory; notes whether it ran on a device."""
+    def run() -> tuple[float, dict]:
+        batch = fresh(texts)
+        start = time.perf_counter()
+        enc = tok.encode_batch(batch, device=device)
+        seconds = time.perf_counter() - start
+        return seconds, {"offloaded": "kernels_ms" in (getattr(enc, "timings", None) or {})}
+
+    return run
+
+
+def auto_crossover(tok: gpu_tok.Tokenizer, docs: list[str], repeats: int, budget: Budget,
+                   sizes: list[int] | None = None, gpu_core: str | None = None) -> dict[str, Any]:
+    """`device="auto"` with its threshold at 0 (the GPU, ids copied back to the
+    host) against `device="cpu"`, per batch size: medians of `repeats`, each
+    on fresh str objects; `sizes` defaults to AUTO_SIZES. `gpu_core` points
+    "auto" at another core device (tests: the host emulator)."""
+    from gpu_tok import _placement
+
+    saved = _placement.AUTO_MIN_BYTES, _placement.AUTO_DEVICE
+    doc_sizes = [len(d.encode("utf-8")) for d in docs]
+    points = []
+    try:
+        _placement.AUTO_MIN_BYTES = 0
+        if gpu_core is not None:
+            _placement.AUTO_DEVICE = gpu_core
+        for size in sizes or AUTO_SIZES:
+            texts, nbytes = repeat_to(docs, doc_sizes, size)
+            point: dict[str, Any] = {"bytes": nbytes, "documents": len(texts)}
+            for key, device in (("cpu_s", "cpu"), ("gpu_s", "auto")):
+                run = host_result_runner(tok, texts, device)
+                run()  # untimed: this size's first call
+                result = measure(run, repeats, budget)
+                point[key] = result["median_s"]
+                if key == "gpu_s" and not all(e["offloaded"] for e in result["extras"]):
+                    raise RuntimeError(f'device="auto" did not offload a {nbytes}-byte batch')
+            points.append(point)
+    finally:
+        _placement.AUTO_MIN_BYTES, _placement.AUTO_DEVICE = saved
+    return {"points": points, "threshold_bytes": crossover(points), "current_bytes": saved[0]}
+
+
 def median_timing(result: dict[str, Any], key: str) -> float | None:
     values = [e["timings"][key] for e in result.get("extras", []) if key in e.get("timings", {})]
     return statistics.median(values) if values else None
@@ -388,6 +450,9 @@ def bench_one(name: str, loaded: tuple[gpu_tok.Tokenizer, Any, str], docs: list[
 
         out["parity"] = guarded("parity", errors, parity)
     kept.clear()
+    if cuda_ok:
+        out["auto_crossover"] = guarded("auto crossover", errors,
+                                        lambda: auto_crossover(tok, docs, args.repeats, budget))
     return out
 
 
@@ -439,6 +504,13 @@ def table(report: dict[str, Any]) -> str:
         if "first_call_ms" in warm:
             lines.append(f"{name:<12} first CUDA call {warm['first_call_ms']:.1f} ms (compile or cache load), "
                          f"second {warm['second_call_ms']:.1f} ms")
+        auto = r.get("auto_crossover") or {}
+        if "points" in auto:
+            sizes = ", ".join(f"{p['bytes'] >> 10} KiB {p['cpu_s'] / p['gpu_s']:.2f}x" for p in auto["points"])
+            found = auto["threshold_bytes"]
+            lines.append(f"{name:<12} auto: GPU (ids to host) vs CPU by batch size: {sizes}; GPU wins from "
+                         f"{'no measured size' if found is None else f'{found} bytes'} "
+                         f"(AUTO_MIN_BYTES is {auto['current_bytes']})")
         p = r.get("parity")
         if p and "identical" in p:
             lines.append(f"{name:<12} parity vs tokenizers: {p['identical']}/{p['total']} documents identical")
