@@ -44,6 +44,8 @@ pub enum Op {
     Download(usize),
     Launch(Kernel),
     Synchronize,
+    /// A buffer of this many bytes handed out with the results.
+    Export(usize),
 }
 
 struct HostMemory {
@@ -276,6 +278,7 @@ impl DeviceStream for Emulator {
     }
 
     fn export(&self, buf: DevBuf) -> DevBuf {
+        self.record(Op::Export(buf.bytes()));
         buf.with_memory(self.exported.clone())
     }
 

@@ -155,24 +155,38 @@ impl DeviceBatch {
                     Dtype::Int64 => dev.upload_new(values)?,
                     Dtype::Int32 => dev.upload_new(&narrow(values, name)?)?,
                 };
-                fields.push((name, dev.export(buffer)));
+                fields.push((name, buffer));
             }
         }
-        let row_starts_buf = dev.export(dev.upload_new(&batch.row_starts)?);
-        let lengths_buf = dev.export(dev.upload_new(&batch.lengths)?);
+        let row_starts_buf = dev.upload_new(&batch.row_starts)?;
+        let lengths_buf = dev.upload_new(&batch.lengths)?;
         // Complete before any consumer stream may read it.
         dev.synchronize()?;
         Ok(DeviceBatch {
-            row_starts_buf,
-            lengths_buf,
+            row_starts_buf: dev.export(row_starts_buf),
+            lengths_buf: dev.export(lengths_buf),
             row_starts: batch.row_starts,
             lengths: batch.lengths,
             width: batch.width,
-            fields,
+            fields: export_all(dev, fields),
             dtype,
             timings: Timings::default(),
         })
     }
+}
+
+/// Buffers handed out with a call's results, exported (freed in the order
+/// of the consumers' streams, see `DeviceStream::export`) only once the
+/// call's work is done: until then an error frees them in the call's own
+/// stream order, after the copies and kernels still using them.
+fn export_all(
+    dev: &dyn DeviceStream,
+    fields: Vec<(&'static str, DevBuf)>,
+) -> Vec<(&'static str, DevBuf)> {
+    fields
+        .into_iter()
+        .map(|(name, buf)| (name, dev.export(buf)))
+        .collect()
 }
 
 /// The model a device call runs per word, its pointers on that device.
@@ -409,12 +423,7 @@ pub fn encode(dev: &dyn DeviceStream, job: &Job<'_>) -> Result<DeviceBatch> {
         dev.run(Kernel::Pack, &args, elements)?;
     }
     let lengths: Vec<i64> = lengths.iter().map(|&n| n as i64).collect();
-    let row_starts_buf = dev.export(row_starts_buf);
-    let lengths_buf = dev.export(upload_staged(dev, &lengths)?);
-    let fields = fields
-        .into_iter()
-        .map(|(name, buf)| (name, dev.export(buf)))
-        .collect();
+    let lengths_buf = upload_staged(dev, &lengths)?;
     let end = dev.mark()?;
     let kernels_ms = match &first_kernel {
         Some(start) => dev.elapsed_ms(start, &end)?,
@@ -423,12 +432,12 @@ pub fn encode(dev: &dyn DeviceStream, job: &Job<'_>) -> Result<DeviceBatch> {
     // Complete before any consumer stream may read it.
     dev.synchronize()?;
     Ok(DeviceBatch {
-        row_starts_buf,
-        lengths_buf,
+        row_starts_buf: dev.export(row_starts_buf),
+        lengths_buf: dev.export(lengths_buf),
         row_starts,
         lengths,
         width,
-        fields,
+        fields: export_all(dev, fields),
         dtype: job.outputs.dtype,
         timings: Timings {
             kernels_ms,

@@ -443,6 +443,37 @@ mod tests {
             "{trace:?}"
         );
         assert_eq!(count(&|op| *op == Op::Synchronize), 1, "{trace:?}");
-        assert_eq!(after.last(), Some(&Op::Synchronize));
+        assert_eq!(
+            handed_out_after_the_work(&trace),
+            3,
+            "ids, row starts, lengths"
+        );
+    }
+
+    /// The results' buffers are exported only after the call's one sync, so
+    /// an error before it frees them in the call's stream order (after the
+    /// copies and kernels still using them); returns how many there are.
+    fn handed_out_after_the_work(trace: &[crate::cuda::emulator::Op]) -> usize {
+        use crate::cuda::emulator::Op;
+        let exported = |op: &Op| matches!(op, Op::Export(_));
+        let sync = trace.iter().rposition(|op| *op == Op::Synchronize);
+        let sync = sync.unwrap_or_else(|| panic!("no sync: {trace:?}"));
+        assert!(!trace[..sync].iter().any(exported), "{trace:?}");
+        assert!(trace[sync + 1..].iter().all(exported), "{trace:?}");
+        trace.len() - sync - 1
+    }
+
+    #[test]
+    fn results_the_host_encoded_are_handed_out_after_their_copies() {
+        use crate::cuda::emulator::Emulator;
+        let engine = Engine::from_json(SPM).unwrap();
+        let dev = Emulator::traced(24);
+        // Pairs are encoded by the CPU engine and copied to the device.
+        let inputs: Vec<Input<'_>> = vec![("a ab", Some("b a")), ("ab", Some(""))];
+        let batch = engine
+            .encode_batch_on(&dev, &inputs, &Settings::default())
+            .unwrap();
+        assert_eq!(batch.timings.rows_on_host, 2);
+        assert_eq!(handed_out_after_the_work(&dev.trace()), 3);
     }
 }
