@@ -49,6 +49,11 @@ const STAGING_KEPT_BYTES: usize = 1 << 30;
 const STAGING_MIN_BYTES: usize = 16 << 20;
 /// Staging buffers one call may have in flight before it waits for the oldest.
 const STAGING_IN_FLIGHT: usize = 2;
+/// The largest chunk a call sizes itself (free memory permitting): a call of
+/// a GB or more runs as several chunks, whose copies and host layout overlap
+/// the kernels, and two chunks' staging stays within `STAGING_KEPT_BYTES`,
+/// so it is pinned once, not per chunk.
+const MAX_CHUNK_BYTES: usize = 256 << 20;
 /// Downloads over this size go through two pinned buffers in turn, each
 /// `READBACK_CHUNK` bytes (`download_pinned`); `READBACK_KEPT` are kept.
 const READBACK_DIRECT: usize = 1 << 20;
@@ -420,10 +425,8 @@ impl Gpu {
             pinned.wait()?;
             return Ok(pinned);
         }
-        // Some room over `bytes`: the next chunk's inputs are rarely the same size.
-        let capacity = (bytes + bytes / 8).next_multiple_of(STAGING_MIN_BYTES);
         // Write-combined suits memory the CPU only writes.
-        Pinned::new(capacity, sys::CU_MEMHOSTALLOC_WRITECOMBINED)
+        Pinned::new(staging_capacity(bytes), sys::CU_MEMHOSTALLOC_WRITECOMBINED)
     }
 
     /// A stream from the pool, or a new one.
@@ -468,19 +471,38 @@ impl Gpu {
         let mut pool = self.staging.lock().unwrap_or_else(|e| e.into_inner());
         pool.push(pinned);
         pool.sort_by_key(|p| std::cmp::Reverse(p.capacity));
-        let mut kept = 0;
-        let mut keep = 0;
-        for p in pool.iter() {
-            if keep == STAGING_KEPT || kept + p.capacity > STAGING_KEPT_BYTES {
-                break;
-            }
-            kept += p.capacity;
-            keep += 1;
-        }
-        let released: Vec<Pinned> = pool.drain(keep..).collect();
+        let capacities: Vec<usize> = pool.iter().map(|p| p.capacity).collect();
+        let mut keep = kept_staging(&capacities).into_iter();
+        let (kept, released): (Vec<Pinned>, Vec<Pinned>) =
+            pool.drain(..).partition(|_| keep.next().unwrap_or(false));
+        *pool = kept;
         drop(pool);
         drop(released); // each waits for its copy, then is freed
     }
+}
+
+/// The pinned capacity staged for `bytes`: some room over them, since the
+/// next chunk's inputs are rarely the same size.
+fn staging_capacity(bytes: usize) -> usize {
+    (bytes + bytes / 8).next_multiple_of(STAGING_MIN_BYTES)
+}
+
+/// Which staging buffers (capacities, largest first) are kept for reuse: up
+/// to `STAGING_KEPT` within `STAGING_KEPT_BYTES`. One too large to fit is
+/// released without keeping the smaller ones from being kept.
+fn kept_staging(capacities: &[usize]) -> Vec<bool> {
+    let (mut kept, mut bytes) = (0, 0);
+    capacities
+        .iter()
+        .map(|&capacity| {
+            let keep = kept < STAGING_KEPT && bytes + capacity <= STAGING_KEPT_BYTES;
+            if keep {
+                kept += 1;
+                bytes += capacity;
+            }
+            keep
+        })
+        .collect()
 }
 
 /// Pinned (page-locked) host memory: write-combined for host-to-device
@@ -710,7 +732,7 @@ impl GpuStream {
         // packing: each running call sizes its chunks to a share of what is free.
         let running = gpu.call_started();
         let chunk_bytes = chunk_bytes
-            .unwrap_or_else(|| (free / (96 * running)).clamp(1 << 20, 1 << 30))
+            .unwrap_or_else(|| (free / (96 * running)).clamp(1 << 20, MAX_CHUNK_BYTES))
             .max(1);
         let memory = |exported| -> Arc<dyn Memory> {
             Arc::new(StreamMemory {
@@ -978,5 +1000,26 @@ impl DeviceStream for GpuStream {
 
     fn export(&self, buf: DevBuf) -> DevBuf {
         buf.with_memory(self.exported.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_largest_chunks_staging_is_kept_for_the_next_call() {
+        // A chunk's inputs: its text and about 4 bytes per 1 kB piece.
+        let staging = staging_capacity(MAX_CHUNK_BYTES + MAX_CHUNK_BYTES / 256);
+        let small = staging_capacity(1);
+        let pool = [staging, staging, small, small];
+        assert_eq!(kept_staging(&pool), [true; 4]);
+        assert_eq!(
+            kept_staging(&[staging; 5]),
+            [true, true, true, false, false]
+        );
+        // A buffer too big to keep does not release the smaller ones after it.
+        let huge = STAGING_KEPT_BYTES + 1;
+        assert_eq!(kept_staging(&[huge, staging, small]), [false, true, true]);
     }
 }
