@@ -74,6 +74,10 @@ pub struct Gpu {
     pool: sys::CUmemoryPool,
     functions: Vec<sys::CUfunction>,
     streams: Mutex<Vec<StreamHandle>>,
+    /// Where exported buffers are freed: a stream of gpu_tok's own, so that
+    /// ordering a free after a consumer's stream never makes the consumers'
+    /// streams wait for one another.
+    releases: StreamHandle,
     /// Calls running now and the pool's use; `idle` wakes the trim thread.
     activity: Mutex<Activity>,
     idle: Condvar,
@@ -228,6 +232,8 @@ fn set_up(ordinal: usize) -> Result<Gpu> {
                 .map_err(cuda_err("cuModuleGetFunction"))
         })
         .collect::<Result<Vec<_>>>()?;
+    let releases = cu::stream::create(cu::stream::StreamKind::NonBlocking)
+        .map_err(cuda_err("cuStreamCreate"))?;
     Ok(Gpu {
         ordinal,
         name,
@@ -239,6 +245,7 @@ fn set_up(ordinal: usize) -> Result<Gpu> {
         pool,
         functions,
         streams: Mutex::new(Vec::new()),
+        releases: StreamHandle(releases),
         activity: Mutex::new(Activity {
             running: 0,
             busy_peak: 0,
@@ -564,22 +571,31 @@ impl Drop for Pinned {
     }
 }
 
-/// A CUDA event, destroyed on drop.
-struct Event(sys::CUevent);
+/// A CUDA event of a context, destroyed on drop (with that context current:
+/// a mark may die on a thread that has none).
+struct Event(sys::CUevent, sys::CUcontext);
 
-// SAFETY: an event is a driver handle, usable from any thread.
+// SAFETY: an event and a context are driver handles, usable from any thread.
 unsafe impl Send for Event {}
 
 impl Event {
-    fn new(flags: sys::CUevent_flags) -> Result<Event> {
+    /// A new event in `ctx`, which is current.
+    fn new(flags: sys::CUevent_flags, ctx: sys::CUcontext) -> Result<Event> {
         Ok(Event(
             cu::event::create(flags).map_err(cuda_err("cuEventCreate"))?,
+            ctx,
         ))
     }
 }
 
 impl Drop for Event {
     fn drop(&mut self) {
+        if probe::initialised_before_fork() {
+            return; // the parent's event: the driver is unusable in this child
+        }
+        let Ok(_current) = ContextGuard::enter(self.1) else {
+            return; // e.g. at interpreter exit, after the driver shut down
+        };
         // SAFETY: the event was created by cuEventCreate and is destroyed once.
         unsafe {
             let _ = cu::event::destroy(self.0);
@@ -601,11 +617,12 @@ pub struct GpuStream {
 /// Device memory allocated on one stream. Internal buffers are freed in that
 /// stream's order. Exported buffers (tensors) were complete when the call
 /// returned (it synchronised, so a consumer's stream never has to wait for
-/// gpu_tok's work), and are freed in the order of the legacy default stream:
-/// after the work already queued on it and on blocking streams (CuPy's and
-/// torch's default streams), and after the work queued by then on each
+/// gpu_tok's work), and are freed on the device's release stream once the
+/// work queued by then is done on the legacy default stream (which follows
+/// the blocking streams: CuPy's and torch's default streams) and on each
 /// consumer stream the tensor was exported to (`__dlpack__(stream=...)`,
-/// e.g. a torch side stream, which is non-blocking).
+/// e.g. a torch side stream, which is non-blocking). Only the release
+/// stream waits: the consumers' streams go on as they were.
 struct StreamMemory {
     gpu: Arc<Gpu>,
     stream: StreamHandle,
@@ -625,15 +642,15 @@ impl Memory for StreamMemory {
         let Ok(_current) = ContextGuard::enter(self.gpu.ctx) else {
             return; // e.g. at interpreter exit, after the driver shut down
         };
-        let stream = if self.exported {
-            cu::stream::null()
-        } else {
-            self.stream.0
+        let (stream, legacy) = match self.exported {
+            true => (self.gpu.releases.0, Some(cu::stream::null() as u64)),
+            false => (self.stream.0, None),
         };
-        for &consumer in consumers {
-            // SAFETY: `consumer` was checked to be a stream of this context when
-            // the tensor was exported; a stream destroyed since makes the
-            // driver report an error (handled below).
+        for consumer in legacy.into_iter().chain(consumers.iter().copied()) {
+            // SAFETY: `consumer` is the legacy stream, or was checked to be a
+            // stream of this context when the tensor was exported, and must
+            // still exist (a consumer's stream must outlive the tensors
+            // exported to it); an error the driver reports is handled below.
             if unsafe { wait_for(stream, consumer as sys::CUstream) }.is_err() {
                 // The order is lost: wait for the whole device instead, so the
                 // memory is never reused while the consumer may still read it.
@@ -674,15 +691,68 @@ impl Memory for StreamMemory {
             return Err(Error::CudaUnavailable(probe::FORKED_REASON.into()));
         }
         let _current = ContextGuard::enter(self.gpu.ctx)?;
+        // Copies on the legacy stream order after the work of blocking
+        // streams, e.g. a consumer's in-place writes. Large results (what
+        // device="auto" brings back) go through pinned memory.
+        if dst.len() > READBACK_DIRECT {
+            return download_pinned(&self.gpu, cu::stream::null(), ptr, dst);
+        }
         // SAFETY: `ptr` holds at least dst.len() bytes (the caller's contract).
-        // A synchronous copy on the legacy stream orders after the work of
-        // blocking streams, e.g. a consumer's in-place writes.
         unsafe { cu::memcpy_dtoh_sync(dst, ptr) }.map_err(cuda_err("cuMemcpyDtoH"))
     }
 
     fn location(&self) -> Location {
         Location::Cuda(self.gpu.ordinal)
     }
+}
+
+/// A large download through two pinned buffers in turn, ordered on
+/// `stream`: the device copies chunk k + 1 into one while the host copies
+/// chunk k out of the other. (A pageable destination makes the driver stage
+/// every byte itself, one synchronous step after another.) The context is
+/// current.
+fn download_pinned(gpu: &Gpu, stream: sys::CUstream, src: u64, dst: &mut [u8]) -> Result<()> {
+    let mut buffers = gpu.take_readback()?;
+    let mut chunks: Vec<&mut [u8]> = dst.chunks_mut(READBACK_CHUNK).collect();
+    let n = chunks.len();
+    let mut copy_all = || -> Result<()> {
+        for k in 0..n + 2 {
+            let buffer = &mut buffers[k % 2];
+            if k >= 2 {
+                // This buffer holds chunk k - 2: wait for it, then copy it out.
+                buffer.wait()?;
+                let out = &mut chunks[k - 2];
+                // SAFETY: the buffer holds READBACK_CHUNK >= out.len() bytes,
+                // all written (its copy completed).
+                out.copy_from_slice(unsafe { std::slice::from_raw_parts(buffer.ptr, out.len()) });
+            }
+            if k < n {
+                let len = chunks[k].len();
+                // SAFETY: `buffer` has room for `len` bytes and no copy uses it
+                // (waited above, or never used); `src` holds the caller's bytes.
+                // The event recorded after the copy is waited for before the
+                // buffer is read or reused.
+                unsafe {
+                    let staged = std::slice::from_raw_parts_mut(buffer.ptr, len);
+                    let from = src + (k * READBACK_CHUNK) as u64;
+                    cu::memcpy_dtoh_async(staged, from, stream)
+                        .map_err(cuda_err("cuMemcpyDtoHAsync"))?;
+                    let ready = Event::new(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING, gpu.ctx)?;
+                    cu::event::record(ready.0, stream).map_err(cuda_err("cuEventRecord"))?;
+                    buffer.ready = Some(ready);
+                }
+            }
+        }
+        Ok(())
+    };
+    let copied = copy_all();
+    if copied.is_err() {
+        // A copy may still be queued into a buffer that has no event.
+        // SAFETY: a live stream of the current context.
+        unsafe { cu::stream::synchronize(stream) }.map_err(cuda_err("cuStreamSynchronize"))?;
+    }
+    gpu.give_back_readback(buffers);
+    copied
 }
 
 /// Makes `stream` wait for the work queued on `consumer` so far.
@@ -751,56 +821,6 @@ impl GpuStream {
         })
     }
 
-    /// A large download through two pinned buffers in turn: the device copies
-    /// chunk k + 1 into one while the host copies chunk k out of the other.
-    /// (A pageable destination makes the driver stage every byte itself,
-    /// one synchronous step after another.) The context is current.
-    fn download_pinned(&self, src: u64, dst: &mut [u8]) -> Result<()> {
-        let mut buffers = self.gpu.take_readback()?;
-        let mut chunks: Vec<&mut [u8]> = dst.chunks_mut(READBACK_CHUNK).collect();
-        let n = chunks.len();
-        let mut copy_all = || -> Result<()> {
-            for k in 0..n + 2 {
-                let buffer = &mut buffers[k % 2];
-                if k >= 2 {
-                    // This buffer holds chunk k - 2: wait for it, then copy it out.
-                    buffer.wait()?;
-                    let out = &mut chunks[k - 2];
-                    // SAFETY: the buffer holds READBACK_CHUNK >= out.len() bytes,
-                    // all written (its copy completed).
-                    out.copy_from_slice(unsafe {
-                        std::slice::from_raw_parts(buffer.ptr, out.len())
-                    });
-                }
-                if k < n {
-                    let len = chunks[k].len();
-                    // SAFETY: `buffer` has room for `len` bytes and no copy uses it
-                    // (waited above, or never used); `src` holds the call's bytes
-                    // (checked by `download`). The event recorded after the copy
-                    // is waited for before the buffer is read or reused.
-                    unsafe {
-                        let staged = std::slice::from_raw_parts_mut(buffer.ptr, len);
-                        let from = src + (k * READBACK_CHUNK) as u64;
-                        cu::memcpy_dtoh_async(staged, from, self.stream.0)
-                            .map_err(cuda_err("cuMemcpyDtoHAsync"))?;
-                        let ready = Event::new(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)?;
-                        cu::event::record(ready.0, self.stream.0)
-                            .map_err(cuda_err("cuEventRecord"))?;
-                        buffer.ready = Some(ready);
-                    }
-                }
-            }
-            Ok(())
-        };
-        let copied = copy_all();
-        if copied.is_err() {
-            // A copy may still be queued into a buffer that has no event.
-            DeviceStream::synchronize(self)?;
-        }
-        self.gpu.give_back_readback(buffers);
-        copied
-    }
-
     /// Device memory on `stream`, freed in this stream's order.
     fn alloc_on(&self, stream: StreamHandle, bytes: usize) -> Result<DevBuf> {
         let _current = self.enter()?;
@@ -830,7 +850,7 @@ impl GpuStream {
             return Ok(());
         }
         let _current = self.enter()?;
-        let ready = Event::new(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)?;
+        let ready = Event::new(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING, self.gpu.ctx)?;
         let mut pinned = self.gpu.take_staging(bytes)?;
         // SAFETY: `pinned` holds at least `bytes` initialised bytes, and no copy
         // reads them any more (take_staging waited).
@@ -908,15 +928,18 @@ impl DeviceStream for GpuStream {
         // freed in this stream's order (DevBuf's memory), after the kernels
         // that read it, which the pool's stream-ordered reuse respects.
         let buf = self.alloc_on(self.copies, bytes)?;
-        self.stage(&buf, bytes, fill, self.copies)?;
         let _current = self.enter()?;
-        // SAFETY: two live streams of the current context.
-        if let Err(err) = unsafe { wait_for(self.stream.0, self.copies.0) } {
-            // `buf` is freed on this stream: the copy must be done first.
+        let waited = self.stage(&buf, bytes, fill, self.copies).and_then(|()| {
+            // SAFETY: two live streams of the current context.
+            unsafe { wait_for(self.stream.0, self.copies.0) }.map_err(cuda_err("cuStreamWaitEvent"))
+        });
+        if let Err(err) = waited {
+            // `buf` is freed on this stream, not in the copy stream's order:
+            // its allocation and any copy into it must be done first.
             // SAFETY: a live stream of the current context.
             unsafe { cu::stream::synchronize(self.copies.0) }
                 .map_err(cuda_err("cuStreamSynchronize"))?;
-            return Err(cuda_err("cuStreamWaitEvent")(err));
+            return Err(err);
         }
         Ok(buf)
     }
@@ -931,7 +954,7 @@ impl DeviceStream for GpuStream {
         }
         let _current = self.enter()?;
         if dst.len() > READBACK_DIRECT {
-            return self.download_pinned(src.ptr() + offset as u64, dst);
+            return download_pinned(&self.gpu, self.stream.0, src.ptr() + offset as u64, dst);
         }
         // SAFETY: src holds the bytes (checked); the stream is synchronised
         // before `dst` is read.
@@ -968,7 +991,7 @@ impl DeviceStream for GpuStream {
 
     fn mark(&self) -> Result<Mark> {
         let _current = self.enter()?;
-        let event = Event::new(sys::CUevent_flags::CU_EVENT_DEFAULT)?;
+        let event = Event::new(sys::CUevent_flags::CU_EVENT_DEFAULT, self.gpu.ctx)?;
         // SAFETY: a live event and stream.
         unsafe { cu::event::record(event.0, self.stream.0) }.map_err(cuda_err("cuEventRecord"))?;
         Ok(Mark::new(event))
