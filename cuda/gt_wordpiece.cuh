@@ -98,27 +98,34 @@ GT_HD gt_u32 gt_wp_normalize(const GtCharTable* t, const gt_u8* text, gt_u32 n, 
 // exact path (gt_wp_normalize would return GT_NONE): the host asks before it
 // sends a row to the device, where there is no exact path.
 // ASCII is never exact (no ASCII character has a combining class: the
-// table's test checks it), and a character whose first two bytes start no
-// exact code point is skipped on one bit: only the rest is decoded.
+// table's test checks it): it is skipped eight bytes at a time, straight to
+// the first other byte. A character whose first two bytes start no exact
+// code point is skipped on one bit: only the rest is decoded.
 GT_HD int gt_wp_needs_exact(const GtCharTable* t, const gt_u8* text, gt_u32 n) {
     for (gt_u32 pos = 0; pos < n;) {
-        if (n - pos >= 8 && !(gt_load8(text + pos) & 0x8080808080808080ULL)) {
-            pos += 8;  // eight ASCII bytes
-            continue;
-        }
-        gt_u8 lead = text[pos];
-        if (lead < 0x80) {
+        if (n - pos >= 8) {
+            gt_u64 high = gt_load8(text + pos) & 0x8080808080808080ULL;
+            if (!high) {
+                pos += 8;  // eight ASCII bytes
+                continue;
+            }
+            pos += gt_lowest_bit(high) / 8;
+        } else if (text[pos] < 0x80) {
             ++pos;
             continue;
         }
-        gt_u32 prefix = (gt_u32)lead << 8 | text[pos + 1];
-        if (!((t->exact_prefixes[prefix >> 6] >> (prefix & 63)) & 1)) {
-            pos += gt_utf8_len(lead);
-            continue;
+        // A run of non-ASCII characters (valid UTF-8: each has a second byte).
+        while (pos < n && text[pos] >= 0x80) {
+            gt_u8 lead = text[pos];
+            gt_u32 prefix = (gt_u32)lead << 8 | text[pos + 1];
+            if (!((t->exact_prefixes[prefix >> 6] >> (prefix & 63)) & 1)) {
+                pos += gt_utf8_len(lead);
+                continue;
+            }
+            gt_u32 cp, len = gt_decode(text, pos, &cp);
+            if (gt_char_entry(t, cp) & GT_CHAR_EXACT) return 1;
+            pos += len;
         }
-        gt_u32 cp, len = gt_decode(text, pos, &cp);
-        if (gt_char_entry(t, cp) & GT_CHAR_EXACT) return 1;
-        pos += len;
     }
     return 0;
 }

@@ -325,6 +325,9 @@ mod tests {
                     assert!(!scan(&text), "{text:?}");
                     text[at] = exact;
                     assert!(scan(&text), "{text:?}");
+                    // At the end of a run of other non-ASCII characters.
+                    text.splice(at..at, ['é', '日']);
+                    assert!(scan(&text), "{text:?}");
                 }
             }
         }
