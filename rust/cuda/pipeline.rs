@@ -97,6 +97,9 @@ pub struct Job<'a> {
     /// model holds the device's); disabled for the other families.
     pub spm_cuts: GtSpmCuts,
     pub rows: Vec<Row<'a>>,
+    /// Where each row is cut into pieces (`PieceCuts::of_row`), found when
+    /// the row was prepared and its text was still in the cache.
+    pub cuts: Vec<RowCuts>,
     pub template: GtTemplate,
     pub truncation: Option<Truncation>,
     pub padding: Option<&'a PaddingParams>,
@@ -545,9 +548,13 @@ struct Layout {
     host_ids: Vec<u32>,
 }
 
+/// A row's cuts into pieces: (part, offset in the part's text with its
+/// lead), in order.
+pub type RowCuts = Vec<(usize, usize)>;
+
 /// Where the host may cut a text row into pieces for the device's threads.
 #[derive(Clone, Copy)]
-enum PieceCuts {
+pub enum PieceCuts {
     /// No cut: each text part is one piece.
     Whole,
     /// Before a space after a character that is not white space
@@ -562,6 +569,42 @@ enum PieceCuts {
 unsafe impl Sync for PieceCuts {}
 
 impl PieceCuts {
+    /// The cuts for rows of a job whose device `model` and `splits` are
+    /// these, with SentencePiece's host tables `spm_cuts`.
+    pub fn of(model: &DeviceModel, splits: GtSplits, spm_cuts: GtSpmCuts) -> PieceCuts {
+        match model {
+            DeviceModel::SentencePiece(..) => PieceCuts::Spm(spm_cuts),
+            // Metaspace words never span a space: pieces may start at one.
+            DeviceModel::Unigram(_, replacement) if *replacement != 0 => PieceCuts::Spaces,
+            _ if splits.can_cut() => PieceCuts::Spaces,
+            _ => PieceCuts::Whole,
+        }
+    }
+
+    /// One row's cuts: after at least `PIECE_BYTES` from the last one.
+    pub fn of_row(&self, row: &Row<'_>) -> RowCuts {
+        let mut found = Vec::new();
+        for (k, part) in row.parts().iter().enumerate() {
+            if !matches!(part, Row::Text(_) | Row::Spaced(_)) {
+                continue;
+            }
+            let (lead, text) = part.text();
+            let len = lead.len() + text.len();
+            let mut from = 0;
+            while len - from > PIECE_BYTES {
+                // Searched in `text`: the lead is never the character before a
+                // cut this far in (PIECE_BYTES > 1).
+                let cut = lead.len() + self.next(text, from + PIECE_BYTES - lead.len());
+                if cut >= len {
+                    break;
+                }
+                found.push((k, cut));
+                from = cut;
+            }
+        }
+        found
+    }
+
     /// The first cut of `text` at or after `from` (>= 1), or its end.
     fn next(&self, text: &str, from: usize) -> usize {
         match self {
@@ -572,50 +615,14 @@ impl PieceCuts {
     }
 }
 
-/// Where each row's text parts are cut into pieces: (part, offset in the
-/// part's text with its lead), found for the rows in parallel. A search
-/// reads text no cache has held since it was prepared: one miss per kB of
-/// text was most of a chunk's layout on one thread.
-fn find_cuts(rows: &[Row<'_>], cuts: PieceCuts) -> Vec<Vec<(usize, usize)>> {
-    let bytes = rows.iter().map(Row::bytes).sum();
-    let found = crate::pool::current().map_sized(rows.len(), bytes, |i| {
-        Ok::<_, std::convert::Infallible>(row_cuts(&rows[i], cuts))
-    });
-    found.unwrap_or_else(|never| match never {})
-}
-
-/// One row's cuts (see `find_cuts`), in order.
-fn row_cuts(row: &Row<'_>, cuts: PieceCuts) -> Vec<(usize, usize)> {
-    let mut found = Vec::new();
-    for (k, part) in row.parts().iter().enumerate() {
-        if !matches!(part, Row::Text(_) | Row::Spaced(_)) {
-            continue;
-        }
-        let (lead, text) = part.text();
-        let len = lead.len() + text.len();
-        let mut from = 0;
-        while len - from > PIECE_BYTES {
-            // Searched in `text`: the lead is never the character before a
-            // cut this far in (PIECE_BYTES > 1).
-            let cut = lead.len() + cuts.next(text, from + PIECE_BYTES - lead.len());
-            if cut >= len {
-                break;
-            }
-            found.push((k, cut));
-            from = cut;
-        }
-    }
-    found
-}
-
-fn lay_out(rows: &[Row<'_>], cuts: PieceCuts) -> Result<Layout> {
+fn lay_out(rows: &[Row<'_>], cuts: &[RowCuts]) -> Result<Layout> {
     let too_big = || Error::InvalidArgument("a device chunk is limited to 4 GiB of text".into());
     let mut l = Layout {
         piece_bounds: vec![0],
         row_parts: vec![0],
         ..Layout::default()
     };
-    for (row, row_cuts) in rows.iter().zip(find_cuts(rows, cuts)) {
+    for (row, row_cuts) in rows.iter().zip(cuts) {
         l.text_starts.push(l.text_len);
         let mut row_cuts = &row_cuts[..];
         // A part is text pieces then host ids: text after ids starts the next one.
@@ -667,7 +674,7 @@ impl GtRowSource {
 
 impl Layout {
     /// Appends one part of a row: its text cut into pieces (at `cuts`, see
-    /// `find_cuts`), or its host ids.
+    /// `PieceCuts::of_row`), or its host ids.
     fn lay_out_part(&mut self, part: &Row<'_>, cuts: &[(usize, usize)]) -> Result<()> {
         let too_big =
             || Error::InvalidArgument("a device chunk is limited to 4 GiB of text".into());
@@ -750,22 +757,13 @@ fn tokenize_chunk(
 ) -> Result<Chunk> {
     let clock = std::time::Instant::now();
     let chunk_rows = &job.rows[rows.clone()];
-    let (mut device_cuts, mut metaspace) = (GtSpmCuts::disabled(), 0);
-    let piece_cuts = match job.model {
-        DeviceModel::SentencePiece(_, device) => {
-            device_cuts = device;
-            PieceCuts::Spm(job.spm_cuts)
-        }
-        // Metaspace words never span a space: pieces may start at one.
-        DeviceModel::Unigram(_, replacement) if replacement != 0 => {
-            metaspace = replacement;
-            PieceCuts::Spaces
-        }
-        _ if job.splits.can_cut() => PieceCuts::Spaces,
-        _ => PieceCuts::Whole,
+    let (device_cuts, metaspace) = match job.model {
+        DeviceModel::SentencePiece(_, device) => (device, 0),
+        DeviceModel::Unigram(_, replacement) => (GtSpmCuts::disabled(), replacement),
+        _ => (GtSpmCuts::disabled(), 0),
     };
     let emulated_before = dev.emulated_device_ms().unwrap_or(0.0);
-    let layout = lay_out(chunk_rows, piece_cuts)?;
+    let layout = lay_out(chunk_rows, &job.cuts[rows.clone()])?;
     let inputs = StagedInputs::upload(dev, chunk_rows, &layout)?;
     // The host's part: an emulator's allocation is device time, counted there.
     let emulated = dev.emulated_device_ms().unwrap_or(0.0) - emulated_before;
@@ -991,6 +989,12 @@ mod tests {
     use super::super::emulator::Emulator;
     use super::*;
 
+    /// `rows` laid out with each row's `cuts` (as the job's preparation finds them).
+    fn lay_out_cut(rows: &[Row<'_>], cuts: PieceCuts) -> Layout {
+        let found: Vec<RowCuts> = rows.iter().map(|row| cuts.of_row(row)).collect();
+        lay_out(rows, &found).unwrap()
+    }
+
     #[test]
     fn scan_is_exclusive_with_total() {
         let dev = Emulator::new(1 << 20);
@@ -1025,7 +1029,7 @@ mod tests {
             Row::Parts(greek_after_ids),
             Row::Text(Cow::Borrowed(&cjk)),
         ];
-        let layout = lay_out(&rows, PieceCuts::Spaces).unwrap();
+        let layout = lay_out_cut(&rows, PieceCuts::Spaces);
         let bounds = &layout.piece_bounds;
         // Each piece of the spaced rows is at most a kilobyte and a word; the
         // text without spaces stays one piece.
@@ -1110,7 +1114,7 @@ mod tests {
             Row::Ids(vec![7, 8]),
             Row::Text(Cow::Borrowed("")),
         ];
-        let l = lay_out(&rows, PieceCuts::Spaces).unwrap();
+        let l = lay_out_cut(&rows, PieceCuts::Spaces);
         assert_eq!(
             (l.text_len, &l.text_starts[..]),
             (long.len(), &[0, long.len(), long.len()][..])
@@ -1125,7 +1129,7 @@ mod tests {
         }
         assert_eq!(l.sources[1].host_end - l.sources[1].host_begin, 2);
         assert_eq!(l.sources[2].piece_begin, l.sources[2].piece_end);
-        let uncut = lay_out(&rows, PieceCuts::Whole).unwrap();
+        let uncut = lay_out_cut(&rows, PieceCuts::Whole);
         assert_eq!(uncut.piece_bounds, vec![0, long.len() as u32]);
     }
 
@@ -1136,10 +1140,7 @@ mod tests {
             let spaced = [Row::Spaced(Cow::Borrowed(&long)), Row::Ids(vec![7])];
             let written = [Row::Text(Cow::Borrowed(&joined)), Row::Ids(vec![7])];
             for cuts in [PieceCuts::Spaces, PieceCuts::Whole] {
-                let (a, b) = (
-                    lay_out(&spaced, cuts).unwrap(),
-                    lay_out(&written, cuts).unwrap(),
-                );
+                let (a, b) = (lay_out_cut(&spaced, cuts), lay_out_cut(&written, cuts));
                 assert_eq!(
                     (a.text_len, &a.piece_bounds, format!("{:?}", a.sources)),
                     (b.text_len, &b.piece_bounds, format!("{:?}", b.sources))

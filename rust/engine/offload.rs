@@ -12,7 +12,9 @@
 use super::{Engine, Input, Settings};
 use crate::cpu::encode::Segment;
 use crate::cpu::{self, NormalizedPart, Part, WordPlan};
-use crate::cuda::pipeline::{self, DeviceBatch, DeviceModel, DeviceTables, Job, Row, Truncation};
+use crate::cuda::pipeline::{
+    self, DeviceBatch, DeviceModel, DeviceTables, Job, PieceCuts, Row, RowCuts, Truncation,
+};
 use crate::cuda::stream::{DeviceStream, Location};
 use crate::error::{Error, Result};
 use crate::kernels::{GtBpeModel, GtSpmCuts, GtTemplate};
@@ -49,30 +51,40 @@ impl Engine {
 
         let plan = self.fast.as_ref().ok().filter(|p| runs_on_device(p));
         let tables = plan.map(|plan| self.tables_on(dev, plan)).transpose()?;
+        let model = tables
+            .as_ref()
+            .map_or(DeviceModel::ByteLevel(GtBpeModel::null()), |t| t.model);
+        let splits = plan
+            .and_then(FastPlan::byte_level)
+            .and_then(|p| p.scanner_chain)
+            .unwrap_or_default();
+        let spm_cuts = match plan {
+            Some(FastPlan::SentencePiece(plan)) => plan.device_views().1,
+            _ => GtSpmCuts::disabled(),
+        };
+        let piece_cuts = PieceCuts::of(&model, splits, spm_cuts);
         let clock = std::time::Instant::now();
+        // Each row is cut into pieces as soon as it is prepared, while its
+        // text is in the cache (a search later missed it once per kB).
         let rows = pool::current().map(inputs.len(), |i| {
-            self.device_row(inputs[i].0, plan, settings)
+            let (row, on_host) = self.device_row(inputs[i].0, plan, settings)?;
+            let cuts = piece_cuts.of_row(&row);
+            Ok::<_, Error>((row, (on_host, cuts)))
         })?;
         let prepare_ms = clock.elapsed().as_secs_f64() * 1e3;
-        let (rows, on_host): (Vec<Row<'_>>, Vec<bool>) = rows.into_iter().unzip();
+        let (rows, (on_host, cuts)): (Vec<Row<'_>>, (Vec<bool>, Vec<RowCuts>)) =
+            rows.into_iter().unzip();
         let added = if settings.add_special_tokens {
             self.added_special_tokens(false)
         } else {
             0
         };
         let job = Job {
-            model: tables
-                .as_ref()
-                .map_or(DeviceModel::ByteLevel(GtBpeModel::null()), |t| t.model),
-            splits: plan
-                .and_then(FastPlan::byte_level)
-                .and_then(|p| p.scanner_chain)
-                .unwrap_or_default(),
-            spm_cuts: match plan {
-                Some(FastPlan::SentencePiece(plan)) => plan.device_views().1,
-                _ => GtSpmCuts::disabled(),
-            },
+            model,
+            splits,
+            spm_cuts,
             rows,
+            cuts,
             template,
             truncation: settings.truncation.as_ref().map(|t| Truncation {
                 max_seq: (t.max_length - added).min(u32::MAX as usize) as u32,
