@@ -70,3 +70,10 @@ def test_a_row_that_splits_a_character_is_a_value_error() -> None:
     euro = "€".encode()
     with pytest.raises(ValueError, match="character boundaries"):
         ours(NAME)(from_raw([euro[:1], euro[1:]]))
+
+
+@pytest.mark.parametrize("offsets", [[0, 5, 3, 6], [0, -5, 3, 6]])
+def test_offsets_out_of_order_are_a_value_error(offsets: list[int]) -> None:
+    buffers = [None, pa.array(offsets, pa.int32()).buffers()[1], pa.py_buffer(b"abcdef")]
+    with pytest.raises(ValueError, match="malformed Arrow string array"):
+        ours(NAME)(pa.Array.from_buffers(pa.string(), 3, buffers))

@@ -479,10 +479,11 @@ impl Gpu {
         pool.push(pinned);
         pool.sort_by_key(|p| std::cmp::Reverse(p.capacity));
         let capacities: Vec<usize> = pool.iter().map(|p| p.capacity).collect();
-        let mut keep = kept_staging(&capacities).into_iter();
-        let (kept, released): (Vec<Pinned>, Vec<Pinned>) =
-            pool.drain(..).partition(|_| keep.next().unwrap_or(false));
-        *pool = kept;
+        let (kept, released): (Vec<_>, Vec<_>) = pool
+            .drain(..)
+            .zip(kept_staging(&capacities))
+            .partition(|&(_, keep)| keep);
+        *pool = kept.into_iter().map(|(pinned, _)| pinned).collect();
         drop(pool);
         drop(released); // each waits for its copy, then is freed
     }
@@ -712,7 +713,15 @@ impl Memory for StreamMemory {
 /// every byte itself, one synchronous step after another.) The context is
 /// current.
 fn download_pinned(gpu: &Gpu, stream: sys::CUstream, src: u64, dst: &mut [u8]) -> Result<()> {
-    let mut buffers = gpu.take_readback()?;
+    let Ok(mut buffers) = gpu.take_readback() else {
+        // No pinned memory to be had: the driver stages the copy itself.
+        // SAFETY: `src` holds dst.len() bytes (the caller's); the stream is
+        // synchronised before `dst` is read.
+        unsafe { cu::memcpy_dtoh_async(dst, src, stream) }
+            .map_err(cuda_err("cuMemcpyDtoHAsync"))?;
+        // SAFETY: a live stream of the current context.
+        return unsafe { cu::stream::synchronize(stream) }.map_err(cuda_err("cuStreamSynchronize"));
+    };
     let mut chunks: Vec<&mut [u8]> = dst.chunks_mut(READBACK_CHUNK).collect();
     let n = chunks.len();
     let mut copy_all = || -> Result<()> {

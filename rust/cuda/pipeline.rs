@@ -97,8 +97,9 @@ pub struct Job<'a> {
     /// model holds the device's); disabled for the other families.
     pub spm_cuts: GtSpmCuts,
     pub rows: Vec<Row<'a>>,
-    /// Where each row is cut into pieces (`PieceCuts::of_row`), found when
-    /// the row was prepared and its text was still in the cache.
+    /// Where each row is cut into pieces (`PieceCuts::of_row`): one entry
+    /// per row, in order, found when the row was prepared and its text was
+    /// still in the cache.
     pub cuts: Vec<RowCuts>,
     pub template: GtTemplate,
     pub truncation: Option<Truncation>,
@@ -349,6 +350,13 @@ const SCAN_TILE: u32 = 1024;
 /// output). Word and token counts stay on the device, buffers sized by their
 /// bounds, and the host lays out chunk k + 1 while the device runs chunk k.
 pub fn encode(dev: &dyn DeviceStream, job: &Job<'_>) -> Result<DeviceBatch> {
+    if job.cuts.len() != job.rows.len() {
+        return Err(Error::InvalidArgument(format!(
+            "a device job has {} rows but cuts for {}",
+            job.rows.len(),
+            job.cuts.len()
+        )));
+    }
     let mut upload_ms = 0.0;
     let mut first_kernel = None;
     let n_rows = job.rows.len();

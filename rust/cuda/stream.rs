@@ -56,11 +56,11 @@ impl ConsumerStream {
         }
     }
 
-    /// The handle a free must wait for, if any. Exported buffers are freed in
-    /// the legacy default stream's order, which already follows the work
-    /// queued on the legacy stream and on every blocking stream (the
-    /// per-thread default streams are blocking); only a handle, which may name
-    /// a non-blocking stream (torch's side streams are), needs an explicit wait.
+    /// The handle a free must wait for, if any. Exported buffers are freed
+    /// after an event on the legacy default stream, which already follows
+    /// the work queued on it and on every blocking stream (the per-thread
+    /// default streams are blocking); only a handle, which may name a
+    /// non-blocking stream (torch's side streams are), needs a wait of its own.
     pub fn wait_handle(self) -> Option<u64> {
         match self {
             ConsumerStream::Handle(h) => Some(h),

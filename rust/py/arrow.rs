@@ -77,15 +77,18 @@ pub fn strings<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Option<Arro
         let b = std::slice::from_raw_parts(a.buffers, 3);
         (b[0].cast::<u8>(), b[1], b[2].cast::<u8>())
     };
-    let offset_at = |i: usize| -> usize {
+    let offset_at = |i: usize| -> i64 {
         // SAFETY: i <= first + n, within the offsets buffer (see above).
         unsafe {
             if wide {
-                *offsets.cast::<i64>().add(i) as usize
+                *offsets.cast::<i64>().add(i)
             } else {
-                *offsets.cast::<i32>().add(i) as usize
+                i64::from(*offsets.cast::<i32>().add(i))
             }
         }
+    };
+    let malformed = |detail: String| {
+        PyValueError::new_err(format!("{what}: malformed Arrow string array ({detail})"))
     };
     let is_null = |i: usize| -> bool {
         // SAFETY: the validity bitmap has a bit for every row, offset included.
@@ -94,6 +97,10 @@ pub fn strings<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Option<Arro
             && unsafe { (*validity.add(i / 8) >> (i % 8)) & 1 == 0 }
     };
     let (start, end) = (offset_at(first), offset_at(first + n));
+    if start < 0 || end < start {
+        return Err(malformed(format!("its offsets run from {start} to {end}")));
+    }
+    let (start, end) = (start as usize, end as usize);
     // SAFETY: the data buffer holds at least `end` bytes.
     let bytes: &'py [u8] =
         unsafe { std::slice::from_raw_parts(if data.is_null() { [].as_ptr() } else { data }, end) };
@@ -108,10 +115,13 @@ pub fn strings<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Option<Arro
                 "{what}[{i}] is null; only strings can be encoded"
             )));
         }
-        let (lo, hi) = (
-            offset_at(first + i) - start,
-            offset_at(first + i + 1) - start,
-        );
+        let (lo, hi) = (offset_at(first + i), offset_at(first + i + 1));
+        if lo < start as i64 || hi < lo || hi > end as i64 {
+            return Err(malformed(format!(
+                "row {i} spans {lo}..{hi}, outside {start}..{end} or backwards"
+            )));
+        }
+        let (lo, hi) = (lo as usize - start, hi as usize - start);
         let row = text.get(lo..hi).ok_or_else(|| {
             PyValueError::new_err(format!(
                 "{what}[{i}] does not start and end on UTF-8 character boundaries"
@@ -133,15 +143,19 @@ const VALIDATED_PER_TASK: usize = 1 << 20;
 /// took ~90 ms per GB, serial time a device call cannot hide), with std's
 /// error where it fails.
 fn validated_utf8(bytes: &[u8]) -> Result<&str, std::str::Utf8Error> {
-    let starts = piece_starts(bytes, VALIDATED_PER_TASK);
+    validated_in_pieces(bytes, VALIDATED_PER_TASK)
+}
+
+/// `validated_utf8` with pieces of about `piece` bytes.
+fn validated_in_pieces(bytes: &[u8], piece: usize) -> Result<&str, std::str::Utf8Error> {
+    let starts = piece_starts(bytes, piece);
     let valid = crate::pool::current()
         .map_sized(starts.len() - 1, bytes.len(), |i| {
             simdutf8::basic::from_utf8(&bytes[starts[i]..starts[i + 1]]).map(|_| ())
         })
         .is_ok();
     match valid {
-        // SAFETY: every piece is valid UTF-8 and each begins at a byte that
-        // is not a continuation byte, so the whole is valid UTF-8.
+        // SAFETY: the pieces are valid UTF-8 and back to back: so is the whole.
         true => Ok(unsafe { std::str::from_utf8_unchecked(bytes) }),
         false => std::str::from_utf8(bytes),
     }
@@ -189,8 +203,15 @@ mod tests {
             assert!(starts[..starts.len() - 1]
                 .iter()
                 .all(|&s| text.is_char_boundary(s)));
+            assert_eq!(validated_in_pieces(bytes, size), Ok(text.as_str()));
+            // A bad byte anywhere fails, with std's error.
+            for at in (0..bytes.len()).step_by(7) {
+                let mut bad = bytes.to_vec();
+                bad[at] = 0xFF;
+                let err = std::str::from_utf8(&bad).unwrap_err();
+                assert_eq!(validated_in_pieces(&bad, size), Err(err), "{size} {at}");
+            }
         }
-        assert_eq!(validated_utf8(bytes), Ok(text.as_str()));
         // Invalid text: cuts still move forward, and the error is std's.
         let invalid = [0x80u8; 9];
         let starts = piece_starts(&invalid, 2);
