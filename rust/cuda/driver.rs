@@ -75,8 +75,8 @@ pub struct Gpu {
     functions: Vec<sys::CUfunction>,
     streams: Mutex<Vec<StreamHandle>>,
     /// Where exported buffers are freed: a stream of gpu_tok's own, so that
-    /// ordering a free after a consumer's stream never makes the consumers'
-    /// streams wait for one another.
+    /// ordering a free after a consumer's stream never makes another
+    /// non-blocking stream (a torch side stream) wait for it.
     releases: StreamHandle,
     /// Calls running now and the pool's use; `idle` wakes the trim thread.
     activity: Mutex<Activity>,
@@ -623,7 +623,8 @@ pub struct GpuStream {
 /// the blocking streams: CuPy's and torch's default streams) and on each
 /// consumer stream the tensor was exported to (`__dlpack__(stream=...)`,
 /// e.g. a torch side stream, which is non-blocking). Only the release
-/// stream waits: the consumers' streams go on as they were.
+/// stream waits on the consumers; the event on the legacy stream is, like
+/// any work there, a meeting point of the blocking streams.
 struct StreamMemory {
     gpu: Arc<Gpu>,
     stream: StreamHandle,
