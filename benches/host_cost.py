@@ -9,7 +9,7 @@ exactly as on a GPU, its kernels run by the host. The device's own work done
 by the host (`emulated_device_ms`: kernels, filling device memory) is taken
 out of the wall time; what is left is what
 the host does for a GPU call: turning str into UTF-8, preparing rows
-(`prepare_ms`: normalizing, cutting words, host-encoded rows), laying out and
+(`prepare_ms`: normalizing, cutting words and pieces, host-encoded rows), laying out and
 staging the text (`upload_ms`), reading counts, sizing and packing. Medians of
 --repeats runs after a warm-up; the figure to beat is 800 ms/GB on 2 cores
 (100 ms/GB on 16).

@@ -265,8 +265,8 @@ class BatchEncoding(dict):
         """Milliseconds the call took: "total_ms" (wall time of the call), and for
         a CUDA call "kernels_ms" (device time from the first kernel to the end of
         packing, CUDA events), "upload_ms" (laying out and copying inputs) and
-        "prepare_ms" (host work on the rows first: normalizing, cutting words,
-        encoding rows the device cannot take), "rows_on_host" (how many rows the
+        "prepare_ms" (host work on the rows first: normalizing, cutting words
+        and pieces, encoding rows the device cannot take), "rows_on_host" (how many rows the
         host encoded whole: text the device cannot take); on the core's host emulator also
         "emulated_device_ms" (the host doing the device's work: kernels, memory)."""
         out: dict[str, float] = {} if self._total_ms is None else {"total_ms": self._total_ms}

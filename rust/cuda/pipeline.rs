@@ -117,7 +117,7 @@ pub struct Timings {
     /// work an emulator does in it: that is `emulated_device_ms`).
     pub upload_ms: f64,
     /// Host time spent preparing rows for the device (normalizing, cutting
-    /// words, encoding the rows the device cannot take).
+    /// words and pieces, encoding the rows the device cannot take).
     pub prepare_ms: f64,
     /// Rows the host encoded whole (the device could not take their text).
     pub rows_on_host: usize,
