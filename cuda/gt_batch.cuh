@@ -29,6 +29,7 @@
 //   words "Hi" " there" "ok" -> raw ids [h, t, o] -> [[BOS, h, t], [BOS, o, PAD]].
 #pragma once
 #include "gt_bpe.cuh"
+#include "gt_chain.cuh"
 #include "gt_pretok.cuh"
 #include "gt_spm.cuh"
 #include "gt_unigram.cuh"
@@ -36,8 +37,9 @@
 
 // ---- pre-tokenization ------------------------------------------------------
 struct GtPretokArgs {
-    GtSplits splits;
+    GtChain chain;                // byte-level BPE: the pre-tokenizer's Split steps
     gt_u32 metaspace;             // > 0: Unigram words of WhitespaceSplit + Metaspace with this replacement
+    gt_u32 pad_;
     const gt_u8* text;
     const gt_u32* piece_bounds;  // n + 1 entries: piece i is [bounds[i], bounds[i + 1])
     gt_u32* word_counts;          // count pass: words per piece; later scanned in place
@@ -63,7 +65,7 @@ struct GtFillWords {
     }
 };
 
-// The words of piece i: the scanners' (byte-level BPE), SentencePiece cuts,
+// The words of piece i: the Split chain's (byte-level BPE), SentencePiece cuts,
 // Metaspace words (Unigram), or the piece itself.
 template <class Emit>
 GT_HD void gt_piece_words(const GtPretokArgs* a, gt_u32 i, Emit& emit) {
@@ -73,7 +75,7 @@ GT_HD void gt_piece_words(const GtPretokArgs* a, gt_u32 i, Emit& emit) {
     } else if (a->metaspace) {
         gt_metaspace_words(a->text, begin, end, a->metaspace, emit);
     } else {
-        gt_split_words<0>(&a->splits, a->text, begin, end, emit);
+        gt_chain_words<0>(&a->chain, a->text, begin, end, emit);
     }
 }
 

@@ -54,9 +54,35 @@ struct GtHostEmit {
     void* ctx;
     void operator()(gt_u32 start, gt_u32 end) { word(ctx, start, end); }
 };
-void gt_host_split_words(const GtSplits* splits, const gt_u8* text, gt_u32 n, GtWordCallback word, void* ctx) {
+void gt_host_chain_words(const GtChain* chain, const gt_u8* text, gt_u32 n, GtWordCallback word, void* ctx) {
     GtHostEmit emit = {word, ctx};
-    gt_split_words<0>(splits, text, 0, n, emit);
+    gt_chain_words<0>(chain, text, 0, n, emit);
+}
+
+// The ranges one Split step makes of text[0, n) (n > 0), before its behaviour:
+// range(ctx, start, end, is_match) for each.
+typedef void (*GtRangeCallback)(void* ctx, gt_u32 start, gt_u32 end, int is_match);
+struct GtHostRanges {
+    GtRangeCallback cb;
+    void* ctx;
+    void range(gt_u32 start, gt_u32 end, int is_match) { cb(ctx, start, end, is_match); }
+};
+void gt_host_step_ranges(const GtChainStep* step, const gt_u8* text, gt_u32 n, GtRangeCallback cb, void* ctx) {
+    GtHostRanges sink = {cb, ctx};
+    gt_step_ranges(step, text, n, sink);
+}
+
+// The pieces a Split behaviour (GT_SPLIT_* | GT_SPLIT_INVERT) makes of n
+// ranges (start, end, is_match triples, in order): piece(ctx, start, end) for each.
+void gt_host_behave(gt_u32 behavior, const gt_u32* ranges, gt_u32 n, GtWordCallback piece, void* ctx) {
+    GtHostEmit out = {piece, ctx};
+    GtBehave<GtHostEmit> sink = gt_behave(behavior, &out);
+    for (gt_u32 i = 0; i < n; ++i) sink.range(ranges[3 * i], ranges[3 * i + 1], (int)ranges[3 * i + 2]);
+    sink.finish();
+}
+
+gt_u32 gt_host_rx_find(const GtRegex* rx, const gt_u8* text, gt_u32 end, gt_u32 pos, gt_u32* start) {
+    return gt_rx_find(rx, text, end, pos, start);
 }
 
 gt_u32 gt_host_wordpiece_text(const GtWordPieceModel* model, const gt_u8* text, gt_u32 n, GtWpScratch scratch,
@@ -102,8 +128,6 @@ gt_u32 gt_host_next_cut(const gt_u8* text, gt_u32 end, gt_u32 from) { return gt_
 
 int gt_host_is_white_space(gt_u32 cp) { return gt_is_white_space(cp); }
 
-int gt_host_chain_can_cut(const GtSplits* splits) { return gt_chain_can_cut(splits); }
-
 gt_u32 gt_host_class(gt_u32 cp) { return gt_class(cp); }
 
 // Runs threads [begin, end) of batch kernel number `kernel` (the order of
@@ -135,11 +159,11 @@ gt_u32 gt_host_struct_sizes(gt_u64* out, gt_u32 n) {
 #define GT_ARG_SIZE(name, Args) if (k < n) out[k++] = sizeof(Args);
     GT_BATCH_KERNELS(GT_ARG_SIZE)
 #undef GT_ARG_SIZE
-    const gt_u64 others[] = {sizeof(GtRowSpan), sizeof(GtMergeEntry), sizeof(GtBpeModel), sizeof(GtSplits),
+    const gt_u64 others[] = {sizeof(GtRowSpan), sizeof(GtMergeEntry), sizeof(GtBpeModel), sizeof(GtChain),
                              sizeof(GtTemplate), sizeof(GtRowSource), sizeof(GtCharTable),
                              sizeof(GtWordPieceModel), sizeof(GtWpScratch), sizeof(GtSpmModel), sizeof(GtBytesSlot),
                              sizeof(GtUnigramModel), sizeof(GtUnigramScratch), sizeof(GtPairSlot), sizeof(GtPartSpan),
-                             sizeof(GtSpmCuts)};
+                             sizeof(GtSpmCuts), sizeof(GtRegex), sizeof(GtChainStep)};
     for (gt_u64 size : others)
         if (k < n) out[k++] = size;
     return k;

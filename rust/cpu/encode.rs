@@ -9,7 +9,7 @@
 
 use super::word_cache;
 use crate::kernels;
-use crate::plan::bytelevel::{Behavior, ByteLevelPlan, SplitStep};
+use crate::plan::bytelevel::{ByteLevelPlan, Matcher, SplitStep};
 use crate::plan::Piece;
 use std::borrow::Cow;
 use tokenizers::{AddedVocabulary, NormalizerWrapper, OffsetReferential, OffsetType};
@@ -194,9 +194,9 @@ fn encode_text(
                 }
             }
         };
-        match &plan.scanner_chain {
-            // Every step a scanner: the shared kernel logic splits (as on the GPU).
-            Some(chain) => kernels::split_words(chain, text, &mut encode),
+        match &plan.chain {
+            // No step needs Oniguruma: the shared kernel logic splits (as on the GPU).
+            Some(chain) => kernels::chain_words(chain, text, &mut encode),
             None => for_each_word(&plan.splits, text, &mut |word: &str| {
                 // `word` is a slice of `text`: its position is the pointer difference.
                 let start = word.as_ptr() as usize - text.as_ptr() as usize;
@@ -206,11 +206,21 @@ fn encode_text(
     });
 }
 
-/// Calls `emit` with each non-empty word (for chains with a regex step or
-/// another behaviour; all-scanner chains use `gt_split_words`, the same
-/// rule): the pieces of `text` after every Split step (Isolated: each match
-/// and each gap between matches is a piece; others: `behaved_pieces`), in
-/// order, as the crate's `PreTokenizedString::split` produces them.
+/// Calls `emit(start, end)` with each word of `text` after `splits` (the
+/// Rust path of `for_each_word`, whatever the steps).
+#[cfg(test)]
+pub(crate) fn split_words(splits: &[SplitStep], text: &str, emit: &mut dyn FnMut(usize, usize)) {
+    for_each_word(splits, text, &mut |word: &str| {
+        let start = word.as_ptr() as usize - text.as_ptr() as usize;
+        emit(start, start + word.len())
+    });
+}
+
+/// Calls `emit` with each non-empty word (for chains with an Oniguruma step,
+/// or longer than the kernels' chain; the others use `gt_chain_words`, the
+/// same rule): the pieces of `text` after every Split step
+/// (`behaved_pieces`), in order, as the crate's `PreTokenizedString::split`
+/// produces them.
 fn for_each_word(splits: &[SplitStep], text: &str, emit: &mut impl FnMut(&str)) {
     let Some((step, rest)) = splits.split_first() else {
         if !text.is_empty() {
@@ -218,109 +228,36 @@ fn for_each_word(splits: &[SplitStep], text: &str, emit: &mut impl FnMut(&str)) 
         }
         return;
     };
-    if let SplitStep::Behaved {
-        matcher,
-        behavior,
-        invert,
-    } = step
-    {
-        for (start, end) in behaved_pieces(matcher, *behavior, *invert, text) {
-            for_each_word(rest, &text[start..end], emit);
-        }
-        return;
-    }
-    let mut prev = 0;
-    let mut piece = |start: usize, end: usize, prev: &mut usize| {
-        if *prev != start {
-            for_each_word(rest, &text[*prev..start], emit);
-        }
+    for (start, end) in behaved_pieces(step, text) {
         for_each_word(rest, &text[start..end], emit);
-        *prev = end;
-    };
-    match step {
-        SplitStep::Scanner(pattern) => {
-            while let Some((start, end)) = kernels::find(*pattern, text, prev) {
-                piece(start, end, &mut prev);
-            }
-        }
-        SplitStep::Regex(regex) => {
-            for (start, end) in regex.find_iter(text) {
-                piece(start, end, &mut prev);
-            }
-        }
-        SplitStep::Behaved { .. } => unreachable!("handled above"),
-    }
-    if prev != text.len() {
-        for_each_word(rest, &text[prev..], emit);
     }
 }
 
-/// The pieces (byte ranges) a Split step of any behaviour makes of `text`,
-/// as the crate's `NormalizedString::split` makes them: the matcher's
-/// matches and the gaps between them in order (`find_matches`), each flag
-/// flipped when `invert`, then merged or dropped per `behavior`.
-pub(crate) fn behaved_pieces(
-    matcher: &SplitStep,
-    behavior: Behavior,
-    invert: bool,
-    text: &str,
-) -> Vec<(usize, usize)> {
-    let mut matches: Vec<((usize, usize), bool)> = Vec::new();
-    let mut prev = 0;
-    let mut found = |start: usize, end: usize| {
-        if prev != start {
-            matches.push(((prev, start), invert));
-        }
-        matches.push(((start, end), !invert));
-        prev = end;
-    };
-    match matcher {
-        SplitStep::Scanner(pattern) => {
-            let mut at = 0;
-            while let Some((start, end)) = kernels::find(*pattern, text, at) {
-                found(start, end);
-                at = end;
-            }
-        }
-        SplitStep::Regex(regex) => regex.find_iter(text).for_each(|(s, e)| found(s, e)),
-        SplitStep::Behaved { .. } => {}
-    }
-    if prev != text.len() || text.is_empty() {
-        matches.push(((prev, text.len()), invert));
-    }
-    // (range, drop it)
-    let mut pieces: Vec<((usize, usize), bool)> = Vec::with_capacity(matches.len());
-    let mut previous_match = false;
-    match behavior {
-        Behavior::Isolated => pieces.extend(matches.iter().map(|&(range, _)| (range, false))),
-        Behavior::Removed => pieces = matches,
-        Behavior::Contiguous | Behavior::MergedWithPrevious => {
-            for (range, is_match) in matches {
-                let merge = match behavior {
-                    Behavior::Contiguous => is_match == previous_match,
-                    _ => is_match && !previous_match,
-                };
-                match pieces.last_mut() {
-                    Some(((_, end), _)) if merge => *end = range.1,
-                    _ => pieces.push((range, false)),
+/// The pieces (byte ranges, empty ones dropped) a Split step makes of
+/// `text`, as the crate's `NormalizedString::split` makes them: the
+/// matcher's matches and the gaps between them in order (`find_matches`),
+/// then the step's behaviour (`kernels::behave`, the kernels' own rule).
+pub(crate) fn behaved_pieces(step: &SplitStep, text: &str) -> Vec<(usize, usize)> {
+    let mut ranges: Vec<(usize, usize, bool)> = Vec::new();
+    let kernel = step.kernel_step();
+    match (&step.matcher, &kernel) {
+        (Matcher::Oniguruma(regex, _), _) => {
+            let mut prev = 0;
+            for (start, end) in regex.find_iter(text) {
+                if prev != start {
+                    ranges.push((prev, start, false));
                 }
-                previous_match = is_match;
+                ranges.push((start, end, true));
+                prev = end;
+            }
+            if prev != text.len() {
+                ranges.push((prev, text.len(), false));
             }
         }
-        Behavior::MergedWithNext => {
-            for (range, is_match) in matches.into_iter().rev() {
-                match pieces.last_mut() {
-                    Some(((start, _), _)) if is_match && !previous_match => *start = range.0,
-                    _ => pieces.push((range, false)),
-                }
-                previous_match = is_match;
-            }
-            pieces.reverse();
-        }
+        (_, Some(kernel)) => kernels::step_ranges(kernel, text, &mut |start, end, is_match| {
+            ranges.push((start, end, is_match))
+        }),
+        (_, None) => unreachable!("only Oniguruma steps have no kernel step"),
     }
-    pieces
-        .into_iter()
-        .filter(|&((start, end), drop)| !drop && end > start)
-        .map(|(range, _)| range)
-        .collect()
+    kernels::behave(step.behavior_code(), &ranges)
 }

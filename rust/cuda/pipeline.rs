@@ -14,14 +14,14 @@ use super::stream::{DevBuf, DeviceStream, DeviceStreamExt, Mark};
 use crate::error::{Error, Result};
 use crate::kernels::{
     as_bytes, next_cut, spm_next_cut, BytesTable, DevPtr, GtBpeArgs, GtBpeModel, GtBytesSlot,
-    GtBytesTable, GtCharTable, GtCompactArgs, GtMergeEntry, GtMergeScratch, GtOrderArgs,
+    GtBytesTable, GtChain, GtCharTable, GtCompactArgs, GtMergeEntry, GtMergeScratch, GtOrderArgs,
     GtPackArgs, GtPairSlot, GtPairTable, GtPartSpan, GtPretokArgs, GtRowArgs, GtRowSource,
-    GtRowSpan, GtScanArgs, GtSplits, GtSpmArgs, GtSpmCuts, GtSpmModel, GtTemplate, GtUnigramArgs,
+    GtRowSpan, GtScanArgs, GtSpmArgs, GtSpmCuts, GtSpmModel, GtTemplate, GtUnigramArgs,
     GtUnigramModel, GtWordPieceArgs, GtWordPieceModel, GtWords, Kernel, KernelArgs, Pod, LANES,
-    LONG_WORD, WORK_CLASSES,
+    LONG_WORD, PAT_REGEX, WORK_CLASSES,
 };
 use crate::layout::{narrow, row_layout, Batch, Dtype, Outputs};
-use crate::plan::bytelevel::{ByteLevelPlan, MergeTable};
+use crate::plan::bytelevel::{ByteLevelPlan, Matcher, MergeTable};
 use crate::plan::FastPlan;
 use std::borrow::Cow;
 use std::ops::Range;
@@ -92,7 +92,8 @@ pub struct Truncation {
 pub struct Job<'a> {
     /// The model on the device (a null byte-level one when every row is host ids).
     pub model: DeviceModel,
-    pub splits: GtSplits,
+    /// Byte-level BPE: the pre-tokenizer's steps, tables on the device.
+    pub chain: GtChain,
     /// SentencePiece cuts on the host, where it cuts rows into pieces (the
     /// model holds the device's); disabled for the other families.
     pub spm_cuts: GtSpmCuts,
@@ -212,6 +213,8 @@ pub enum DeviceModel {
 /// A fast plan's tables on one device: the model view points into `_buffers`.
 pub struct DeviceTables {
     pub model: DeviceModel,
+    /// Byte-level BPE: the Split chain, its compiled tables on the device.
+    pub chain: GtChain,
     _buffers: Vec<DevBuf>,
 }
 
@@ -225,8 +228,10 @@ unsafe impl Sync for DeviceTables {}
 /// it).
 pub fn upload_tables(dev: &dyn DeviceStream, plan: &FastPlan) -> Result<DeviceTables> {
     let mut bufs = Vec::new();
+    let mut chain = GtChain::default();
     let model = match plan {
         FastPlan::ByteLevel(plan) => {
+            chain = upload_chain(dev, plan, &mut bufs)?;
             DeviceModel::ByteLevel(byte_level_model(dev, plan, &mut bufs)?)
         }
         FastPlan::SentencePiece(plan) => {
@@ -274,8 +279,39 @@ pub fn upload_tables(dev: &dyn DeviceStream, plan: &FastPlan) -> Result<DeviceTa
     };
     Ok(DeviceTables {
         model,
+        chain,
         _buffers: bufs,
     })
+}
+
+/// The byte-level plan's Split chain with its compiled tables on the device
+/// (scanner steps need none).
+fn upload_chain(
+    dev: &dyn DeviceStream,
+    plan: &ByteLevelPlan,
+    bufs: &mut Vec<DevBuf>,
+) -> Result<GtChain> {
+    let mut chain = plan.chain.unwrap_or_default();
+    let compiled = plan.splits.iter().filter_map(|step| match &step.matcher {
+        Matcher::Compiled(regex) => Some(regex),
+        _ => None,
+    });
+    let regex_steps = chain.steps.iter_mut().filter(|s| s.pattern == PAT_REGEX);
+    for (step, regex) in regex_steps.zip(compiled) {
+        let (trans, starts, block_of, blocks) = regex.arrays();
+        let at = bufs.len();
+        bufs.extend([
+            dev.upload_new(trans)?,
+            dev.upload_new(starts)?,
+            dev.upload_new(block_of)?,
+            dev.upload_new(blocks)?,
+        ]);
+        step.regex.trans = bufs[at].ptr() as *const u32;
+        step.regex.starts = bufs[at + 1].ptr() as *const u32;
+        step.regex.block_of = bufs[at + 2].ptr() as *const u16;
+        step.regex.blocks = bufs[at + 3].ptr() as *const u8;
+    }
+    Ok(chain)
 }
 
 /// The byte-level model on the device. Its words table holds the tokens that
@@ -577,14 +613,14 @@ pub enum PieceCuts {
 unsafe impl Sync for PieceCuts {}
 
 impl PieceCuts {
-    /// The cuts for rows of a job whose device `model` and `splits` are
+    /// The cuts for rows of a job whose device `model` and `chain` are
     /// these, with SentencePiece's host tables `spm_cuts`.
-    pub fn of(model: &DeviceModel, splits: GtSplits, spm_cuts: GtSpmCuts) -> PieceCuts {
+    pub fn of(model: &DeviceModel, chain: &GtChain, spm_cuts: GtSpmCuts) -> PieceCuts {
         match model {
             DeviceModel::SentencePiece(..) => PieceCuts::Spm(spm_cuts),
             // Metaspace words never span a space: pieces may start at one.
             DeviceModel::Unigram(_, replacement) if *replacement != 0 => PieceCuts::Spaces,
-            _ if splits.can_cut() => PieceCuts::Spaces,
+            _ if chain.can_cut() => PieceCuts::Spaces,
             _ => PieceCuts::Whole,
         }
     }
@@ -785,8 +821,9 @@ fn tokenize_chunk(
     // Words: count per piece, scan, fill.
     let word_counts = dev.alloc(4 * (n_pieces as usize + 1))?;
     let mut pretok = GtPretokArgs {
-        splits: job.splits,
+        chain: job.chain,
         metaspace,
+        _pad: 0,
         text: inputs.text,
         piece_bounds: inputs.bounds,
         word_counts: word_counts.ptr(),

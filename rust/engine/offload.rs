@@ -54,15 +54,12 @@ impl Engine {
         let model = tables
             .as_ref()
             .map_or(DeviceModel::ByteLevel(GtBpeModel::null()), |t| t.model);
-        let splits = plan
-            .and_then(FastPlan::byte_level)
-            .and_then(|p| p.scanner_chain)
-            .unwrap_or_default();
+        let chain = tables.as_ref().map_or_else(Default::default, |t| t.chain);
         let spm_cuts = match plan {
             Some(FastPlan::SentencePiece(plan)) => plan.device_views().1,
             _ => GtSpmCuts::disabled(),
         };
-        let piece_cuts = PieceCuts::of(&model, splits, spm_cuts);
+        let piece_cuts = PieceCuts::of(&model, &chain, spm_cuts);
         let clock = std::time::Instant::now();
         // Each row is cut into pieces as soon as it is prepared, while its
         // text is in the cache (a search later missed it once per kB).
@@ -81,7 +78,7 @@ impl Engine {
         };
         let job = Job {
             model,
-            splits,
+            chain,
             spm_cuts,
             rows,
             cuts,
@@ -187,12 +184,12 @@ impl Engine {
     }
 }
 
-/// True when the device runs this plan's model: byte-level BPE whose splits
-/// are scanners, SentencePiece-style BPE, Unigram with an unknown token (so
+/// True when the device runs this plan's model: byte-level BPE whose Split
+/// steps are scanners or compiled patterns, SentencePiece-style BPE, Unigram with an unknown token (so
 /// no word can fail there), WordPiece whose pieces fit their room.
 fn runs_on_device(plan: &FastPlan) -> bool {
     match plan {
-        FastPlan::ByteLevel(plan) => plan.scanner_chain.is_some(),
+        FastPlan::ByteLevel(plan) => plan.chain.is_some(),
         FastPlan::SentencePiece(_) => true,
         FastPlan::Unigram(plan) => plan.encodes_every_word(),
         FastPlan::WordPiece(plan) => plan.tokens_fit_bytes(),

@@ -289,15 +289,59 @@ c_mirror! {
     }
 }
 
-/// `GT_MAX_SPLITS`.
-pub const MAX_SPLITS: usize = 4;
+/// `GT_MAX_STEPS`.
+pub const MAX_STEPS: usize = 4;
 
 c_mirror! {
-    /// `GtSplits` (cuda/gt_pretok.cuh): a chain of scanner steps.
+    /// `GtRegex` (cuda/gt_regex.cuh): a compiled pattern's tables.
+    #[derive(Debug, PartialEq, Eq)]
+    pub struct GtRegex {
+        pub trans: *const u32,
+        pub starts: *const u32,
+        pub block_of: *const u16,
+        pub blocks: *const u8,
+        pub n_classes: u32,
+        pub flags: u32,
+    }
+}
+
+impl Default for GtRegex {
+    fn default() -> Self {
+        GtRegex {
+            trans: std::ptr::null(),
+            starts: std::ptr::null(),
+            block_of: std::ptr::null(),
+            blocks: std::ptr::null(),
+            n_classes: 0,
+            flags: 0,
+        }
+    }
+}
+
+/// `GT_PAT_REGEX`: a step whose pattern is compiled.
+pub const PAT_REGEX: u32 = 0xFF;
+/// `GT_SPLIT_INVERT`: a step's matches and gaps swap roles.
+pub const SPLIT_INVERT: u32 = 8;
+
+c_mirror! {
+    /// `GtChainStep` (cuda/gt_chain.cuh): one Split step.
     #[derive(Debug, Default, PartialEq, Eq)]
-    pub struct GtSplits {
+    pub struct GtChainStep {
+        pub pattern: u32,
+        pub behavior: u32,
+        pub cuts: u32,
+        pub _pad: u32,
+        pub regex: GtRegex,
+    }
+}
+
+c_mirror! {
+    /// `GtChain` (cuda/gt_chain.cuh): a pre-tokenizer's Split steps.
+    #[derive(Debug, Default, PartialEq, Eq)]
+    pub struct GtChain {
         pub n: u32,
-        pub patterns: [u32; MAX_SPLITS],
+        pub _pad: u32,
+        pub steps: [GtChainStep; MAX_STEPS],
     }
 }
 
@@ -389,8 +433,9 @@ pub trait KernelArgs: Pod {
 
 c_mirror! {
     pub struct GtPretokArgs {
-        pub splits: GtSplits,
+        pub chain: GtChain,
         pub metaspace: u32,
+        pub _pad: u32,
         pub text: DevPtr,
         pub piece_bounds: DevPtr,
         pub word_counts: DevPtr,
@@ -626,7 +671,7 @@ mod tests {
             size_of::<GtRowSpan>(),
             size_of::<GtMergeEntry>(),
             size_of::<GtBpeModel>(),
-            size_of::<GtSplits>(),
+            size_of::<GtChain>(),
             size_of::<GtTemplate>(),
             size_of::<GtRowSource>(),
             size_of::<GtCharTable>(),
@@ -639,6 +684,8 @@ mod tests {
             size_of::<GtPairSlot>(),
             size_of::<GtPartSpan>(),
             size_of::<GtSpmCuts>(),
+            size_of::<GtRegex>(),
+            size_of::<GtChainStep>(),
         ];
         let c: Vec<usize> = super::super::host::c_struct_sizes()
             .into_iter()

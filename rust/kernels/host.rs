@@ -4,9 +4,9 @@
 //! them.
 
 use super::abi::{
-    GtBpeModel, GtBpeScratch, GtBytesSlot, GtBytesTable, GtMergeEntry, GtPairSlot, GtSplits,
-    GtSpmCuts, GtSpmModel, GtUnigramModel, GtUnigramScratch, GtWordPieceModel, GtWpScratch, Kernel,
-    NONE,
+    GtBpeModel, GtBpeScratch, GtBytesSlot, GtBytesTable, GtChain, GtChainStep, GtMergeEntry,
+    GtPairSlot, GtRegex, GtSpmCuts, GtSpmModel, GtUnigramModel, GtUnigramScratch, GtWordPieceModel,
+    GtWpScratch, Kernel, NONE,
 };
 use std::ffi::c_void;
 
@@ -56,13 +56,34 @@ extern "C" {
     fn gt_host_spm_cut_between(cuts: *const GtSpmCuts, a: u32, b: u32) -> i32;
     fn gt_host_bytes_find(table: *const GtBytesTable, bytes: *const u8, n: u32) -> u32;
     fn gt_host_find(pattern: u32, text: *const u8, end: u32, pos: u32, start: *mut u32) -> u32;
-    fn gt_host_split_words(
-        splits: *const GtSplits,
+    fn gt_host_chain_words(
+        chain: *const GtChain,
         text: *const u8,
         n: u32,
         word: unsafe extern "C" fn(*mut c_void, u32, u32),
         ctx: *mut c_void,
     );
+    fn gt_host_step_ranges(
+        step: *const GtChainStep,
+        text: *const u8,
+        n: u32,
+        range: unsafe extern "C" fn(*mut c_void, u32, u32, i32),
+        ctx: *mut c_void,
+    );
+    fn gt_host_behave(
+        behavior: u32,
+        ranges: *const u32,
+        n: u32,
+        piece: unsafe extern "C" fn(*mut c_void, u32, u32),
+        ctx: *mut c_void,
+    );
+    fn gt_host_rx_find(
+        rx: *const GtRegex,
+        text: *const u8,
+        end: u32,
+        pos: u32,
+        start: *mut u32,
+    ) -> u32;
     fn gt_host_wordpiece_text(
         model: *const GtWordPieceModel,
         text: *const u8,
@@ -88,7 +109,6 @@ extern "C" {
         out: *mut u32,
     ) -> u32;
     fn gt_host_next_cut(text: *const u8, end: u32, from: u32) -> u32;
-    fn gt_host_chain_can_cut(splits: *const GtSplits) -> i32;
     fn gt_host_class(cp: u32) -> u32;
     fn gt_host_run(kernel: u32, args: *const u8, begin: u32, end: u32) -> i32;
     fn gt_host_struct_sizes(out: *mut u64, n: u32) -> u32;
@@ -96,30 +116,42 @@ extern "C" {
     fn gt_host_constants(out: *mut u32);
 }
 
-impl GtSplits {
-    /// The chain of scanners `patterns`, or None if it is too long.
-    pub fn new(patterns: &[u32]) -> Option<Self> {
-        let mut splits = GtSplits {
-            n: u32::try_from(patterns.len()).ok()?,
+/// `GtChainStep.cuts`: the step keeps the words around a safe cut
+/// (`gt_next_cut`), except that a piece across it is cut in two.
+pub const CUT_KEEPS: u32 = 1;
+/// ... and always has a piece boundary there (so no word crosses it).
+pub const CUT_BOUNDS: u32 = 2;
+
+impl GtChain {
+    /// The chain of `steps`, or None if it is too long.
+    pub fn new(steps: &[GtChainStep]) -> Option<Self> {
+        let mut chain = GtChain {
+            n: u32::try_from(steps.len()).ok()?,
             ..Default::default()
         };
-        splits
-            .patterns
-            .get_mut(..patterns.len())?
-            .copy_from_slice(patterns);
-        Some(splits)
+        chain.steps.get_mut(..steps.len())?.copy_from_slice(steps);
+        Some(chain)
     }
 
-    /// Whether texts may be cut at safe points for this chain (`gt_chain_can_cut`).
+    /// Whether texts may be cut at safe points for this chain: every step up
+    /// to one that bounds the cut keeps it (later steps then only split
+    /// pieces that already end there).
     pub fn can_cut(&self) -> bool {
-        // SAFETY: reads the struct only.
-        unsafe { gt_host_chain_can_cut(self) != 0 }
+        for step in &self.steps[..(self.n as usize).min(self.steps.len())] {
+            if step.cuts & CUT_KEEPS == 0 {
+                return false;
+            }
+            if step.cuts & CUT_BOUNDS != 0 {
+                return true;
+            }
+        }
+        false
     }
 }
 
-/// Calls `emit(start, end)` for each word of `text` after the scanner chain
-/// `splits` (`gt_split_words`).
-pub fn split_words(splits: &GtSplits, text: &str, emit: &mut dyn FnMut(usize, usize)) {
+/// Calls `emit(start, end)` for each word of `text` after the Split chain
+/// (`gt_chain_words`). The chain's tables must be host memory.
+pub fn chain_words(chain: &GtChain, text: &str, emit: &mut dyn FnMut(usize, usize)) {
     unsafe extern "C" fn word(ctx: *mut c_void, start: u32, end: u32) {
         // SAFETY: `ctx` is the `&mut &mut dyn FnMut` passed below, alive for the call.
         let emit = unsafe { &mut *ctx.cast::<&mut dyn FnMut(usize, usize)>() };
@@ -127,17 +159,86 @@ pub fn split_words(splits: &GtSplits, text: &str, emit: &mut dyn FnMut(usize, us
     }
     assert!(text.len() < NONE as usize, "pieces are limited to 4 GiB");
     let mut emit = emit;
-    // SAFETY: `text` is valid UTF-8 of the given length; the callback context
-    // outlives the call and is only used during it.
+    // SAFETY: `text` is valid UTF-8 of the given length; the chain's tables
+    // are live host arrays (its owner's); the callback context outlives the
+    // call and is only used during it.
     unsafe {
-        gt_host_split_words(
-            splits,
+        gt_host_chain_words(
+            chain,
             text.as_ptr(),
             text.len() as u32,
             word,
             (&mut emit as *mut &mut dyn FnMut(usize, usize)).cast(),
         )
     }
+}
+
+/// Calls `emit(start, end, is_match)` for the matches of one Split step in
+/// `text` and the gaps between them (`gt_step_ranges`, before the step's
+/// behaviour); nothing for an empty text.
+pub fn step_ranges(step: &GtChainStep, text: &str, emit: &mut dyn FnMut(usize, usize, bool)) {
+    unsafe extern "C" fn range(ctx: *mut c_void, start: u32, end: u32, is_match: i32) {
+        // SAFETY: `ctx` is the `&mut &mut dyn FnMut` passed below, alive for the call.
+        let emit = unsafe { &mut *ctx.cast::<&mut dyn FnMut(usize, usize, bool)>() };
+        emit(start as usize, end as usize, is_match != 0);
+    }
+    assert!(text.len() < NONE as usize, "pieces are limited to 4 GiB");
+    if text.is_empty() {
+        return;
+    }
+    let mut emit = emit;
+    // SAFETY: as in `chain_words`.
+    unsafe {
+        gt_host_step_ranges(
+            step,
+            text.as_ptr(),
+            text.len() as u32,
+            range,
+            (&mut emit as *mut &mut dyn FnMut(usize, usize, bool)).cast(),
+        )
+    }
+}
+
+/// The pieces a Split behaviour (`GtChainStep.behavior`) makes of `ranges`
+/// (start, end, is_match, in order: a step's matches and gaps), empty ones
+/// dropped (`GtBehave`).
+pub fn behave(behavior: u32, ranges: &[(usize, usize, bool)]) -> Vec<(usize, usize)> {
+    unsafe extern "C" fn piece(ctx: *mut c_void, start: u32, end: u32) {
+        // SAFETY: `ctx` is the `&mut Vec` passed below, alive for the call.
+        let out = unsafe { &mut *ctx.cast::<Vec<(usize, usize)>>() };
+        if end > start {
+            out.push((start as usize, end as usize));
+        }
+    }
+    let flat: Vec<u32> = ranges
+        .iter()
+        .flat_map(|&(a, b, m)| [a as u32, b as u32, u32::from(m)])
+        .collect();
+    let mut out: Vec<(usize, usize)> = Vec::new();
+    // SAFETY: `flat` holds ranges.len() triples; the callback context is
+    // `out`, alive for the call.
+    unsafe {
+        gt_host_behave(
+            behavior,
+            flat.as_ptr(),
+            ranges.len() as u32,
+            piece,
+            (&mut out as *mut Vec<(usize, usize)>).cast(),
+        )
+    };
+    out
+}
+
+/// The leftmost match of a compiled pattern in `text` at or after byte
+/// `pos` (a character boundary, at most `text.len()`), as (start, end).
+pub fn rx_find(rx: &GtRegex, text: &str, pos: usize) -> Option<(usize, usize)> {
+    assert!(text.len() < NONE as usize && pos <= text.len() && text.is_char_boundary(pos));
+    let mut start = 0u32;
+    // SAFETY: `text` is valid UTF-8, `pos` a boundary in it; the tables are
+    // live host arrays (the view's owner's); the scan reads only inside text.
+    let end =
+        unsafe { gt_host_rx_find(rx, text.as_ptr(), text.len() as u32, pos as u32, &mut start) };
+    (end != NONE).then_some((start as usize, end as usize))
 }
 
 /// The scanners' class bits of code point `cp` (`gt_class`; GT_L, GT_N...).
@@ -588,7 +689,7 @@ pub unsafe fn host_run(kernel: Kernel, args: &[u8], begin: u32, end: u32) {
 /// The C compiler's sizes of the mirrored structs, in the order of
 /// `gt_host_struct_sizes` (cuda/gt_host.cpp).
 pub fn c_struct_sizes() -> Vec<u64> {
-    let mut sizes = vec![0u64; 32];
+    let mut sizes = vec![0u64; 40];
     // SAFETY: writes at most `sizes.len()` entries.
     let n = unsafe { gt_host_struct_sizes(sizes.as_mut_ptr(), sizes.len() as u32) };
     sizes.truncate(n as usize);
@@ -609,25 +710,35 @@ pub fn c_constants() -> [u32; 3] {
 mod tests {
     use super::*;
 
+    use crate::plan::bytelevel::{chain_of, pattern_of, Engine};
+
     /// The scanner chains of the real families (GT_PAT_* in cuda/gt_pretok.cuh).
     const CHAINS: [&[u32]; 5] = [&[1], &[2], &[3], &[4], &[5, 6, 7]];
 
-    fn words(splits: &GtSplits, text: &str) -> Vec<String> {
+    /// The chain of the scanners' patterns, run by `engine`.
+    fn chain(ids: &[u32], engine: Engine) -> (Vec<crate::plan::bytelevel::SplitStep>, GtChain) {
+        let patterns: Vec<&str> = ids.iter().map(|&id| pattern_of(id)).collect();
+        chain_of(&patterns, engine)
+    }
+
+    fn words(chain: &GtChain, text: &str) -> Vec<String> {
         let mut out = Vec::new();
-        split_words(splits, text, &mut |a, b| out.push(text[a..b].to_string()));
+        chain_words(chain, text, &mut |a, b| out.push(text[a..b].to_string()));
         out
     }
 
+    /// The cut rule is proven from each pattern's compiled automaton: the
+    /// chains whose steps split at every space may be cut, the others not.
     #[test]
     fn only_chains_that_split_at_spaces_are_cut() {
-        for chain in CHAINS {
-            assert!(GtSplits::new(chain).unwrap().can_cut(), "{chain:?}");
+        for ids in CHAINS {
+            assert!(chain(ids, Engine::Scanner).1.can_cut(), "{ids:?}");
         }
-        for chain in [&[][..], &[5], &[6], &[5, 6]] {
-            assert!(!GtSplits::new(chain).unwrap().can_cut(), "{chain:?}");
+        for ids in [&[][..], &[5], &[6], &[5, 6]] {
+            assert!(!chain(ids, Engine::Scanner).1.can_cut(), "{ids:?}");
         }
         // Why: with digits alone, "ab cd" is one word; a cut at the space would make two.
-        let digits = GtSplits::new(&[5]).unwrap();
+        let (_steps, digits) = chain(&[5], Engine::Scanner);
         assert_eq!(words(&digits, "ab cd"), ["ab cd"]);
         assert_eq!(next_cut(b"ab cd", 1), 2);
     }
@@ -681,8 +792,11 @@ mod tests {
 
     #[test]
     fn cutting_at_safe_points_keeps_the_words() {
-        for chain in CHAINS {
-            let splits = GtSplits::new(chain).unwrap();
+        for (ids, engine) in CHAINS
+            .iter()
+            .flat_map(|ids| [(ids, Engine::Scanner), (ids, Engine::Compiled)])
+        {
+            let (_steps, splits) = chain(ids, engine);
             for text in crate::test_texts::sample_texts(17) {
                 let whole = words(&splits, &text);
                 // Cut at every safe point: the strongest form of the claim.
@@ -693,7 +807,7 @@ mod tests {
                     pieces.extend(words(&splits, &text[from..cut]));
                     from = cut;
                 }
-                assert_eq!(pieces, whole, "chain {chain:?} on {text:?}");
+                assert_eq!(pieces, whole, "chain {ids:?} ({engine:?}) on {text:?}");
             }
         }
     }

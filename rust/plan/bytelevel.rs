@@ -29,8 +29,12 @@
 //! Why not: each refusal is a reason string shown by `tok.plan`.
 
 use super::normal_form::StableChars;
+use super::regex::charset::CharSet;
+use super::regex::{self as compiled_regex, CompiledRegex};
 use super::PlainAdded;
-use crate::kernels::{self, BytesTable, GtBpeModel, GtPairSlot, GtPairTable, GtSplits};
+use crate::kernels::{
+    self, BytesTable, GtBpeModel, GtChain, GtChainStep, GtPairSlot, GtPairTable, GtRegex,
+};
 use aho_corasick::AhoCorasick;
 use serde_json::Value;
 use std::borrow::Cow;
@@ -40,7 +44,7 @@ use unicode_normalization_alignments::UnicodeNormalization;
 /// The regexes the hand-written scanners of cuda/gt_pretok.cuh stand for, by
 /// exact text, with their `GT_PAT_*` numbers. The first is what the crate's
 /// `ByteLevel(use_regex=true)` splits with (GPT-2).
-const SCANNERS: [(&str, u32); 7] = [
+pub(crate) const SCANNERS: [(&str, u32); 7] = [
     (
         r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+",
         1,
@@ -78,20 +82,30 @@ const SCANNERS: [(&str, u32); 7] = [
     ),
 ];
 
-/// One Split step: a hand-written scanner when the pattern is one we know,
-/// else the crate's own regex engine; both isolate their matches.
-pub enum SplitStep {
+/// How a Split step finds its matches.
+pub enum Matcher {
+    /// A hand-written scanner (cuda/gt_pretok.cuh), by its `GT_PAT_*` number.
     Scanner(u32),
-    Regex(SysRegex),
-    /// Another behaviour, or inverted matches: a `Scanner` or `Regex` step's
-    /// matches made into pieces as the crate's `NormalizedString::split`
-    /// does (`cpu::encode::behaved_pieces`). CPU only: the device's scanners
-    /// isolate.
-    Behaved {
-        matcher: Box<SplitStep>,
-        behavior: Behavior,
-        invert: bool,
-    },
+    /// The pattern compiled to tables (cuda/gt_regex.cuh).
+    Compiled(Box<CompiledRegex>),
+    /// The crate's Oniguruma, and why the compiler could not take the pattern.
+    Oniguruma(SysRegex, String),
+}
+
+/// One step of the pre-tokenizer: a matcher and what the crate's
+/// `NormalizedString::split` does with its matches. The crate's
+/// pre-tokenizers that split by a class of characters (Punctuation,
+/// Digits, WhitespaceSplit, CharDelimiterSplit) and Whitespace are steps
+/// like Split's, over a compiled class.
+pub struct SplitStep {
+    pub matcher: Matcher,
+    pub behavior: Behavior,
+    pub invert: bool,
+    /// `GtChainStep.cuts`: what safe cuts (`gt_next_cut`) the step allows,
+    /// proven from its compiled pattern.
+    cuts: u32,
+    /// The step as tokenizer.json names it, for `tok.plan`.
+    name: String,
 }
 
 /// What a Split step does with its matches (the crate's `SplitDelimiterBehavior`).
@@ -104,15 +118,173 @@ pub enum Behavior {
     Contiguous,
 }
 
-impl SplitStep {
-    fn new(pattern: &str) -> Result<Self, String> {
-        match SCANNERS.iter().find(|(text, _)| *text == pattern) {
-            Some(&(_, id)) => Ok(SplitStep::Scanner(id)),
-            None => SysRegex::new(pattern)
-                .map(SplitStep::Regex)
-                .map_err(|e| format!("cannot compile the Split pattern: {e}")),
+impl Behavior {
+    /// `GT_SPLIT_*` (cuda/gt_chain.cuh).
+    fn code(self) -> u32 {
+        match self {
+            Behavior::Isolated => 0,
+            Behavior::Removed => 1,
+            Behavior::MergedWithPrevious => 2,
+            Behavior::MergedWithNext => 3,
+            Behavior::Contiguous => 4,
         }
     }
+
+    fn parse(name: Option<&str>) -> Result<Behavior, String> {
+        Ok(match name {
+            Some("Isolated") => Behavior::Isolated,
+            Some("Removed") => Behavior::Removed,
+            Some("MergedWithPrevious") => Behavior::MergedWithPrevious,
+            Some("MergedWithNext") => Behavior::MergedWithNext,
+            Some("Contiguous") => Behavior::Contiguous,
+            other => return Err(format!("unknown Split behavior {other:?}")),
+        })
+    }
+}
+
+/// Which engine runs patterns that have a hand-written scanner
+/// (`GPU_TOK_PRETOKENIZER`: "scanner", the default, "compiled", or "oniguruma"
+/// for every pattern; for tests and benchmarks).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Engine {
+    Scanner,
+    Compiled,
+    Oniguruma,
+}
+
+impl Engine {
+    fn from_env() -> Engine {
+        match std::env::var("GPU_TOK_PRETOKENIZER").as_deref() {
+            Ok("compiled") => Engine::Compiled,
+            Ok("oniguruma") => Engine::Oniguruma,
+            _ => Engine::Scanner,
+        }
+    }
+}
+
+impl SplitStep {
+    /// A step over an Oniguruma `pattern`: its hand-written scanner where one
+    /// stands for it (and `engine` allows), else the compiled pattern, else
+    /// Oniguruma with the compiler's reason.
+    pub fn for_pattern(
+        pattern: &str,
+        behavior: Behavior,
+        invert: bool,
+        engine: Engine,
+    ) -> Result<Self, String> {
+        let oniguruma =
+            SysRegex::new(pattern).map_err(|e| format!("cannot compile the Split pattern: {e}"))?;
+        let name = format!(
+            "Split({pattern:?}, {behavior:?}{})",
+            if invert { ", invert" } else { "" }
+        );
+        let compiled = match engine {
+            Engine::Oniguruma => Err("GPU_TOK_PRETOKENIZER=oniguruma".to_string()),
+            _ => CompiledRegex::compile(pattern),
+        };
+        let compiled = match compiled {
+            Ok(compiled) => compiled,
+            Err(why) => {
+                let matcher = Matcher::Oniguruma(oniguruma, why);
+                return Ok(SplitStep {
+                    matcher,
+                    behavior,
+                    invert,
+                    cuts: 0,
+                    name,
+                });
+            }
+        };
+        let cuts = cut_flags(&compiled, behavior);
+        let scanner = SCANNERS.iter().find(|(text, _)| *text == pattern);
+        let matcher = match (scanner, engine) {
+            (Some(&(_, id)), Engine::Scanner) => Matcher::Scanner(id),
+            _ => Matcher::Compiled(Box::new(compiled)),
+        };
+        Ok(SplitStep {
+            matcher,
+            behavior,
+            invert,
+            cuts,
+            name,
+        })
+    }
+
+    /// A step over a compiled class or pattern (the non-Split pre-tokenizers).
+    fn compiled(
+        name: &str,
+        compiled: Result<CompiledRegex, String>,
+        behavior: Behavior,
+        invert: bool,
+    ) -> Result<Self, String> {
+        let compiled = compiled.map_err(|e| format!("{name}: {e}"))?;
+        Ok(SplitStep {
+            cuts: cut_flags(&compiled, behavior),
+            matcher: Matcher::Compiled(Box::new(compiled)),
+            behavior,
+            invert,
+            name: name.to_string(),
+        })
+    }
+
+    /// The kernels' view of the step (tables in host memory), None when
+    /// Oniguruma runs it.
+    pub fn kernel_step(&self) -> Option<GtChainStep> {
+        let (pattern, regex) = match &self.matcher {
+            Matcher::Scanner(id) => (*id, GtRegex::default()),
+            Matcher::Compiled(compiled) => (kernels::PAT_REGEX, compiled.view()),
+            Matcher::Oniguruma(..) => return None,
+        };
+        Some(GtChainStep {
+            pattern,
+            behavior: self.behavior_code(),
+            cuts: self.cuts,
+            _pad: 0,
+            regex,
+        })
+    }
+
+    /// `GtChainStep.behavior`: the behaviour's `GT_SPLIT_*`, and `GT_SPLIT_INVERT`.
+    pub fn behavior_code(&self) -> u32 {
+        self.behavior.code()
+            | if self.invert {
+                kernels::SPLIT_INVERT
+            } else {
+                0
+            }
+    }
+
+    /// Which engine runs the step, for `tok.plan`.
+    fn describe(&self) -> String {
+        let engine = match &self.matcher {
+            Matcher::Scanner(_) => "hand-written scanner (cuda/gt_pretok.cuh)".to_string(),
+            Matcher::Compiled(c) => {
+                let (states, classes, bytes) = c.size();
+                format!(
+                    "compiled DFA (cuda/gt_regex.cuh: {states} states over {classes} classes of \
+                     characters, {} KiB)",
+                    bytes.div_ceil(1024)
+                )
+            }
+            Matcher::Oniguruma(_, why) => format!("the crate's Oniguruma regex, CPU only ({why})"),
+        };
+        format!("{}: {engine}", self.name)
+    }
+}
+
+/// `GtChainStep.cuts` of a step over `compiled` with `behavior`: a
+/// boundary at every cut survives only behaviours that never join ranges.
+fn cut_flags(compiled: &CompiledRegex, behavior: Behavior) -> u32 {
+    let keeps = compiled.keeps_cuts();
+    let joins = !matches!(behavior, Behavior::Isolated | Behavior::Removed);
+    let mut flags = 0;
+    if keeps {
+        flags |= kernels::CUT_KEEPS;
+        if compiled.bounds_cuts() && !joins {
+            flags |= kernels::CUT_BOUNDS;
+        }
+    }
+    flags
 }
 
 /// The 256 byte-level characters: byte b is written as `alphabet()[b]` (GPT-2's bytes_to_unicode).
@@ -170,9 +342,9 @@ pub struct ByteLevelPlan {
     pub added: Option<AhoCorasick>,
     /// When every added token is plain: the crate's split, without its alignments.
     pub plain_added: Option<PlainAdded>,
-    /// The split steps as one scanner chain, when every step is a scanner
-    /// (what the shared kernels, and so the GPU, can run).
-    pub scanner_chain: Option<GtSplits>,
+    /// The split steps as one chain for the shared kernels (and so the
+    /// GPU), when none needs Oniguruma; its tables are the steps' (host memory).
+    pub chain: Option<GtChain>,
     model: GtBpeModel,
     merges: MergeTable,
     /// Whole-word table the model view points into (empty without ignore_merges).
@@ -277,16 +449,10 @@ impl ByteLevelPlan {
             ignore_merges: u32::from(ignore_merges),
             _pad: 0,
         };
-        let scanners: Option<Vec<u32>> = splits
-            .iter()
-            .map(|step| match step {
-                SplitStep::Scanner(pattern) => Some(*pattern),
-                SplitStep::Regex(_) | SplitStep::Behaved { .. } => None,
-            })
-            .collect();
+        let steps: Option<Vec<GtChainStep>> = splits.iter().map(SplitStep::kernel_step).collect();
         Ok(ByteLevelPlan {
             normal_forms,
-            scanner_chain: scanners.and_then(|p| GtSplits::new(&p)),
+            chain: steps.and_then(|steps| GtChain::new(&steps)),
             prefix_space,
             splits,
             added,
@@ -344,23 +510,15 @@ impl ByteLevelPlan {
         }
     }
 
-    /// How words are found, for `tok.plan`.
+    /// How words are found, for `tok.plan`: each step's engine, and where
+    /// the chain runs.
     pub fn describe_splits(&self) -> String {
-        let steps: Vec<&str> = self
-            .splits
-            .iter()
-            .map(|step| match step {
-                SplitStep::Scanner(_) => "hand-written scanner (cuda/gt_pretok.cuh)",
-                SplitStep::Regex(_) => {
-                    "the crate's Oniguruma regex (no scanner for this pattern yet)"
-                }
-                SplitStep::Behaved { .. } => {
-                    "a scanner or the crate's regex, its matches merged or removed as the \
-                     crate does (CPU only)"
-                }
-            })
-            .collect();
-        steps.join(", then ")
+        let steps: Vec<String> = self.splits.iter().map(SplitStep::describe).collect();
+        let place = match self.chain {
+            Some(_) => "on the CPU and the device",
+            None => "on the CPU (the device's rows of such a plan are encoded by the host)",
+        };
+        format!("{}; {place}", steps.join(", then "))
     }
 
     /// `text` after the normalizer: borrowed when it is already in normal form
@@ -445,39 +603,103 @@ fn normal_forms(normalizer: &Value) -> Result<Vec<NormalForm>, String> {
     }
 }
 
-/// Scanners whose pattern matches every character of any text (an
-/// alternative for letters, numbers, whitespace and everything else): for
-/// them `Split(Removed, invert=true)`, which keeps the matches and drops what
-/// lies between, drops nothing, so it splits exactly like `Split(Isolated)`.
-/// Checked against the crate on the corpus
-/// (`inverted_removal_equals_isolation_exactly_for_covering_scanners`).
-const COVERS_EVERY_CHAR: [u32; 4] = [1, 2, 3, 4];
-
-fn split_step(step: &Value) -> Result<SplitStep, String> {
-    let pattern = step["pattern"]["Regex"]
-        .as_str()
-        .ok_or("Split with a string pattern is not covered yet")?;
+/// A `Split` step of tokenizer.json.
+fn split_step(step: &Value, engine: Engine) -> Result<SplitStep, String> {
     let invert = step["invert"].as_bool().unwrap_or(false);
-    let split = SplitStep::new(pattern)?;
-    let behavior = match step["behavior"].as_str() {
-        Some("Isolated") => Behavior::Isolated,
-        Some("Removed") => Behavior::Removed,
-        Some("MergedWithPrevious") => Behavior::MergedWithPrevious,
-        Some("MergedWithNext") => Behavior::MergedWithNext,
-        Some("Contiguous") => Behavior::Contiguous,
-        other => return Err(format!("unknown Split behavior {other:?}")),
-    };
-    match (behavior, invert, &split) {
-        (Behavior::Isolated, false, _) => Ok(split),
-        (Behavior::Removed, true, SplitStep::Scanner(id)) if COVERS_EVERY_CHAR.contains(id) => {
-            Ok(split)
-        }
-        _ => Ok(SplitStep::Behaved {
-            matcher: Box::new(split),
+    let behavior = Behavior::parse(step["behavior"].as_str())?;
+    match (
+        step["pattern"]["Regex"].as_str(),
+        step["pattern"]["String"].as_str(),
+    ) {
+        (Some(pattern), _) => SplitStep::for_pattern(pattern, behavior, invert, engine),
+        (None, Some(text)) => SplitStep::compiled(
+            &format!(
+                "Split(String {text:?}, {behavior:?}{})",
+                if invert { ", invert" } else { "" }
+            ),
+            compiled_regex::literal(text),
             behavior,
             invert,
-        }),
+        ),
+        _ => Err("a Split without a pattern".into()),
     }
+}
+
+/// `char::is_ascii_punctuation || is_punctuation` (the crate's Punctuation).
+fn is_punctuation(c: char) -> bool {
+    use unicode_categories::UnicodeCategories;
+    c.is_ascii_punctuation() || c.is_punctuation()
+}
+
+/// A pre-tokenizer of tokenizer.json as the Split steps it amounts to
+/// (nested Sequences flattened), appended to `out`.
+fn pre_tokenizer_steps(
+    step: &Value,
+    engine: Engine,
+    out: &mut Vec<SplitStep>,
+) -> Result<(), String> {
+    let kind = step["type"].as_str().unwrap_or("?");
+    let one = match kind {
+        "Split" => split_step(step, engine)?,
+        "Sequence" => {
+            for inner in step["pretokenizers"]
+                .as_array()
+                .ok_or("Sequence without a list")?
+            {
+                pre_tokenizer_steps(inner, engine, out)?;
+            }
+            return Ok(());
+        }
+        "Punctuation" => {
+            let behavior = Behavior::parse(step["behavior"].as_str().or(Some("Isolated")))?;
+            let name = format!("Punctuation({behavior:?})");
+            let class = compiled_regex::char_class(CharSet::from_fn(is_punctuation));
+            SplitStep::compiled(&name, class, behavior, false)?
+        }
+        "Digits" => {
+            let individual = step["individual_digits"].as_bool().unwrap_or(false);
+            let behavior = if individual {
+                Behavior::Isolated
+            } else {
+                Behavior::Contiguous
+            };
+            let class = compiled_regex::char_class(CharSet::from_fn(char::is_numeric));
+            SplitStep::compiled(
+                &format!("Digits(individual_digits={individual})"),
+                class,
+                behavior,
+                false,
+            )?
+        }
+        "WhitespaceSplit" => {
+            let class = compiled_regex::char_class(CharSet::from_fn(char::is_whitespace));
+            SplitStep::compiled("WhitespaceSplit", class, Behavior::Removed, false)?
+        }
+        "Whitespace" => SplitStep::compiled(
+            "Whitespace",
+            compiled_regex::whitespace_words(),
+            Behavior::Removed,
+            true,
+        )?,
+        "CharDelimiterSplit" => {
+            let delimiter = step["delimiter"].as_str().and_then(|d| {
+                let mut chars = d.chars();
+                chars.next().filter(|_| chars.next().is_none())
+            });
+            let delimiter =
+                delimiter.ok_or("CharDelimiterSplit without one delimiter character")?;
+            let class = compiled_regex::char_class(CharSet::single(delimiter as u32));
+            SplitStep::compiled(
+                &format!("CharDelimiterSplit({delimiter:?})"),
+                class,
+                Behavior::Removed,
+                false,
+            )?
+        }
+        other => return Err(format!("pre-tokenizer step {other} is not covered yet")),
+    };
+    out.push(one);
+    Ok(())
 }
 
 fn is_plain_byte_level(step: &Value, use_regex: bool) -> bool {
@@ -486,11 +708,26 @@ fn is_plain_byte_level(step: &Value, use_regex: bool) -> bool {
         && step["use_regex"].as_bool().unwrap_or(true) == use_regex
 }
 
+/// The Split steps of a byte-level pre-tokenizer: `ByteLevel` alone (the
+/// GPT-2 pattern), or a `Sequence` of steps ending in `ByteLevel` without a
+/// prefix space (its own GPT-2 split, with `use_regex`).
 fn splits(pre_tokenizer: &Value) -> Result<Vec<SplitStep>, String> {
+    let engine = Engine::from_env();
+    let gpt2 = |out: &mut Vec<SplitStep>| -> Result<(), String> {
+        out.push(SplitStep::for_pattern(
+            SCANNERS[0].0,
+            Behavior::Isolated,
+            false,
+            engine,
+        )?);
+        Ok(())
+    };
+    let mut out = Vec::new();
     let standalone = pre_tokenizer["type"].as_str() == Some("ByteLevel")
         && pre_tokenizer["use_regex"].as_bool().unwrap_or(true);
     if standalone {
-        return SplitStep::new(SCANNERS[0].0).map(|step| vec![step]);
+        gpt2(&mut out)?;
+        return Ok(out);
     }
     let steps = match pre_tokenizer["type"].as_str() {
         Some("Sequence") => pre_tokenizer["pretokenizers"]
@@ -505,21 +742,17 @@ fn splits(pre_tokenizer: &Value) -> Result<Vec<SplitStep>, String> {
     let Some((last, rest)) = steps.split_last() else {
         return Err("empty pre-tokenizer Sequence".into());
     };
-    if !is_plain_byte_level(last, false) {
-        return Err(
-            "the Sequence does not end in ByteLevel(add_prefix_space=false, use_regex=false)"
-                .into(),
-        );
+    let regex_last = is_plain_byte_level(last, true);
+    if !regex_last && !is_plain_byte_level(last, false) {
+        return Err("the Sequence does not end in ByteLevel(add_prefix_space=false)".into());
     }
-    rest.iter()
-        .map(|step| match step["type"].as_str() {
-            Some("Split") => split_step(step),
-            other => Err(format!(
-                "pre-tokenizer step {} is not covered yet",
-                other.unwrap_or("?")
-            )),
-        })
-        .collect()
+    for step in rest {
+        pre_tokenizer_steps(step, engine, &mut out)?;
+    }
+    if regex_last {
+        gpt2(&mut out)?;
+    }
+    Ok(out)
 }
 
 fn check_model(model: &Value) -> Result<(), String> {
@@ -633,6 +866,39 @@ fn added_tokens(tokens: &Value, forms: &[NormalForm]) -> Result<Option<AhoCorasi
         .map_err(|e| format!("cannot index the added tokens: {e}"))
 }
 
+/// Isolated steps over `patterns` run by `engine`, and their kernel chain
+/// (which points into the steps).
+/// The Split steps of one pre-tokenizer of tokenizer.json (`Sequence`s
+/// flattened), and their kernel chain when no step needs Oniguruma.
+#[cfg(test)]
+pub(crate) fn plan_steps(
+    spec: &Value,
+    engine: Engine,
+) -> Result<(Vec<SplitStep>, Option<GtChain>), String> {
+    let mut steps = Vec::new();
+    pre_tokenizer_steps(spec, engine, &mut steps)?;
+    let kernel: Option<Vec<GtChainStep>> = steps.iter().map(SplitStep::kernel_step).collect();
+    let chain = kernel.and_then(|k| GtChain::new(&k));
+    Ok((steps, chain))
+}
+
+#[cfg(test)]
+pub(crate) fn chain_of(patterns: &[&str], engine: Engine) -> (Vec<SplitStep>, GtChain) {
+    let steps: Vec<SplitStep> = patterns
+        .iter()
+        .map(|p| SplitStep::for_pattern(p, Behavior::Isolated, false, engine).unwrap())
+        .collect();
+    let kernel: Vec<GtChainStep> = steps.iter().map(|s| s.kernel_step().unwrap()).collect();
+    let chain = GtChain::new(&kernel).unwrap();
+    (steps, chain)
+}
+
+/// The pattern text of scanner `id`.
+#[cfg(test)]
+pub(crate) fn pattern_of(id: u32) -> &'static str {
+    SCANNERS.iter().find(|(_, i)| *i == id).unwrap().0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -721,64 +987,6 @@ mod tests {
         assert_eq!(encode(&p, "é東"), expected);
     }
 
-    /// For the scanners that match every character, Split(Removed, invert)
-    /// gives the words of Split(Isolated); for the others it does not (it drops
-    /// what they do not match), which is why only the first are accepted.
-    #[test]
-    fn inverted_removal_equals_isolation_exactly_for_covering_scanners() {
-        use tokenizers::pre_tokenizers::split::{Split, SplitPattern};
-        use tokenizers::{
-            OffsetReferential, OffsetType, PreTokenizedString, PreTokenizer, SplitDelimiterBehavior,
-        };
-        let words = |step: &Split, text: &str| {
-            let mut pieces = PreTokenizedString::from(text);
-            step.pre_tokenize(&mut pieces).unwrap();
-            pieces
-                .get_splits(OffsetReferential::Original, OffsetType::Byte)
-                .iter()
-                .map(|(_, offsets, _)| *offsets)
-                .collect::<Vec<_>>()
-        };
-        let mut texts = crate::test_texts::sample_texts(6);
-        texts.push("5 \u{301}x 東".into());
-        for (pattern, id) in SCANNERS {
-            let split = |behavior, invert| {
-                let p = SplitPattern::Regex(pattern.into());
-                Split::new(p, behavior, invert).unwrap()
-            };
-            let isolated = split(SplitDelimiterBehavior::Isolated, false);
-            let removed = split(SplitDelimiterBehavior::Removed, true);
-            let same = texts
-                .iter()
-                .all(|text| words(&isolated, text) == words(&removed, text));
-            assert_eq!(same, COVERS_EVERY_CHAR.contains(&id), "scanner {id}");
-        }
-        let spec = |behavior: &str, invert: bool, pattern: &str| serde_json::json!({"type": "Split", "pattern": {"Regex": pattern}, "behavior": behavior, "invert": invert});
-        // The covering scanner's inverted removal is its isolation (the device's
-        // scanner chain); any other spelling keeps its own behaviour (CPU only).
-        let scanner = |step: SplitStep| matches!(step, SplitStep::Scanner(_));
-        assert!(scanner(
-            split_step(&spec("Removed", true, SCANNERS[1].0)).unwrap()
-        ));
-        for (behavior, invert, id) in [
-            ("Removed", true, 4),
-            ("Removed", false, 1),
-            ("Isolated", true, 1),
-        ] {
-            let step = split_step(&spec(behavior, invert, SCANNERS[id].0)).unwrap();
-            assert!(
-                matches!(step, SplitStep::Behaved { .. }),
-                "{behavior} {invert} {id}"
-            );
-        }
-        assert!(split_step(&spec("Sideways", false, SCANNERS[1].0)).is_err());
-    }
-
-    /// The pattern text of scanner `id`.
-    fn pattern_of(id: u32) -> &'static str {
-        SCANNERS.iter().find(|(_, i)| *i == id).unwrap().0
-    }
-
     /// Each hand-written scanner finds exactly the matches of the crate's
     /// regex (Oniguruma, the pattern as tokenizer.json writes it), and each
     /// chain of scanners splits into exactly the words of the crate's
@@ -807,28 +1015,34 @@ mod tests {
         }
         let chains: [&[u32]; 5] = [&[1], &[2], &[3], &[4], &[5, 6, 7]];
         for chain in chains {
-            let splits = GtSplits::new(chain).unwrap();
-            let steps = chain
-                .iter()
-                .map(|&id| {
-                    let pattern = SplitPattern::Regex(pattern_of(id).into());
-                    Split::new(pattern, SplitDelimiterBehavior::Isolated, false)
-                        .unwrap()
-                        .into()
-                })
-                .collect();
-            let crate_steps = Sequence::new(steps);
-            for text in &texts {
-                let mut pieces = PreTokenizedString::from(text.as_str());
-                crate_steps.pre_tokenize(&mut pieces).unwrap();
-                let expected: Vec<(usize, usize)> = pieces
-                    .get_splits(OffsetReferential::Original, OffsetType::Byte)
-                    .iter()
-                    .map(|(_, offsets, _)| *offsets)
-                    .collect();
-                let mut got = Vec::new();
-                kernels::split_words(&splits, text, &mut |start, end| got.push((start, end)));
-                assert_eq!(got, expected, "chain {chain:?} on {text:?}");
+            for engine in [Engine::Scanner, Engine::Compiled] {
+                let patterns: Vec<&str> = chain.iter().map(|&id| pattern_of(id)).collect();
+                let (_steps, kernel_chain) = chain_of(&patterns, engine);
+                let crate_steps = Sequence::new(
+                    patterns
+                        .iter()
+                        .map(|&p| {
+                            let pattern = SplitPattern::Regex(p.into());
+                            Split::new(pattern, SplitDelimiterBehavior::Isolated, false)
+                                .unwrap()
+                                .into()
+                        })
+                        .collect(),
+                );
+                for text in &texts {
+                    let mut pieces = PreTokenizedString::from(text.as_str());
+                    crate_steps.pre_tokenize(&mut pieces).unwrap();
+                    let expected: Vec<(usize, usize)> = pieces
+                        .get_splits(OffsetReferential::Original, OffsetType::Byte)
+                        .iter()
+                        .map(|(_, offsets, _)| *offsets)
+                        .collect();
+                    let mut got = Vec::new();
+                    kernels::chain_words(&kernel_chain, text, &mut |start, end| {
+                        got.push((start, end))
+                    });
+                    assert_eq!(got, expected, "chain {chain:?} ({engine:?}) on {text:?}");
+                }
             }
         }
     }

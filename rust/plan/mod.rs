@@ -13,6 +13,7 @@ pub mod char_table;
 pub mod metaspace;
 pub mod normal_form;
 pub mod normalize;
+pub mod regex;
 pub mod spm;
 pub mod unicode;
 pub mod unigram;
