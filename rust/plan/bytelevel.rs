@@ -29,7 +29,7 @@
 //! Why not: each refusal is a reason string shown by `tok.plan`.
 
 use super::normal_form::StableChars;
-use super::regex::charset::CharSet;
+use super::regex::charset::{self, CharSet};
 use super::regex::{self as compiled_regex, CompiledRegex};
 use super::PlainAdded;
 use crate::kernels::{
@@ -153,6 +153,16 @@ pub enum Engine {
 }
 
 impl Engine {
+    /// "scanner", "compiled" or "oniguruma".
+    pub fn parse(name: &str) -> Option<Engine> {
+        match name {
+            "scanner" => Some(Engine::Scanner),
+            "compiled" => Some(Engine::Compiled),
+            "oniguruma" => Some(Engine::Oniguruma),
+            _ => None,
+        }
+    }
+
     fn from_env() -> Engine {
         match std::env::var("GPU_TOK_PRETOKENIZER").as_deref() {
             Ok("compiled") => Engine::Compiled,
@@ -653,7 +663,8 @@ fn pre_tokenizer_steps(
         "Punctuation" => {
             let behavior = Behavior::parse(step["behavior"].as_str().or(Some("Isolated")))?;
             let name = format!("Punctuation({behavior:?})");
-            let class = compiled_regex::char_class(CharSet::from_fn(is_punctuation));
+            let class =
+                compiled_regex::char_class(charset::predicate_set("punctuation", is_punctuation));
             SplitStep::compiled(&name, class, behavior, false)?
         }
         "Digits" => {
@@ -663,7 +674,8 @@ fn pre_tokenizer_steps(
             } else {
                 Behavior::Contiguous
             };
-            let class = compiled_regex::char_class(CharSet::from_fn(char::is_numeric));
+            let class =
+                compiled_regex::char_class(charset::predicate_set("numeric", char::is_numeric));
             SplitStep::compiled(
                 &format!("Digits(individual_digits={individual})"),
                 class,
@@ -672,7 +684,10 @@ fn pre_tokenizer_steps(
             )?
         }
         "WhitespaceSplit" => {
-            let class = compiled_regex::char_class(CharSet::from_fn(char::is_whitespace));
+            let class = compiled_regex::char_class(charset::predicate_set(
+                "whitespace",
+                char::is_whitespace,
+            ));
             SplitStep::compiled("WhitespaceSplit", class, Behavior::Removed, false)?
         }
         "Whitespace" => SplitStep::compiled(
@@ -869,9 +884,9 @@ fn added_tokens(tokens: &Value, forms: &[NormalForm]) -> Result<Option<AhoCorasi
 /// Isolated steps over `patterns` run by `engine`, and their kernel chain
 /// (which points into the steps).
 /// The Split steps of one pre-tokenizer of tokenizer.json (`Sequence`s
-/// flattened), and their kernel chain when no step needs Oniguruma.
-#[cfg(test)]
-pub(crate) fn plan_steps(
+/// flattened), and their kernel chain when no step needs Oniguruma (for
+/// tests and `_core.split_words`; the chain points into the steps).
+pub fn plan_steps(
     spec: &Value,
     engine: Engine,
 ) -> Result<(Vec<SplitStep>, Option<GtChain>), String> {

@@ -161,6 +161,23 @@ pub fn table_class(name: &str) -> Option<CharSet> {
     Some(sets[at].clone())
 }
 
+/// `CharSet::from_fn(f)` for the predicate named `name`, computed once per
+/// process (a scan of every code point: up to ~0.1 s with a slow predicate
+/// such as `is_punctuation`, paid at each tokenizer load otherwise).
+pub fn predicate_set(name: &'static str, f: fn(char) -> bool) -> CharSet {
+    static CACHE: OnceLock<Mutex<HashMap<&'static str, CharSet>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(set) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(name) {
+        return set.clone();
+    }
+    let set = CharSet::from_fn(f);
+    cache
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(name, set.clone());
+    set
+}
+
 /// Every scalar value in order, as one string.
 fn every_char() -> &'static str {
     static TEXT: OnceLock<String> = OnceLock::new();
