@@ -140,7 +140,7 @@ GT_HD GtBehave<Out> gt_behave(gt_u32 behavior, Out* out) {
 }
 
 template <int STEP, class Emit>
-GT_HD void gt_chain_words(const GtChain* chain, const gt_u8* s, gt_u32 begin, gt_u32 end, Emit& emit);
+GT_HD_CALL void gt_chain_words(const GtChain* chain, const gt_u8* s, gt_u32 begin, gt_u32 end, Emit& emit);
 
 // A piece of step STEP - 1 (offsets into its subject at `base`), split by step STEP.
 template <int STEP, class Emit>
@@ -156,7 +156,7 @@ struct GtNextStep {
 // steps STEP.. of `chain`, in order. Offsets are into `s`; each piece is a
 // subject of its own (its ends are the ends of text for lookarounds).
 template <int STEP, class Emit>
-GT_HD void gt_chain_words(const GtChain* chain, const gt_u8* s, gt_u32 begin, gt_u32 end, Emit& emit) {
+GT_HD_CALL void gt_chain_words(const GtChain* chain, const gt_u8* s, gt_u32 begin, gt_u32 end, Emit& emit) {
     if (begin == end) return;
     if constexpr (STEP == GT_MAX_STEPS) {
         emit(begin, end);

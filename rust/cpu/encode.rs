@@ -208,8 +208,7 @@ fn encode_text(
 
 /// Calls `emit(start, end)` with each word of `text` after `splits` (the
 /// Rust path of `for_each_word`, whatever the steps).
-#[cfg(test)]
-pub(crate) fn split_words(splits: &[SplitStep], text: &str, emit: &mut dyn FnMut(usize, usize)) {
+pub fn split_words(splits: &[SplitStep], text: &str, emit: &mut dyn FnMut(usize, usize)) {
     for_each_word(splits, text, &mut |word: &str| {
         let start = word.as_ptr() as usize - text.as_ptr() as usize;
         emit(start, start + word.len())

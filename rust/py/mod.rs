@@ -8,6 +8,7 @@ mod batch;
 mod errors;
 mod info;
 mod inputs;
+mod pretok;
 mod settings;
 mod tensor;
 mod tokenizer;
@@ -35,6 +36,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(info::cuda_initialised_before_fork, m)?)?;
     m.add_function(wrap_pyfunction!(info::note_cuda_initialised_for_tests, m)?)?;
     m.add_function(wrap_pyfunction!(info::emulator_releases_for_tests, m)?)?;
+    m.add_function(wrap_pyfunction!(pretok::split_words, m)?)?;
+    m.add_function(wrap_pyfunction!(pretok::time_split, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }
