@@ -63,7 +63,7 @@ def test_words_match_the_crate(spec: dict) -> None:
     texts = edge_cases() + corpus_sample()[:40]
     expected = [crate_words(spec, text) for text in texts]
     for engine in ENGINES:
-        for text, got, want in zip(texts, _core.split_words(json.dumps(spec), engine, texts), expected):
+        for text, got, want in zip(texts, _core.split_words(json.dumps(spec), engine, texts), expected, strict=True):
             assert got == want, (engine, text)
 
 

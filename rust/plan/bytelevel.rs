@@ -142,9 +142,11 @@ impl Behavior {
     }
 }
 
-/// Which engine runs patterns that have a hand-written scanner
-/// (`GPU_TOK_PRETOKENIZER`: "scanner", the default, "compiled", or "oniguruma"
-/// for every pattern; for tests and benchmarks).
+/// Which engine runs a Split pattern (`GPU_TOK_PRETOKENIZER`): "compiled",
+/// the default (its tables beat every hand-written scanner, 1.05-3.2x on one
+/// core: benches/README.md, "Compiled pre-tokenizers"); "scanner" runs the
+/// hand-written scanners where a pattern has one, "oniguruma" the crate's
+/// regex for every pattern (peers for tests and benchmarks).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Engine {
     Scanner,
@@ -165,17 +167,17 @@ impl Engine {
 
     fn from_env() -> Engine {
         match std::env::var("GPU_TOK_PRETOKENIZER").as_deref() {
-            Ok("compiled") => Engine::Compiled,
+            Ok("scanner") => Engine::Scanner,
             Ok("oniguruma") => Engine::Oniguruma,
-            _ => Engine::Scanner,
+            _ => Engine::Compiled,
         }
     }
 }
 
 impl SplitStep {
-    /// A step over an Oniguruma `pattern`: its hand-written scanner where one
-    /// stands for it (and `engine` allows), else the compiled pattern, else
-    /// Oniguruma with the compiler's reason.
+    /// A step over an Oniguruma `pattern`: the compiled pattern (or its
+    /// hand-written scanner where one stands for it and `engine` asks for
+    /// scanners), else Oniguruma with the compiler's reason.
     pub fn for_pattern(
         pattern: &str,
         behavior: Behavior,

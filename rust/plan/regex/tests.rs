@@ -11,7 +11,7 @@ use tokenizers::utils::SysRegex;
 
 /// Public pre-tokenizer patterns (tokenizer.json's text; the hand-written
 /// scanners' patterns are added from `SCANNERS`).
-const PATTERNS: [(&str, &str); 12] = [
+const PATTERNS: [(&str, &str); 13] = [
     // tiktoken's p50k_base / r50k_base (GPT-2's ByteLevel pattern)
     (
         "p50k",
@@ -26,6 +26,11 @@ const PATTERNS: [(&str, &str); 12] = [
     (
         "cl100k-tiktoken",
         r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s",
+    ),
+    // Megatron-LM's PATTERN_TIKTOKEN (its tiktoken tokenizer's first pattern)
+    (
+        "megatron-tiktoken",
+        r"[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+",
     ),
     // BLOOM
     ("bloom", r" ?[^(\s|[.,!?…。，、।۔،])]+"),
