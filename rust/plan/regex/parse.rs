@@ -219,7 +219,7 @@ impl Parser {
             '(' => self.group(flags),
             '[' => {
                 let start = self.at - 1;
-                let set = self.class(flags)?;
+                let set = self.class()?;
                 self.fold_class(set, start, flags)
             }
             '.' => Ok(Node::Set(if flags.dot_all {
@@ -567,7 +567,7 @@ impl Parser {
     }
 
     /// A bracket class after its '[': the set it matches.
-    fn class(&mut self, flags: Flags) -> Result<CharSet, String> {
+    fn class(&mut self) -> Result<CharSet, String> {
         let negate = self.eat('^');
         if self.peek() == Some(']') {
             return Err("a class opening with ']' is not covered".into());
@@ -597,7 +597,7 @@ impl Parser {
                     current = current.union(&oniguruma_class(&format!("[{text}]"))?);
                 }
                 '[' => {
-                    let inner = self.class(flags)?;
+                    let inner = self.class()?;
                     current = current.union(&inner);
                 }
                 _ => {

@@ -320,20 +320,20 @@ fn random_pattern(rng: &mut Rng, depth: usize) -> String {
                 let atom = rng.pick(&ATOMS).to_string();
                 if rng.below(5) == 0 {
                     seq.push_str(&atom);
-                    seq.push_str(*rng.pick(&POSSESSIVE));
+                    seq.push_str(rng.pick::<&str>(&POSSESSIVE));
                     continue;
                 }
                 atom
             } else if roll < 15 {
                 rng.pick(&FOLDED).to_string()
             } else if roll < 17 {
-                seq.push_str(*rng.pick(&LOOKS));
+                seq.push_str(rng.pick::<&str>(&LOOKS));
                 continue;
             } else {
                 format!("(?:{})", random_pattern(rng, depth + 1))
             };
             seq.push_str(&atom);
-            seq.push_str(*rng.pick(&QUANTS));
+            seq.push_str(rng.pick::<&str>(&QUANTS));
         }
         out.push(seq);
     }
