@@ -217,3 +217,29 @@ def test_flat_rows_and_byte_level_vocabulary() -> None:
     assert peers._byte_level_tokens(spec) == [b" ", b"a"]
     assert peers._byte_level_tokens({"model": {"type": "BPE", "vocab": {"a": 3}}}) is None
     assert peers._byte_level_tokens({"model": {"type": "WordPiece", "vocab": {"a": 0}}}) is None
+
+
+def test_toktok_runs_only_its_own_vocabulary(monkeypatch: pytest.MonkeyPatch) -> None:
+    """toktok has no loader: its compiled-in encoding must have exactly this vocabulary."""
+    import types
+
+    class Encoding:
+        def __init__(self, name: str, data_dir: str) -> None:
+            self.name = name
+
+        def token_byte_values(self) -> list[bytes]:
+            return [b" ", b"a"] if self.name == "mine" else [b"a", b" "]
+
+        def encode_ordinary(self, text: str) -> list[int]:
+            return []
+
+    core = types.SimpleNamespace(BUILTIN_ENCODINGS=["other", "mine"], Tokenizer=Encoding)
+    monkeypatch.setattr(peers, "_require", lambda module: types.SimpleNamespace(_toktok=core))
+    spec = {"model": {"type": "BPE", "vocab": {"Ġ": 0, "a": 1}}}
+    assert peers._toktok(json.dumps(spec), 1).note == "built-in mine"
+    with pytest.raises(peers.Skipped, match="no built-in encoding with this vocabulary"):
+        peers._toktok(json.dumps({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}}}), 1)
+    with pytest.raises(peers.Skipped, match="does not normalize"):
+        peers._toktok(json.dumps(spec | {"normalizer": {"type": "NFKC"}}), 1)
+    empty = spec | {"normalizer": {"type": "Sequence", "normalizers": []}}  # normalizes nothing
+    assert peers._toktok(json.dumps(empty), 1).note == "built-in mine"

@@ -113,7 +113,7 @@ def _tiktoken(json_text: str, threads: int) -> Engine:
     tiktoken = _require("tiktoken")
     spec = json.loads(json_text)
     model, pre = spec.get("model") or {}, spec.get("pre_tokenizer") or {}
-    if model.get("type") != "BPE" or spec.get("normalizer") not in (None, {"type": "NFC"}):
+    if model.get("type") != "BPE" or _normalizer(spec) not in (None, {"type": "NFC"}):
         raise Skipped("tiktoken needs a byte-level BPE without normalization")
     if pre.get("type") == "ByteLevel" and pre.get("use_regex", True):
         pattern = GPT2_PATTERN
@@ -221,6 +221,14 @@ def _sentencepiece(json_text: str, path: str | None, threads: int) -> Engine:
                   sp.encode, lambda row: [to_ours[i] for i in row])
 
 
+def _normalizer(spec: dict[str, Any]) -> Any:
+    """The tokenizer.json's normalizer, None when it has none (an empty Sequence too)."""
+    normalizer = spec.get("normalizer")
+    if isinstance(normalizer, dict) and normalizer.get("type") == "Sequence" and not normalizer.get("normalizers"):
+        return None
+    return normalizer
+
+
 def _ids_of(encoding: Any) -> list[int]:
     return list(encoding.ids)
 
@@ -287,11 +295,9 @@ def _toktok(json_text: str, threads: int) -> Engine:
     ids come from its `Tokenizer`, which the package keeps private."""
     toktok = _require("toktok")
     spec = json.loads(json_text)
-    if spec.get("normalizer") is not None:
-        raise Skipped("toktok's built-in encodings do not normalize, and this tokenizer does")
     tokens = _byte_level_tokens(spec)
     if tokens is None:
-        raise Skipped("toktok covers byte-level BPE only")
+        raise Skipped("toktok covers byte-level BPE, and this vocabulary is not one (or leaves gaps in its ids)")
     core = toktok._toktok
     for name in core.BUILTIN_ENCODINGS:
         if TOKTOK_VOCAB_SIZES.get(name, len(tokens)) != len(tokens):
@@ -302,6 +308,8 @@ def _toktok(json_text: str, threads: int) -> Engine:
     else:
         raise Skipped(f"toktok has no built-in encoding with this vocabulary "
                       f"(built-in: {', '.join(core.BUILTIN_ENCODINGS)})")
+    if _normalizer(spec) is not None:
+        raise Skipped(f"toktok's {name} does not normalize, and this tokenizer does")
 
     def encode(texts: list[str]) -> Any:
         return enc.encode_batch(texts, threads, False)
