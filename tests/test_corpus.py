@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import os
 import signal
 import struct
 import subprocess
@@ -74,6 +75,16 @@ def assert_tokens(output: Path, want: tuple[np.ndarray, ...]) -> None:
 
 def file_digests(output: Path) -> dict[str, str]:
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(output.glob("shard-*"))}
+
+
+def assert_complete_and_intact(output: Path) -> None:
+    """The manifest says complete, and every file it lists has its recorded size and sha256."""
+    manifest = corpus.read_manifest(output)
+    assert manifest["complete"]
+    for shard in manifest["shards"]:
+        for name, info in shard["files"].items():
+            data = (output / name).read_bytes()
+            assert (len(data), hashlib.sha256(data).hexdigest()) == (info["bytes"], info["sha256"]), name
 
 
 @pytest.mark.parametrize("fmt", ["npy", "megatron", "parquet"])
@@ -271,6 +282,8 @@ def test_resume_after_sigkill_mid_shard(tmp_path: Path) -> None:
     assert process.returncode == -signal.SIGKILL, "the run finished before it could be killed"
     killed = json.loads((out / "manifest.json").read_text())
     assert not killed["complete"] and list(out.glob("*.tmp"))  # a half-written shard was left behind
+    # The dead run's lock file names it; the lock itself died with it (flock), so it blocks nothing.
+    assert (out / corpus.LOCK).read_text().split() == [str(process.pid)]
     result = subprocess.run([*command, "--output", str(out)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert "resuming" in result.stderr
@@ -452,14 +465,14 @@ def test_a_shard_that_fails_to_finish_stops_the_run(tmp_path: Path, monkeypatch:
     source = write_jsonl(tmp_path / "docs.jsonl", documents())
     args = {"shard_tokens": 30000, "batch_bytes": 20_000}
     run([source], tmp_path / "whole", **args)
-    real = shards._sha256
+    real = shards.file_sha256
 
     def failing(path: Path) -> str:
         if path.name.startswith("shard-00001"):
             raise OSError("no space left on device")
         return real(path)
 
-    monkeypatch.setattr(shards, "_sha256", failing)
+    monkeypatch.setattr(shards, "file_sha256", failing)
     with pytest.raises(OSError, match="no space left"):
         run([source], tmp_path / "out", **args)
     done = corpus.read_manifest(tmp_path / "out")
@@ -468,3 +481,102 @@ def test_a_shard_that_fails_to_finish_stops_the_run(tmp_path: Path, monkeypatch:
     monkeypatch.undo()
     run([source], tmp_path / "out", **args)
     assert file_digests(tmp_path / "out") == file_digests(tmp_path / "whole")
+
+
+# -- one run per output folder, and shards checked on resume --------------------------
+
+# A real `gpu-tok tokenize` process whose first encode waits (until argv[2] exists,
+# 60 s at most) after saying so (creating argv[1]): it holds its output meanwhile.
+HELD_RUN = """
+import sys, time
+from pathlib import Path
+from gpu_tok import cli, corpus
+real = corpus.encode_documents
+def held(*args, **kwargs):
+    Path(sys.argv[1]).touch()
+    deadline = time.monotonic() + 60
+    while not Path(sys.argv[2]).exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return real(*args, **kwargs)
+corpus.encode_documents = held
+sys.exit(cli.main(sys.argv[3:]))
+"""
+
+
+def tokenize_command(source: Path, output: Path, *options: str) -> list[str]:
+    return [sys.executable, "-m", "gpu_tok", "tokenize", "--tokenizer", tokenizer_arg(), str(source), "--output",
+            str(output), "--threads", "1", *options]
+
+
+def test_a_second_run_is_refused_while_the_first_holds_the_output(tmp_path: Path) -> None:
+    """Two real processes: the second is refused at once, naming the first's pid,
+    and leaves the first's output alone."""
+    texts = documents()
+    source = write_jsonl(tmp_path / "docs.jsonl", texts)
+    out, started, go = tmp_path / "out", tmp_path / "started", tmp_path / "go"
+    command = tokenize_command(source, out, "--shard-tokens", "30000", "--batch-mb", "0.02")
+    first = subprocess.Popen([sys.executable, "-c", HELD_RUN, str(started), str(go), *command[3:]],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not started.exists() and first.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert started.exists(), "the first run did not start encoding"
+        second = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    finally:
+        go.touch()
+        _, first_err = first.communicate(timeout=120)
+    assert second.returncode == 1, second.stderr
+    assert f"is in use by another gpu-tok tokenize run (pid {first.pid})" in second.stderr
+    assert "Traceback" not in second.stderr
+    assert first.returncode == 0, first_err
+    assert_complete_and_intact(out)
+    assert_tokens(out, expected(texts, None))
+
+
+def test_concurrent_runs_into_one_output_leave_it_intact(tmp_path: Path) -> None:
+    """Two identical runs started together, GPU_TOK_CORPUS_TRIALS times (2 by
+    default): one runs, the other is refused (or, started after the first has
+    finished, finds the job complete); the output is always whole and intact."""
+    trials = int(os.environ.get("GPU_TOK_CORPUS_TRIALS", "2"))
+    source = write_jsonl(tmp_path / "docs.jsonl", documents())
+    options = ("--shard-tokens", "30000", "--batch-mb", "0.02")
+    run([source], tmp_path / "whole", shard_tokens=30000, batch_bytes=20_000)
+    refused = 0
+    for trial in range(trials):
+        out = tmp_path / f"out-{trial}"
+        runs = [subprocess.Popen(tokenize_command(source, out, *options), stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True) for _ in range(2)]
+        results = [(p.pid, *p.communicate(timeout=120), p.returncode) for p in runs]
+        assert sorted(r[3] for r in results) in ([0, 0], [0, 1]), results
+        for pid, _, err, code in results:
+            if code == 1:
+                other = next(r[0] for r in results if r[0] != pid)
+                assert f"in use by another gpu-tok tokenize run (pid {other})" in err, err
+                refused += 1
+        assert_complete_and_intact(out)
+        assert file_digests(out) == file_digests(tmp_path / "whole")
+    print(f"{trials} trials of two concurrent runs: {refused} refused, 0 outputs damaged")
+
+
+@pytest.mark.parametrize("fmt", ["megatron", "parquet"])
+def test_a_shard_changed_after_it_was_finished_is_redone(tmp_path: Path, fmt: str) -> None:
+    """Same size, other bytes: the sha256 on resume catches it; the shard and
+    those after it are redone, and the job is not reported complete before."""
+    source = write_jsonl(tmp_path / "docs.jsonl", documents())
+    out = tmp_path / "out"
+    run([source], out, fmt=fmt, shard_tokens=40000)
+    before = file_digests(out)
+    damaged = out / shards.file_names(fmt, "shard-00001")[0]
+    data = bytearray(damaged.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    damaged.write_bytes(bytes(data))
+    said: list[str] = []
+    summary = run([source], out, fmt=fmt, shard_tokens=40000, log=said.append)
+    assert summary["shards_skipped"] == 1
+    assert summary["shards_written"] == len(before) // len(shards.file_names(fmt, "x")) - 1
+    said_about_it = f"{damaged.name} does not match its size and sha256 in manifest.json: redoing shard-00001"
+    assert any(said_about_it in line for line in said), said
+    assert file_digests(out) == before
+    assert_complete_and_intact(out)
+

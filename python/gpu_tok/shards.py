@@ -77,7 +77,7 @@ def open_writer(fmt: str, directory: Path, name: str, vocab_size: int) -> ShardW
     raise ValueError(f"unknown shard format {fmt!r}; expected one of {', '.join(FORMATS)}")
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
     """sha256 of a file, hashed straight from the page cache (a memory map: no
     copy into Python buffers; hashlib releases the GIL)."""
     with open(path, "rb") as f:
@@ -94,7 +94,7 @@ def _publish(directory: Path, names: list[str]) -> dict[str, dict[str, Any]]:
     files = {}
     for name in names:
         tmp = directory / (name + TMP)
-        files[name] = {"bytes": tmp.stat().st_size, "sha256": _sha256(tmp)}
+        files[name] = {"bytes": tmp.stat().st_size, "sha256": file_sha256(tmp)}
     for name in names:  # only once every file of the shard is complete
         os.replace(directory / (name + TMP), directory / name)
     return files
