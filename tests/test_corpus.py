@@ -437,8 +437,7 @@ def test_batches_encoded_out_of_order_are_written_in_order(tmp_path: Path, monke
         return [(s["name"], s["documents"], s["tokens"], s["end"]) for s in corpus.read_manifest(output)["shards"]]
 
     assert ends(tmp_path / "out") == ends(tmp_path / "whole")
-    if fmt == "npy":  # (a Parquet file's row groups follow the batches)
-        assert file_digests(tmp_path / "out") == file_digests(tmp_path / "whole")
+    assert file_digests(tmp_path / "out") == file_digests(tmp_path / "whole")
 
 
 def test_a_failure_with_batches_in_flight_leaves_only_whole_shards(tmp_path: Path,
@@ -579,4 +578,47 @@ def test_a_shard_changed_after_it_was_finished_is_redone(tmp_path: Path, fmt: st
     assert any(said_about_it in line for line in said), said
     assert file_digests(out) == before
     assert_complete_and_intact(out)
+
+
+# -- resumed shards are the same bytes ----------------------------------------------
+
+
+@pytest.mark.parametrize("fmt", shards.FORMATS)
+def test_a_run_interrupted_at_several_points_resumes_to_identical_shards(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch,
+                                                                        fmt: str) -> None:
+    """Each resume restarts mid-way through the whole run's batches (at the first
+    document of the interrupted shard); every format's bytes must not depend on it."""
+    texts = documents()
+    source = write_jsonl(tmp_path / "docs.jsonl", texts)
+    args = {"fmt": fmt, "shard_tokens": 25000, "batch_bytes": 15_000, "append_eos": True}
+    monkeypatch.setattr(shards, "ROW_GROUP_TOKENS", 4000)  # Parquet: several row groups per shard
+    run([source], tmp_path / "whole", **args)
+    if fmt == "parquet":  # row groups end at the first document reaching 4000 tokens, as shards do
+        shard = pq.ParquetFile(tmp_path / "whole" / "shard-00000.parquet")
+        groups = [shard.read_row_group(g).column(0).to_pylist() for g in range(shard.num_row_groups)]
+        assert len(groups) > 3
+        for rows in groups[:-1]:
+            assert sum(map(len, rows)) >= 4000 > sum(map(len, rows[:-1]))
+    real, out, finished = corpus.encode_documents, tmp_path / "out", 0
+    for later in (1, 3, 2):  # encode calls after the run's first finished shard
+
+        def failing(*a, later=later, before=finished, since=[0], **k):  # noqa: B006 - a counter per run
+            if (out / corpus.MANIFEST).exists() and len(corpus.read_manifest(out)["shards"]) > before:
+                since[0] += 1
+                if since[0] == later:
+                    raise RuntimeError("injected interruption")
+            return real(*a, **k)
+
+        monkeypatch.setattr(corpus, "encode_documents", failing)
+        with pytest.raises(RuntimeError, match="injected"):
+            run([source], out, **args)
+        now = len(corpus.read_manifest(out)["shards"])
+        assert now > finished
+        finished = now
+    monkeypatch.setattr(corpus, "encode_documents", real)
+    summary = run([source], tmp_path / "out", **args)
+    assert summary["shards_skipped"] == finished and summary["shards_written"] > 0
+    assert file_digests(tmp_path / "out") == file_digests(tmp_path / "whole")
+    assert corpus.read_manifest(tmp_path / "out")["shards"] == corpus.read_manifest(tmp_path / "whole")["shards"]
 

@@ -232,9 +232,7 @@ class _Job:
                 self.next_shard += 1
                 self.shard = shards.open_writer(self.fmt, self.output, self.shard_name,
                                                 self.manifest["job"]["vocab_size"])
-            need = self.shard_tokens - self.shard.tokens
-            reached = np.searchsorted(offsets[start + 1:] - offsets[start], need, side="left")
-            end = min(start + int(reached) + 1, rows)
+            end = shards.reaching(offsets, start, self.shard_tokens - self.shard.tokens)
             self.shard.write(ids[offsets[start]:offsets[end]], offsets[start:end + 1] - offsets[start])
             self.shard_input_bytes += int(batch.record_bytes[start:end].sum())
             start = end
