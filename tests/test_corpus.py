@@ -8,12 +8,14 @@ import gzip
 import hashlib
 import json
 import os
+import re
 import signal
 import struct
 import subprocess
 import sys
 import threading
 import time
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -622,3 +624,81 @@ def test_a_run_interrupted_at_several_points_resumes_to_identical_shards(tmp_pat
     assert file_digests(tmp_path / "out") == file_digests(tmp_path / "whole")
     assert corpus.read_manifest(tmp_path / "out")["shards"] == corpus.read_manifest(tmp_path / "whole")["shards"]
 
+
+# -- damaged and hostile inputs: the file and line, never a traceback -----------------
+
+
+def damaged_inputs(tmp_path: Path) -> list[tuple[Path, str]]:
+    """(input, the start of the message it must give): compressed files that end
+    early or are not what their names say, hostile records."""
+    lines = [json.dumps({"text": f"document {i} " * 40}) + "\n" for i in range(3000)]
+    data = "".join(lines).encode("utf-8")
+    cases = []
+    packed = gzip.compress(data)
+    cut = tmp_path / "cut.jsonl.gz"
+    cut.write_bytes(packed[: len(packed) // 2])
+    readable = zlib.decompressobj(31).decompress(packed[: len(packed) // 2])  # what gzip can give before the end
+    line = readable.count(b"\n") + 1
+    cases.append((cut, f"{cut}:{line}: cannot read the gzip data"))
+    plain = tmp_path / "plain.jsonl.gz"
+    plain.write_bytes(data)
+    cases.append((plain, f"{plain}:1: cannot read the gzip data"))
+    zst = tmp_path / "whole.jsonl.zst"
+    write_jsonl(zst, [f"document {i} " * 40 for i in range(3000)])
+    cut_zst = tmp_path / "cut.jsonl.zst"
+    cut_zst.write_bytes(zst.read_bytes()[: zst.stat().st_size // 2])
+    cases.append((cut_zst, f"{cut_zst}:<n>: cannot read the zstd data"))
+    plain_zst = tmp_path / "plain.jsonl.zst"
+    plain_zst.write_bytes(data)
+    cases.append((plain_zst, f"{plain_zst}:1: cannot read the zstd data"))
+    # 100k levels deep; NaN, which orjson refuses, sends the line to json, whose parser recurses.
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text('{"text": "fine"}\n' + '{"n": NaN, "x": ' + '{"a": ' * 100_000 + "1" + "}" * 100_000
+                    + ', "text": "b"}\n', encoding="utf-8")
+    cases.append((deep, f"{deep}:2: JSON nested too deeply"))
+    surrogate = tmp_path / "surrogate.jsonl"
+    records = [json.dumps({"text": f"d{i}"}) for i in range(60)]
+    records[50] = '{"text": "a \\ud800 b"}'  # a lone surrogate escape: valid JSON, not text
+    surrogate.write_text("\n".join(records[:30]) + "\n\n" + "\n".join(records[30:]) + "\n", encoding="utf-8")
+    cases.append((surrogate, f"{surrogate}:52: field 'text' is not valid Unicode"))
+    bad_utf8 = tmp_path / "bad-utf8.parquet"
+    pq.write_table(pa.table({"text": pa.array([b"ok", b"fine", b"not \xff utf-8"], pa.binary()).view(pa.string())}),
+                   bad_utf8)
+    cases.append((bad_utf8, f"{bad_utf8}: row 3: column 'text' is not valid UTF-8"))
+    return cases
+
+
+def test_damaged_and_hostile_inputs_name_file_and_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Through the command line: exit 1 and one line naming the place; an
+    untyped exception would escape cli.main and fail the test."""
+    for source, message in damaged_inputs(tmp_path):
+        out = tmp_path / f"out-{source.name}"
+        assert run_cli(str(source), "--output", str(out), "--batch-mb", "0.01") == 1, source
+        err = capsys.readouterr().err
+        pattern = re.escape(f"gpu-tok: error: {message}").replace(re.escape("<n>"), r"\d+")
+        assert re.match(pattern, err), (message, err)
+        if (out / corpus.MANIFEST).exists():
+            assert not corpus.read_manifest(out)["complete"]
+
+
+def test_surrogate_pairs_are_text(tmp_path: Path) -> None:
+    """A pair of surrogate escapes is one character (json and orjson agree)."""
+    source = tmp_path / "pairs.jsonl"
+    source.write_text('{"text": "smile \\ud83d\\ude00 done"}\n', encoding="utf-8")
+    run([source], tmp_path / "out")
+    assert_tokens(tmp_path / "out", expected(["smile \U0001f600 done"], None))
+
+
+def test_an_orjson_without_a_depth_limit_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    """orjson before 3.9.15 parses any depth and overflows the C stack (a crash,
+    CVE-2024-27454): the reader uses json instead."""
+    import types
+
+    from gpu_tok import corpus_readers
+
+    for version, fast in (("3.8.3", False), ("3.9.14", False), ("3.9.15", True), ("3.13.0", True)):
+        fake = types.ModuleType("orjson")
+        fake.__version__ = version  # type: ignore[attr-defined]
+        fake.loads = lambda line: None  # type: ignore[attr-defined]
+        monkeypatch.setitem(sys.modules, "orjson", fake)
+        assert (corpus_readers._fast_loads_function() is fake.loads) == fast, version

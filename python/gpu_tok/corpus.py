@@ -42,7 +42,7 @@ import numpy as np
 
 from . import shards
 from ._errors import InvalidInputError
-from .corpus_readers import InputFile, TextBatch, describe_inputs, read_ahead, read_batches
+from .corpus_readers import InputFile, TextBatch, describe_inputs, read_ahead, read_batches, refusal
 from .documents import encode_documents, eos_token_id
 from .tokenizer import Tokenizer
 
@@ -219,8 +219,12 @@ class _Job:
         self.max_rss_mb = 0.0  # resident memory sampled after each batch
 
     def encode(self, batch: TextBatch) -> tuple[np.ndarray, np.ndarray]:
-        return encode_documents(self.tok, batch.texts, add_special_tokens=self.manifest["job"]["add_special_tokens"],
-                                eos_id=self.eos_id, device=self.device)
+        job = self.manifest["job"]
+        try:
+            return encode_documents(self.tok, batch.texts, add_special_tokens=job["add_special_tokens"],
+                                    eos_id=self.eos_id, device=self.device)
+        except ValueError as err:  # a text the engine refuses: name its file and line, not texts[i]
+            raise refusal(batch, job["text_field"], err) from None
 
     def add(self, batch: TextBatch, ids: np.ndarray, offsets: np.ndarray) -> tuple[int, int]:
         """Appends a batch's documents to shards, finishing each shard at its
