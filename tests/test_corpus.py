@@ -702,3 +702,72 @@ def test_an_orjson_without_a_depth_limit_is_not_used(monkeypatch: pytest.MonkeyP
         fake.loads = lambda line: None  # type: ignore[attr-defined]
         monkeypatch.setitem(sys.modules, "orjson", fake)
         assert (corpus_readers._fast_loads_function() is fake.loads) == fast, version
+
+
+# -- without the corpus extra, and without orjson -----------------------------------
+
+# Runs the command line with some modules impossible to import (argv[1], comma-separated).
+WITHOUT_MODULES = """
+import sys
+for name in sys.argv[1].split(","):
+    sys.modules[name] = None
+from gpu_tok import cli
+sys.exit(cli.main(sys.argv[2:]))
+"""
+
+
+def run_without(modules: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", WITHOUT_MODULES, modules, *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_without_numpy_tokenize_names_the_extra(tmp_path: Path) -> None:
+    source = write_jsonl(tmp_path / "docs.jsonl", ["a"])
+    done = run_without("numpy", "tokenize", str(source), "--output", str(tmp_path / "out"))
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "gpu-tok tokenize needs the corpus extra (pip install 'gpu_tok[corpus]'" in done.stderr
+    assert "numpy" in done.stderr
+
+
+def test_without_orjson_the_json_parser_gives_the_same_shards(tmp_path: Path) -> None:
+    texts = documents()[:40]
+    source = write_jsonl(tmp_path / "docs.jsonl", texts)
+    run([source], tmp_path / "with", shard_tokens=20000)
+    done = run_without("orjson", "tokenize", "--tokenizer", tokenizer_arg(), str(source), "--output",
+                       str(tmp_path / "without"), "--shard-tokens", "20000", "--threads", "1")
+    assert done.returncode == 0, done.stderr
+    assert file_digests(tmp_path / "without") == file_digests(tmp_path / "with")
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    *BAD_LINES,
+    ('{"text": "ok"}\n{"text": "\\udc00"}\n', ":2: field 'text' is not valid Unicode"),
+    ('{"text": "ok"}\n' + "[" * 50_000 + "]" * 50_000 + "\n", ":2: JSON nested too deeply"),
+])
+def test_the_json_fallback_reads_and_refuses_as_orjson_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            content: str, message: str) -> None:
+    """The parser used without orjson: the same texts, the same errors."""
+    from gpu_tok import corpus_readers
+
+    monkeypatch.setattr(corpus_readers, "_fast_loads", corpus_readers._json_loads)
+    good = write_jsonl(tmp_path / "good.jsonl", documents()[:20])
+    run([good], tmp_path / "good")
+    assert_tokens(tmp_path / "good", expected(documents()[:20], None))
+    path = tmp_path / "bad.jsonl"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(InvalidInputError) as error:
+        run([path], tmp_path / "out")
+    assert f"{path}{message}" in str(error.value)
+
+
+@pytest.mark.parametrize(("kind", "fmt"), [("jsonl.zst", "npy"), ("parquet", "npy"), ("jsonl", "parquet")])
+def test_without_pyarrow_what_needs_it_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str], kind: str, fmt: str) -> None:
+    [source] = write_input(tmp_path, kind, ["a", "b"])
+    needs = "--format parquet" if fmt == "parquet" else f"reading {source}"
+    for module in [m for m in sys.modules if m == "pyarrow" or m.startswith("pyarrow.")]:
+        monkeypatch.setitem(sys.modules, module, None)
+    assert run_cli(str(source), "--output", str(tmp_path / "out"), "--format", fmt) == 1
+    err = capsys.readouterr().err
+    assert f"{needs} needs pyarrow" in err and "pip install 'gpu_tok[corpus]'" in err, err
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").glob("shard-*"))

@@ -320,6 +320,20 @@ class _Job:
             encoder.shutdown(wait=True, cancel_futures=True)
 
 
+def _check_pyarrow(files: list[InputFile], fmt: str) -> None:
+    """Before any work: Parquet (in or out) and .zst need pyarrow, which the
+    corpus extra brings."""
+    needs = [f"reading {f.path}" for f in files if f.kind == "parquet" or f.compression == "zstd"]
+    needs += ["--format parquet"] if fmt == "parquet" else []
+    if not needs:
+        return
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        raise ImportError(f"{needs[0]} needs pyarrow, which is not installed: pip install 'gpu_tok[corpus]' "
+                          "(from a checkout: pip install '.[corpus]')") from None
+
+
 def tokenize_corpus(tok: Tokenizer, inputs: list[str | Path], output: str | Path, *, text_field: str = "text",
                     fmt: str = "npy", append_eos: bool = False, add_special_tokens: bool = False,
                     device: Any = "auto", shard_tokens: int = DEFAULT_SHARD_TOKENS,
@@ -338,6 +352,7 @@ def tokenize_corpus(tok: Tokenizer, inputs: list[str | Path], output: str | Path
         raise ValueError("shard_tokens and batch_bytes must be positive")
     say = log or (lambda line: print(line, file=sys.stderr))
     files = describe_inputs(inputs)
+    _check_pyarrow(files, fmt)
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
     digest = tokenizer_digest or tokenizer_sha256(tok)
