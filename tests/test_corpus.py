@@ -259,40 +259,46 @@ def test_resume_after_a_failure_mid_shard(tmp_path: Path, monkeypatch: pytest.Mo
     assert corpus.read_manifest(tmp_path / "out")["shards"] == corpus.read_manifest(tmp_path / "whole")["shards"]
 
 
-def test_resume_after_sigkill_mid_shard(tmp_path: Path) -> None:
+def test_resume_after_sigkills_mid_shard(tmp_path: Path) -> None:
     """Kill a real run (SIGKILL: no clean-up) while a shard is half-written,
-    re-run, and compare with an uninterrupted run."""
+    re-run and kill again (GPU_TOK_CORPUS_KILLS times, 1 by default), then let
+    a re-run finish, and compare with an uninterrupted run."""
+    kills = int(os.environ.get("GPU_TOK_CORPUS_KILLS", "1"))
     texts = corpus_sample()
     source = write_jsonl(tmp_path / "docs.jsonl", texts)
     args = ["--tokenizer", tokenizer_arg(), str(source), "--shard-tokens", "50000", "--batch-mb", "0.05",
             "--format", "npy", "--threads", "1"]
     command = [sys.executable, "-m", "gpu_tok", "tokenize", *args]
     subprocess.run([*command, "--output", str(tmp_path / "whole")], check=True, capture_output=True, timeout=120)
-    out = tmp_path / "out"
-    process = subprocess.Popen([*command, "--output", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 60
-        # Wait until at least two shards are finished and the next one is being written.
-        while time.monotonic() < deadline and process.poll() is None:
-            manifest = out / "manifest.json"
-            if manifest.is_file() and len(json.loads(manifest.read_text())["shards"]) >= 2 and list(out.glob("*.tmp")):
-                break
-            time.sleep(0.002)
-        process.send_signal(signal.SIGKILL)
-    finally:
-        process.wait(timeout=30)
-    assert process.returncode == -signal.SIGKILL, "the run finished before it could be killed"
-    killed = json.loads((out / "manifest.json").read_text())
-    assert not killed["complete"] and list(out.glob("*.tmp"))  # a half-written shard was left behind
-    # The dead run's lock file names it; the lock itself died with it (flock), so it blocks nothing.
-    assert (out / corpus.LOCK).read_text().split() == [str(process.pid)]
+    out, manifest, finished = tmp_path / "out", tmp_path / "out" / "manifest.json", 0
+    for _ in range(kills):
+        process = subprocess.Popen([*command, "--output", str(out)], stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 60
+            # Wait until this run has finished a shard (the first: two) and is writing the next one.
+            while time.monotonic() < deadline and process.poll() is None:
+                if (manifest.is_file() and len(json.loads(manifest.read_text())["shards"]) >= max(finished + 1, 2)
+                        and list(out.glob("*.tmp"))):
+                    break
+                time.sleep(0.002)
+            process.send_signal(signal.SIGKILL)
+        finally:
+            process.wait(timeout=30)
+        assert process.returncode == -signal.SIGKILL, "the run finished before it could be killed"
+        killed = json.loads(manifest.read_text())
+        assert not killed["complete"] and list(out.glob("*.tmp"))  # a half-written shard was left behind
+        # The dead run's lock file names it; the lock itself died with it (flock), so it blocks nothing.
+        assert (out / corpus.LOCK).read_text().split() == [str(process.pid)]
+        finished = len(killed["shards"])
     result = subprocess.run([*command, "--output", str(out)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert "resuming" in result.stderr
     assert not list(out.glob("*.tmp"))
     assert file_digests(out) == file_digests(tmp_path / "whole")
     whole = json.loads((tmp_path / "whole" / "manifest.json").read_text())
-    assert json.loads((out / "manifest.json").read_text())["shards"] == whole["shards"]
+    assert json.loads(manifest.read_text())["shards"] == whole["shards"]
+    print(f"{kills} SIGKILLs mid-shard, then a resume: shards identical to an uninterrupted run")
 
 
 BAD_LINES = [
