@@ -675,16 +675,19 @@ def damaged_inputs(tmp_path: Path) -> list[tuple[Path, str]]:
 
 
 def test_damaged_and_hostile_inputs_name_file_and_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Through the command line: exit 1 and one line naming the place; an
-    untyped exception would escape cli.main and fail the test."""
-    for source, message in damaged_inputs(tmp_path):
+    """Each one an InvalidInputError naming the place (what the command line
+    prints, exit 1), never another exception, and no output reported complete."""
+    cases = damaged_inputs(tmp_path)
+    for source, message in cases:
         out = tmp_path / f"out-{source.name}"
-        assert run_cli(str(source), "--output", str(out), "--batch-mb", "0.01") == 1, source
-        err = capsys.readouterr().err
-        pattern = re.escape(f"gpu-tok: error: {message}").replace(re.escape("<n>"), r"\d+")
-        assert re.match(pattern, err), (message, err)
+        with pytest.raises(InvalidInputError) as error:
+            run([source], out, batch_bytes=10_000)
+        assert re.match(re.escape(message).replace(re.escape("<n>"), r"\d+"), str(error.value)), (message, error)
         if (out / corpus.MANIFEST).exists():
             assert not corpus.read_manifest(out)["complete"]
+    source, message = cases[0]  # (cli.main lets any other exception escape: a traceback)
+    assert run_cli(str(source), "--output", str(tmp_path / "cli")) == 1
+    assert capsys.readouterr().err.startswith(f"gpu-tok: error: {message}")
 
 
 def test_surrogate_pairs_are_text(tmp_path: Path) -> None:
