@@ -690,6 +690,18 @@ def test_damaged_and_hostile_inputs_name_file_and_line(tmp_path: Path, capsys: p
     assert capsys.readouterr().err.startswith(f"gpu-tok: error: {message}")
 
 
+def test_any_other_refusal_of_a_batch_names_its_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    source = tmp_path / "docs.jsonl"
+    source.write_text('{"text": "a"}\n\n{"text": "b"}\n{"text": "c"}\n', encoding="utf-8")
+
+    def refusing(*a, **k):
+        raise InvalidInputError("a limit of the engine")
+
+    monkeypatch.setattr(corpus, "encode_documents", refusing)
+    with pytest.raises(InvalidInputError, match=re.escape(f"{source}: lines 1-4: a limit of the engine")):
+        run([source], tmp_path / "out")
+
+
 def test_surrogate_pairs_are_text(tmp_path: Path) -> None:
     """A pair of surrogate escapes is one character (json and orjson agree)."""
     source = tmp_path / "pairs.jsonl"
