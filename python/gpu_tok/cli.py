@@ -141,7 +141,9 @@ def _parser() -> argparse.ArgumentParser:
         "tokenize", help="tokenize a corpus into token shards (npy, Megatron .bin/.idx or parquet)",
         description="Tokenize documents (.jsonl, .txt, optionally .gz/.zst, or .parquet) into shards of whole "
                     "documents, with a manifest.json of counts and sha256 checksums. Memory stays bounded; a "
-                    "re-run with the same arguments skips finished shards and redoes an interrupted one.")
+                    "re-run with the same arguments skips finished shards and redoes an interrupted one. One run "
+                    "at a time per output folder. Needs the corpus extra: pip install 'gpu_tok[corpus]' (numpy; "
+                    "pyarrow for Parquet and .zst; orjson, faster JSON).")
     tokenize.add_argument("inputs", nargs="+", metavar="INPUT", help="input files, tokenized in this order")
     tokenize.add_argument("--tokenizer", help=tokenizer_help)
     tokenize.add_argument("--output", required=True, help="output folder (created; a re-run resumes it)")
@@ -373,8 +375,12 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _tokenize(args: argparse.Namespace) -> int:
-    from . import corpus
-
+    try:
+        from . import corpus
+    except ImportError as err:
+        print(f"gpu-tok tokenize needs the corpus extra (pip install 'gpu_tok[corpus]'; from a checkout: "
+              f"pip install '.[corpus]'): {err}", file=sys.stderr)
+        return 1
     if args.batch_mb <= 0:
         raise UsageError("--batch-mb must be positive")
     tok, json_text, path = _load(args.tokenizer)
@@ -385,6 +391,9 @@ def _tokenize(args: argparse.Namespace) -> int:
             add_special_tokens=args.add_special_tokens, device=args.device, shard_tokens=args.shard_tokens,
             batch_bytes=int(args.batch_mb * 1e6), progress=True, tokenizer_source=path or "embedded Qwen3",
             tokenizer_digest=digest)
+    except ImportError as err:  # pyarrow, for Parquet and .zst: the message names the extra
+        print(f"gpu-tok: error: {err}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("gpu-tok tokenize: interrupted; the same command resumes after the last finished shard",
               file=sys.stderr)
