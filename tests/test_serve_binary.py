@@ -501,3 +501,18 @@ def test_binary_connections_count_toward_the_limit() -> None:
         for i, sock in enumerate(busy):
             assert read_answer(sock)[:2] == (i, 200)
             sock.close()
+
+
+def test_an_options_header_seen_before_still_gets_its_budget_after_the_checks_are_forgotten(qwen_bin) -> None:
+    """The listener remembers headers it parsed, the parser the option sets it
+    checked (each bounded, cleared when full): a header the listener knows
+    whose check was forgotten is checked again, not a 500."""
+    options = b'{"padding":"max_length","max_length":24,"truncation":true}'
+    with BinaryClient(binary_of(qwen_bin)) as client:
+        expected = library(ours("qwen3"), ["a"], padding="max_length", max_length=24, truncation=True)
+        assert client.encode(["a"], padding="max_length", max_length=24, truncation=True) == expected
+        qwen_bin.service.parse_encode._accepted.clear()
+    with connect(qwen_bin) as sock:
+        sock.sendall(_frames.request_frame(1, ["a"], None, options))
+        request_id, status, body = read_answer(sock)
+        assert (request_id, status) == (1, 200) and _wire.rows(body) == expected, body

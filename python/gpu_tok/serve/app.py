@@ -368,30 +368,32 @@ class Service:
         connection = request.protocol if isinstance(request.protocol, _HttpConnection) else None
         if connection is not None:
             connection.request_started()
-        self.metrics.in_flight += 1
+        response: web.StreamResponse | None = None
         try:
-            response = await handler(request)
-        except web.HTTPException as err:  # unknown route, wrong method, body too large
-            response = _error(err.status, err.reason, {"Allow": err.headers["Allow"]} if "Allow" in err.headers
-                              else None)
-        except Exception as err:  # a bug: this request fails, the server goes on
-            response = _error(500, f"internal error: {type(err).__name__}: {err}")
-        finally:
-            self.metrics.in_flight -= 1
-        endpoint = request.path if request.path in _ENDPOINTS else "other"  # bounded label values
-        self.metrics.request_done(endpoint, response.status, time.perf_counter() - started)
-        try:
-            await response.prepare(request)  # aiohttp would write it just after; done here, the answer
-            await response.write_eof()  # is on its way before the connection may be closed as idle
-        except ConnectionError:
-            pass  # the client left; aiohttp ends the connection
+            self.metrics.in_flight += 1
+            try:
+                response = await handler(request)
+            except web.HTTPException as err:  # unknown route, wrong method, body too large
+                allow = {"Allow": err.headers["Allow"]} if "Allow" in err.headers else None
+                response = _error(err.status, err.reason, allow)
+            except Exception as err:  # a bug: this request fails, the server goes on
+                response = _error(500, f"internal error: {type(err).__name__}: {err}")
+            finally:
+                self.metrics.in_flight -= 1
+            endpoint = request.path if request.path in _ENDPOINTS else "other"  # bounded label values
+            self.metrics.request_done(endpoint, response.status, time.perf_counter() - started)
+            try:
+                await response.prepare(request)  # aiohttp would write it just after; done here, the answer
+                await response.write_eof()  # is on its way before the connection may be closed as idle
+            except ConnectionError:
+                pass  # the client left; aiohttp ends the connection
+            return response
         finally:
             if connection is not None:
                 body_left = not request.content.is_eof()
                 connection.request_done(body_left)
-                if body_left and response.keep_alive is False:  # a body abandoned (408, 503, unreadable):
-                    connection.force_close()  # close now rather than read the rest away
-        return response
+                if body_left and (response is None or response.keep_alive is False):  # a body abandoned (408,
+                    connection.force_close()  # 503, unreadable): close now rather than read the rest away
 
     async def _read(self, request: web.Request) -> bytes | web.Response:
         """The body, or the error to answer: 503 when draining, 413 over the

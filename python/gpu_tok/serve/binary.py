@@ -331,6 +331,7 @@ class _Connection(asyncio.Protocol, Watched):
         close once the requests already taken are answered."""
         self._broken = True
         self._chunks.clear()
+        self.partial_since = None
         if self.transport is not None:
             self.transport.pause_reading()
         if request_id is not None:

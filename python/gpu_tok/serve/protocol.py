@@ -220,7 +220,7 @@ class EncodeParser:
                 text_bytes: int) -> EncodeRequest:
         """A request of checked `options` (from `options`), refused when its
         output is over budget; `text_bytes` as in `_Shape.cost`."""
-        shape = self._accepted[pairs is not None, options]
+        shape = self._check(pairs is not None, options)
         cost = shape.cost(texts, pairs, text_bytes)
         if cost.cells > self.max_cells:
             raise TooLarge(f"the output would hold up to {cost.cells} cells ({shape.explain(cost)}), over the "
@@ -247,9 +247,11 @@ class EncodeParser:
         protocol's options header): the same checks and messages as `/encode`."""
         return self.options(_object(body, _OPTION_FIELDS), pairs)
 
-    def _check(self, pairs: bool, options: tuple[tuple[str, Any], ...]) -> None:
-        if (pairs, options) in self._accepted:
-            return
+    def _check(self, pairs: bool, options: tuple[tuple[str, Any], ...]) -> _Shape:
+        """What `options` do to the output's size, once the library accepted them."""
+        shape = self._accepted.get((pairs, options))
+        if shape is not None:
+            return shape
         try:
             self.tok([], [] if pairs else None, **dict(options))
             shape = _Shape.of(self.tok, pairs, dict(options))
@@ -258,6 +260,7 @@ class EncodeParser:
         if len(self._accepted) >= 4096:  # bounded, whatever option sets clients invent
             self._accepted.clear()
         self._accepted[pairs, options] = shape
+        return shape
 
 
 class DecodeParser:
