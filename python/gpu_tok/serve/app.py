@@ -48,6 +48,7 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 _ENDPOINTS = ("/encode", "/decode", "/info", "/health", "/metrics")
 _RETRY = {"Retry-After": "1"}
 DEFAULT_MAX_CONNECTIONS = 1024
+_LINGER_S = 10.0  # aiohttp reads away a body left unread (413...) this long, so the client sees the answer
 _SPARE_DESCRIPTORS = 64  # kept free beside the connections: listeners, the event loop, files the process opens
 _DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")
 
@@ -204,9 +205,12 @@ class _HttpConnection(web.RequestHandler, Watched):
 
     def check(self, now: float) -> None:
         connections = self.service.connections
-        if self.busy or self.body_left:
-            return  # a body's time is the handler's to check; an unread one ends the connection anyway
-        if self.partial_since is not None:
+        if self.busy:
+            return  # a body's time is the handler's to check
+        if self.body_left:  # aiohttp reads an unread body away (a while), then closes or goes on
+            if now - self.waiting_since > max(connections.header_timeout_s, _LINGER_S):
+                self.force_close()
+        elif self.partial_since is not None:
             if now - self.partial_since > connections.header_timeout_s and self.transport is not None:
                 self.transport.write(_raw_error(408, "the request head did not arrive within "
                                                      f"{connections.header_timeout_s} s (--header-timeout-s)"))
@@ -303,7 +307,7 @@ class Service:
         assert server is not None
 
         def connection() -> _HttpConnection:
-            return _HttpConnection(self, server, loop=loop, access_log=None,
+            return _HttpConnection(self, server, loop=loop, access_log=None, lingering_time=_LINGER_S,
                                    keepalive_timeout=self.config.idle_timeout_s)
 
         if self.config.port is not None:
