@@ -13,6 +13,7 @@ import textwrap
 
 import gpu_tok
 import pytest
+from conftest import ours
 
 # Runs in a child: RLIMIT_AS is set to what the process already maps plus
 # 2 GiB, then each call prints its outcome on one line.
@@ -62,6 +63,6 @@ def test_the_error_is_a_memory_error_and_an_input_error() -> None:
     assert issubclass(gpu_tok.OutputTooLargeError, MemoryError)
     assert issubclass(gpu_tok.OutputTooLargeError, gpu_tok.InvalidInputError)
     with pytest.raises(gpu_tok.OutputTooLargeError, match="padding length 1099511627776"):
-        gpu_tok.Tokenizer.default()(["a"], padding="max_length", max_length=2**40)
+        ours("qwen3")(["a"], padding="max_length", max_length=2**40)
     with pytest.raises(gpu_tok.OutputTooLargeError, match="padding length 4611686018427387904"):
-        gpu_tok.Tokenizer.default().pad({"input_ids": [[1]]}, padding="max_length", max_length=2**62)
+        ours("qwen3").pad({"input_ids": [[1]]}, padding="max_length", max_length=2**62)
