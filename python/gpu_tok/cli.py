@@ -14,8 +14,11 @@ import math
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 DESCRIPTION = """\
 gpu_tok: exact Hugging Face tokenization, fast.
@@ -50,24 +53,21 @@ def _positive_ints(text: str) -> list[int]:
     return values
 
 
-def _port(text: str) -> int:
-    try:
-        port = int(text)
-    except ValueError:
-        port = -1
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"expected a TCP port from 0 to 65535 (0: any free one), got {text!r}")
-    return port
+def _checked(convert: Callable[[str], T], accept: Callable[[T], bool], expected: str) -> Callable[[str], T]:
+    """An argparse type: `convert`, then `accept`, else a usage error saying what was expected."""
+    def parse(text: str) -> T:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+        if not accept(value):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        return value
+    return parse
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
-    return value
+_port = _checked(int, lambda port: 0 <= port <= 65535, "a TCP port from 0 to 65535 (0: any free one)")
+_seconds = _checked(float, lambda s: math.isfinite(s) and s > 0, "a positive number of seconds")
 
 
 def _positive_int(text: str) -> int:
