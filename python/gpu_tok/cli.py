@@ -10,11 +10,15 @@ import argparse
 import difflib
 import hashlib
 import json
+import math
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 DESCRIPTION = """\
 gpu_tok: exact Hugging Face tokenization, fast.
@@ -50,6 +54,23 @@ def _positive_ints(text: str) -> list[int]:
     if not values or any(v <= 0 for v in values):
         raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
     return values
+
+
+def _checked(convert: Callable[[str], T], accept: Callable[[T], bool], expected: str) -> Callable[[str], T]:
+    """An argparse type: `convert`, then `accept`, else a usage error saying what was expected."""
+    def parse(text: str) -> T:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+        if not accept(value):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        return value
+    return parse
+
+
+_port = _checked(int, lambda port: 0 <= port <= 65535, "a TCP port from 0 to 65535 (0: any free one)")
+_seconds = _checked(float, lambda s: math.isfinite(s) and s > 0, "a positive number of seconds")
 
 
 def _positive_int(text: str) -> int:
@@ -118,10 +139,10 @@ def _parser() -> argparse.ArgumentParser:
                                        "are merged into batches. Needs the serve extra: pip install 'gpu_tok[serve]'.")
     serve.add_argument("--tokenizer", help=tokenizer_help)
     serve.add_argument("--host", default="127.0.0.1", help="TCP address to listen on (default: 127.0.0.1)")
-    serve.add_argument("--port", type=int, help="TCP port, 0 for any free one (default: 8000, or none with --uds)")
+    serve.add_argument("--port", type=_port, help="TCP port, 0 for any free one (default: 8000, or none with --uds)")
     serve.add_argument("--uds", help="also (or, without --port, only) listen on this Unix socket path")
-    serve.add_argument("--binary-port", type=int, help="also serve /encode in the binary framed protocol on this "
-                                                       "TCP port, 0 for any free one (docs/SERVE.md)")
+    serve.add_argument("--binary-port", type=_port, help="also serve /encode in the binary framed protocol on this "
+                                                         "TCP port, 0 for any free one (docs/SERVE.md)")
     serve.add_argument("--binary-uds", help="also serve the binary framed protocol on this Unix socket path")
     serve.add_argument("--max-batch-tokens", type=_positive_int, default=262_144,
                        help="close a batch once its requests hold this many bytes (default: 262144)")
@@ -135,7 +156,26 @@ def _parser() -> argparse.ArgumentParser:
                        help="waiting requests before answering 503 (default: 4096)")
     serve.add_argument("--max-request-bytes", type=_positive_int, default=4 * 1024 * 1024,
                        help="larger bodies get 413 (default: 4 MiB)")
-    serve.add_argument("--timeout-s", type=float, default=30.0, help="answer 504 after this (default: 30)")
+    serve.add_argument("--max-request-cells", type=_positive_int, default=4 * 1024 * 1024,
+                       help="a request whose output could hold more token positions (rows x padded length) "
+                            "gets 413 (default: 4194304)")
+    serve.add_argument("--max-batch-cells", type=_positive_int, default=4 * 1024 * 1024,
+                       help="merged requests per engine call stop at this many output token positions "
+                            "(default: 4194304)")
+    serve.add_argument("--timeout-s", type=_seconds, default=30.0, help="answer 504 after this (default: 30)")
+    serve.add_argument("--max-connections", type=_positive_int,
+                       help="open connections at once; past it an idle one is closed, or the new one refused "
+                            "(default: 1024, fewer when ulimit -n is lower)")
+    serve.add_argument("--idle-timeout-s", type=_seconds, default=75.0,
+                       help="close a connection with nothing to do for this long (default: 75)")
+    serve.add_argument("--header-timeout-s", type=_seconds, default=10.0,
+                       help="408 and close when a request head takes longer to arrive (default: 10)")
+    serve.add_argument("--body-timeout-s", type=_seconds, default=60.0,
+                       help="408 and close when a body or binary frame takes longer to arrive (default: 60)")
+    serve.add_argument("--drain-timeout-s", type=_seconds, default=30.0,
+                       help="on SIGTERM, the longest wait for answers in flight before closing (default: 30)")
+    serve.add_argument("--info-paths", action="store_true",
+                       help="show the tokenizer's and sockets' file-system paths in /info (default: hidden)")
 
     tokenize = sub.add_parser(
         "tokenize", help="tokenize a corpus into token shards (npy, Megatron .bin/.idx or parquet)",
@@ -359,15 +399,20 @@ def _serve(args: argparse.Namespace) -> int:
     except ImportError as err:
         print(f"gpu-tok serve needs the serve extra (pip install 'gpu_tok[serve]'): {err}", file=sys.stderr)
         return 1
-    if args.max_delay_ms < 0 or args.timeout_s <= 0:
-        raise UsageError("--max-delay-ms must be >= 0 and --timeout-s > 0")
-    tok, _, path = _load(args.tokenizer)
     port = args.port if args.port is not None or args.uds else 8000
-    config = ServeConfig(host=args.host, port=port, uds=args.uds, binary_port=args.binary_port,
-                         binary_uds=args.binary_uds, max_batch_tokens=args.max_batch_tokens,
-                         max_delay_ms=args.max_delay_ms, device=args.device, workers=args.workers,
-                         max_queue=args.max_queue, max_request_bytes=args.max_request_bytes,
-                         timeout_s=args.timeout_s)
+    try:  # every setting checked before the tokenizer loads
+        config = ServeConfig(host=args.host, port=port, uds=args.uds, binary_port=args.binary_port,
+                             binary_uds=args.binary_uds, max_batch_tokens=args.max_batch_tokens,
+                             max_delay_ms=args.max_delay_ms, device=args.device, workers=args.workers,
+                             max_queue=args.max_queue, max_request_bytes=args.max_request_bytes,
+                             timeout_s=args.timeout_s, shutdown_timeout_s=args.drain_timeout_s,
+                             max_request_cells=args.max_request_cells, max_batch_cells=args.max_batch_cells,
+                             max_connections=args.max_connections, idle_timeout_s=args.idle_timeout_s,
+                             header_timeout_s=args.header_timeout_s, body_timeout_s=args.body_timeout_s,
+                             info_paths=args.info_paths)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    tok, _, path = _load(args.tokenizer)
     run(tok, config, path, ready=lambda service: print("gpu-tok serve: listening on " + " ".join(service.addresses),
                                                        flush=True))
     print("gpu-tok serve: stopped", flush=True)
