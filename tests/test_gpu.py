@@ -236,7 +236,8 @@ def test_padded_truncated_ids_match_cpu_and_tokenizers(name: str, add_special_to
 @pytest.mark.parametrize("name", TOKENIZER_NAMES)
 def test_long_words_merged_by_a_block_match_cpu_and_tokenizers(name: str) -> None:
     # A block of lanes with barriers merges each word of 2^14 bytes or more
-    # (gt_bpe_rounds); the host emulator runs the lanes one after another.
+    # (gt_bpe_rounds); the host emulator runs the lanes one phase at a time,
+    # shuffled, and checks them for races, but only a GPU runs them at once.
     texts = long_words() + ["x" * 10**6]
     cuda = encode_cuda(name, texts)
     cpu = ours(name).encode_batch(texts, device="cpu")

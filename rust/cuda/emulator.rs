@@ -3,6 +3,9 @@
 //! host by build.rs) for every thread index, spread over the engine's pool.
 //! It lets CI run the whole CUDA pipeline — decomposition, scans, scratch
 //! layout, packing — without a GPU; only launch and copy mechanics differ.
+//! Its kernels are the checked host build (cuda/gt_host_checked.cpp): the
+//! lanes of a block-cooperative kernel run shuffled, phase by phase, and a
+//! race between two lanes fails the launch (cuda/gt_lane_check.h).
 //!
 //! For tests of the memory rules it also records, process-wide, how each
 //! exported buffer (a tensor's) was released and which consumer streams the
@@ -11,7 +14,7 @@
 
 use super::stream::{DevBuf, DeviceStream, Location, Mark, Memory};
 use crate::error::{Error, Result};
-use crate::kernels::{self, DevPtr, Kernel};
+use crate::kernels::{self, DevPtr, GtLaneCheck, Kernel};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -33,6 +36,10 @@ pub struct Emulator {
     device_ns: Arc<AtomicU64>,
     /// What the stream was asked to do, in order, when traced.
     trace: Option<Mutex<Vec<Op>>>,
+    /// How launches check the lanes of block-cooperative kernels.
+    lanes: GtLaneCheck,
+    /// The barriers (`GT_SYNC`, by id) blocks have passed so far.
+    barriers: Mutex<Vec<u32>>,
 }
 
 /// One operation on the stream, for the trace.
@@ -126,7 +133,32 @@ impl Emulator {
             chunk_bytes: chunk_bytes.max(1),
             device_ns,
             trace: None,
+            lanes: GtLaneCheck {
+                removed: 0,
+                _pad: 0,
+                seed: lane_seed(),
+            },
+            barriers: Mutex::new(Vec::new()),
         }
+    }
+
+    /// The barriers (`GT_SYNC`, by id: line and file) blocks have passed so far.
+    #[cfg(test)]
+    pub fn barriers_seen(&self) -> Vec<u32> {
+        self.barriers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// An emulator whose block-cooperative kernels skip the barrier
+    /// (`GT_SYNC`) of this id wherever they pass it: for tests that the lane
+    /// check catches a barrier removed.
+    #[cfg(test)]
+    pub fn without_barrier(chunk_bytes: usize, barrier: u32) -> Self {
+        let mut dev = Emulator::new(chunk_bytes);
+        dev.lanes.removed = barrier;
+        dev
     }
 
     /// An emulator whose allocations fail with `CudaOutOfMemory`, as a GPU's
@@ -171,8 +203,18 @@ fn add_time(counter: &AtomicU64, since: Instant) {
     counter.fetch_add(ns, Ordering::Relaxed);
 }
 
-/// Threads per task when spreading a launch over the pool.
-const THREADS_PER_TASK: u32 = 256;
+/// Threads per task when spreading a launch over the pool: a block, so that
+/// a block-cooperative kernel's lanes run on one host thread.
+const THREADS_PER_TASK: u32 = kernels::LANES;
+
+/// A seed for the lanes' shuffled orders: another for each emulator.
+fn lane_seed() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    (nanos ^ NEXT.fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed)) | 1
+}
 
 impl DeviceStream for Emulator {
     fn location(&self) -> Location {
@@ -245,15 +287,33 @@ impl DeviceStream for Emulator {
         self.record(Op::Launch(kernel));
         let start = Instant::now();
         let tasks = n.div_ceil(THREADS_PER_TASK) as usize;
-        crate::pool::current().map(tasks, |t| {
+        let found = crate::pool::current().map(tasks, |t| {
             let begin = t as u32 * THREADS_PER_TASK;
             let end = (begin + THREADS_PER_TASK).min(n);
             // SAFETY: the pipeline built `args` for this kernel over live host
             // buffers sized for n threads; threads write disjoint outputs, as on a GPU.
-            unsafe { kernels::host_run(kernel, args, begin, end) };
-            Ok(())
+            Ok::<_, Error>(unsafe {
+                kernels::host_run_checked(kernel, args, begin, end, &self.lanes)
+            })
         })?;
         add_time(&self.device_ns, start);
+        let mut barriers = self.barriers.lock().unwrap_or_else(|e| e.into_inner());
+        for f in &found {
+            for &id in &f.barriers[..f.n_barriers as usize] {
+                if !barriers.contains(&id) {
+                    barriers.push(id);
+                }
+            }
+        }
+        drop(barriers);
+        if let Some(race) = found.iter().find(|f| f.found != 0) {
+            return Err(Error::Cuda(format!(
+                "the emulator found a race between the lanes of {}: {race} \
+                 (lane order seed {:#x})",
+                kernel.name(),
+                self.lanes.seed
+            )));
+        }
         Ok(())
     }
 
@@ -356,6 +416,103 @@ mod tests {
         // Internal buffers are not exported: no release is recorded for them.
         drop(dev.alloc(1_000_005).unwrap());
         assert!(take_releases().iter().all(|r| r.bytes != 1_000_005));
+    }
+
+    /// A SentencePiece-style BPE (no byte fallback) whose merge "ab a" ranks
+    /// before "a b", which makes its "ab": a round of "a b" is cut short.
+    const INVERTED_SPM: &str = r#"{"version": "1.0", "truncation": null, "padding": null,
+        "added_tokens": [], "pre_tokenizer": null, "post_processor": null, "decoder": null,
+        "normalizer": {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "▁"},
+            {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}]},
+        "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null,
+                  "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false,
+                  "ignore_merges": false, "merges": ["ab a", "a b", "b b", "bb bb"],
+                  "vocab": {"▁": 0, "a": 1, "b": 2, "ab": 3, "aba": 4, "bb": 5, "bbbb": 6}}}"#;
+
+    /// A byte-level BPE over the 256 byte characters with `merges`.
+    fn byte_level(merges: &[&str]) -> String {
+        let alphabet = crate::plan::bytelevel::alphabet();
+        let mut vocab: Vec<String> = alphabet.iter().map(|c| c.to_string()).collect();
+        for merge in merges {
+            let token = merge.replace(' ', "");
+            if !vocab.contains(&token) {
+                vocab.push(token);
+            }
+        }
+        let vocab: serde_json::Map<String, serde_json::Value> = vocab
+            .into_iter()
+            .enumerate()
+            .map(|(id, token)| (token, id.into()))
+            .collect();
+        serde_json::json!({"version": "1.0", "truncation": null, "padding": null, "added_tokens": [],
+            "normalizer": null, "post_processor": null, "decoder": null,
+            "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false,
+                              "use_regex": true},
+            "model": {"type": "BPE", "dropout": null, "unk_token": null,
+                      "continuing_subword_prefix": null, "end_of_word_suffix": null,
+                      "fuse_unk": false, "byte_fallback": false, "ignore_merges": false,
+                      "vocab": vocab, "merges": merges}})
+        .to_string()
+    }
+
+    /// Long words that end the rounds each way: no merge left, a round
+    /// cut short, the heap merge after rounds that merge little.
+    fn long_words() -> Vec<(String, Vec<String>)> {
+        let mut rng = 7u32;
+        let mut random = |units: [&str; 2]| -> String {
+            let mut unit = || {
+                rng = rng.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                units[(rng >> 16) as usize % 2]
+            };
+            let mut word = String::new();
+            while word.len() < 20_000 {
+                word.push_str(unit());
+            }
+            word
+        };
+        // (No "a a" in SentencePiece's: no token joins them, so it would cut its words there.)
+        let (spm_random, random) = (random(["ab", "b"]), random(["a", "b"]));
+        vec![
+            (
+                INVERTED_SPM.to_string(),
+                vec!["ab".repeat(9000), "b".repeat(20_000), spm_random],
+            ),
+            (
+                byte_level(&["a a", "aa aa", "b b", "ab a", "a b"]),
+                vec!["a".repeat(20_000), "ab".repeat(9000), random],
+            ),
+        ]
+    }
+
+    #[test]
+    fn the_lane_check_catches_every_barrier_removed() {
+        use crate::engine::{Engine, Settings};
+        for (json, words) in long_words() {
+            let engine = Engine::from_json(&json).unwrap();
+            for word in words {
+                let inputs = [(word.as_str(), None)];
+                let dev = Emulator::new(1 << 20);
+                let settings = Settings::default();
+                let want = engine.encode_batch(&inputs, &settings).unwrap().ids;
+                let batch = engine.encode_batch_on(&dev, &inputs, &settings).unwrap();
+                let got = batch.fields[0].1.read_vec::<i64>(want.len()).unwrap();
+                assert_eq!(got, want, "{}...", &word[..20]);
+                let barriers = dev.barriers_seen();
+                assert!(barriers.len() >= 10, "{barriers:x?}");
+                for barrier in barriers {
+                    let dev = Emulator::without_barrier(1 << 20, barrier);
+                    match engine.encode_batch_on(&dev, &inputs, &settings) {
+                        Err(Error::Cuda(message)) => assert!(message.contains("race"), "{message}"),
+                        Err(other) => panic!("barrier {barrier:#x}: {other}"),
+                        Ok(_) => panic!(
+                            "barrier {barrier:#x} (line {}) removed, no race found in {}...",
+                            barrier & 0xFFFF,
+                            &word[..20]
+                        ),
+                    }
+                }
+            }
+        }
     }
 
     #[test]

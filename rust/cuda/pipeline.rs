@@ -839,6 +839,8 @@ fn tokenize_chunk(
             order: order.ptr(),
             class_counts: inputs.class_counts,
         };
+        // The long words' schedule (gt_bpe_rounds): the GPU's, unless a test sets another.
+        let round_share = crate::kernels::round_shares().1;
         // The BPE families' merge scratch (see gt_bpe_words).
         let merge_scratch = || -> Result<(Vec<DevBuf>, GtMergeScratch)> {
             let heap = scratch(2 * std::mem::size_of::<GtMergeEntry>())?;
@@ -888,6 +890,8 @@ fn tokenize_chunk(
                     model,
                     words,
                     scratch,
+                    round_share,
+                    _pad: 0,
                 };
                 dev.run(Kernel::SpmWords, &args, n_words)?;
                 run_long_words(dev, Kernel::SpmLongWords, &args, text_len)?;
@@ -899,6 +903,8 @@ fn tokenize_chunk(
                     model,
                     words,
                     scratch,
+                    round_share,
+                    _pad: 0,
                 };
                 dev.run(Kernel::BpeWords, &args, n_words)?;
                 run_long_words(dev, Kernel::BpeLongWords, &args, text_len)?;
