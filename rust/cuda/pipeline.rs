@@ -272,6 +272,10 @@ pub fn upload_tables(dev: &dyn DeviceStream, plan: &FastPlan) -> Result<DeviceTa
             DeviceModel::WordPiece(model, plan.growth() as u64)
         }
     };
+    // Every call reads them from here on (and the emulator checks that none writes them).
+    for buf in &bufs {
+        dev.read_only(buf);
+    }
     Ok(DeviceTables {
         model,
         _buffers: bufs,

@@ -99,7 +99,8 @@ pub fn long_word_round_shares_for_tests(
 /// compiled or loaded from the cache) and describes it.
 #[pyfunction]
 pub fn cuda_device(py: Python<'_>, ordinal: usize) -> PyResult<Bound<'_, PyDict>> {
-    let gpu = detach_work(py, || crate::cuda::driver::gpu(ordinal))?;
+    let device = detach_work(py, || crate::cuda::driver::gpu(ordinal))?;
+    let gpu = &device.driver;
     let d = PyDict::new(py);
     d.set_item("ordinal", gpu.ordinal)?;
     d.set_item("name", &gpu.name)?;
