@@ -26,7 +26,8 @@ def test_the_gpu_check_dry_run_passes(tmp_path: Path) -> None:
     python3 = shutil.which("python3", path=env.get("PATH"))
     assert python3 is not None
     assert any(line.startswith("python ") and line.endswith(python3) for line in out.splitlines()), out
-    for step in ("== preflight", "== gpu_tok.info()", "  covered: ", "  not covered: ",
-                 "tests: skipped: no device (", "sanitizers: ", "bench: skipped: no device", "== summary: tests exit 0"):
+    steps = ("== preflight", "== gpu_tok.info()", "  covered: ", "  not covered: ", "tests: skipped: no device (",
+             "sanitizers: ", "bench: skipped: no device", "== summary: tests exit 0")
+    for step in steps:
         assert step in out, step
     assert (tmp_path / "gpu_check.log").read_text() == out

@@ -168,7 +168,8 @@ def oracle(json_text: str, words: tuple[str, ...]) -> list[list[int]]:
 def assert_oracles(json_text: str, words: list[str], device: str) -> None:
     want = oracle(json_text, tuple(words))
     got = gpu_tok.Tokenizer.from_str(json_text)._core.encode_batch(words, device=device).to_lists()["input_ids"]
-    for word, ids, expected in zip(words, got, want):
+    assert len(got) == len(want)
+    for word, ids, expected in zip(words, got, want, strict=True):
         assert ids == expected, f"{json.loads(json_text)['model']['merges']}: {len(word)} bytes, {word[:40]!r}..."
 
 
