@@ -36,10 +36,28 @@ use super::device::Driver;
 use super::stream::Location;
 use crate::error::{Error, Result};
 use crate::kernels::{self, DevPtr, GtLaneCheck, Kernel};
+use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
+
+thread_local! {
+    /// Nanoseconds this thread has spent on an emulated device's behalf.
+    static FOR_THE_DEVICE_NS: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Nanoseconds this thread has spent on an emulated device's behalf so far:
+/// waiting for its streams and filling fresh device memory, time a GPU would
+/// have left the host for its own work.
+pub fn host_ns_for_the_device() -> u64 {
+    FOR_THE_DEVICE_NS.with(Cell::get)
+}
+
+fn add_host_ns(since: Instant) {
+    let ns = since.elapsed().as_nanos().min(u64::MAX as u128) as u64;
+    FOR_THE_DEVICE_NS.with(|total| total.set(total.get().saturating_add(ns)));
+}
 
 /// A stream: its number (0 is the legacy default stream).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -125,8 +143,6 @@ struct StreamState {
     error: Option<Error>,
     /// A consumer's stream (another library's): no work of ours runs there.
     external: bool,
-    /// Nanoseconds its thread spent running work.
-    busy_ns: Arc<AtomicU64>,
     /// Wakes its thread when work is queued.
     queued_work: Arc<Condvar>,
 }
@@ -260,18 +276,11 @@ impl Emulated {
         self.shared.lock().device_waits
     }
 
-    /// Nanoseconds `stream`'s thread has spent running work so far.
-    pub fn busy_ns(&self, stream: EmuStream) -> u64 {
-        let state = self.shared.lock();
-        state.streams[stream.0].busy_ns.load(Ordering::Relaxed)
-    }
-
     /// A new stream (with a thread running its work, unless `external`);
     /// None when no thread could be started.
     fn add_stream(&self, external: bool) -> Option<usize> {
         let mut state = self.shared.lock();
         let id = state.streams.len();
-        let busy_ns = Arc::new(AtomicU64::new(0));
         let mut clock = state.host.clone();
         clock.resize(agent_of(id) + 1, 0);
         state.streams.push(StreamState {
@@ -281,7 +290,6 @@ impl Emulated {
             clock,
             error: None,
             external,
-            busy_ns: busy_ns.clone(),
             queued_work: Arc::new(Condvar::new()),
         });
         let queued_work = state.streams[id].queued_work.clone();
@@ -290,7 +298,7 @@ impl Emulated {
             let shared = self.shared.clone();
             let spawned = std::thread::Builder::new()
                 .name(format!("gpu_tok-emulated-stream-{id}"))
-                .spawn(move || run_stream(&shared, id, &busy_ns, &queued_work));
+                .spawn(move || run_stream(&shared, id, &queued_work));
             match spawned {
                 Ok(thread) => self
                     .threads
@@ -347,8 +355,12 @@ impl Emulated {
         seq: u64,
         clock: &Clock,
     ) -> MutexGuard<'a, State> {
-        while state.streams[stream].done < seq {
-            state = self.shared.wait(state);
+        if state.streams[stream].done < seq {
+            let since = Instant::now();
+            while state.streams[stream].done < seq {
+                state = self.shared.wait(state);
+            }
+            add_host_ns(since);
         }
         join(&mut state.host, clock);
         state
@@ -437,7 +449,7 @@ fn hazard(me: &Access, verb: &str, kind: &str, other: &Access) -> Error {
 }
 
 /// A stream's thread: runs its work in order until the device closes.
-fn run_stream(shared: &Shared, id: usize, busy_ns: &AtomicU64, queued_work: &Condvar) {
+fn run_stream(shared: &Shared, id: usize, queued_work: &Condvar) {
     let mut state = shared.lock();
     loop {
         let Some(work) = state.streams[id].queue.pop_front() else {
@@ -455,10 +467,7 @@ fn run_stream(shared: &Shared, id: usize, busy_ns: &AtomicU64, queued_work: &Con
             }
             Work::Run(run) => {
                 drop(state);
-                let start = Instant::now();
                 let outcome = run();
-                let ns = start.elapsed().as_nanos().min(u64::MAX as u128) as u64;
-                busy_ns.fetch_add(ns, Ordering::Relaxed);
                 state = shared.lock();
                 if let Err(err) = outcome {
                     state.streams[id].error.get_or_insert(err);
@@ -680,7 +689,12 @@ impl Driver for Emulated {
                 self.push(&mut state, s, &[], "allocation", Work::Run(Box::new(fill)))?;
                 storage
             }
-            None => vec![PATTERN; words].into_boxed_slice(),
+            None => {
+                let since = Instant::now();
+                let storage = vec![PATTERN; words].into_boxed_slice();
+                add_host_ns(since);
+                storage
+            }
         };
         let ptr = storage.as_ptr() as u64;
         let seq = state.streams[s].queued;

@@ -64,8 +64,8 @@ pub struct Emulator {
     in_use: Arc<AtomicUsize>,
     peak: AtomicUsize,
     limit: Option<usize>,
-    /// The call's streams' busy time when it started (nanoseconds).
-    busy_before: u64,
+    /// The calling thread's time on the device's behalf when the call started (ns).
+    host_ns_before: u64,
     /// What the call asked for, in order, when traced.
     trace: Option<Mutex<Vec<Op>>>,
 }
@@ -167,15 +167,12 @@ impl Emulator {
         let call = device
             .and_then(|device| DeviceCall::acquire(&device, Some(chunk_bytes.max(1))))
             .expect("the emulated device starts (threads of its own)");
-        let (stream, copies) = call.streams();
-        let driver = &call.device().driver;
-        let busy_before = driver.busy_ns(stream) + driver.busy_ns(copies);
         Emulator {
             call,
             in_use: Arc::new(AtomicUsize::new(0)),
             peak: AtomicUsize::new(0),
             limit: None,
-            busy_before,
+            host_ns_before: super::emulated::host_ns_for_the_device(),
             trace: None,
         }
     }
@@ -339,10 +336,8 @@ impl DeviceStream for Emulator {
     }
 
     fn emulated_device_ms(&self) -> Option<f64> {
-        let (stream, copies) = self.call.streams();
-        let driver = &self.call.device().driver;
-        let busy = driver.busy_ns(stream) + driver.busy_ns(copies);
-        Some(busy.saturating_sub(self.busy_before) as f64 / 1e6)
+        let ns = super::emulated::host_ns_for_the_device();
+        Some(ns.saturating_sub(self.host_ns_before) as f64 / 1e6)
     }
 
     fn emulated_peak_bytes(&self) -> Option<usize> {
@@ -556,6 +551,23 @@ mod tests {
             Err(other) => panic!("{other}"),
             Ok(_) => panic!("the kernels read the copy stream's upload with no event between"),
         }
+    }
+
+    #[test]
+    fn large_results_come_back_through_the_pinned_readback_buffers() {
+        use crate::cuda::stream::DeviceStreamExt;
+        // Over 1 MiB: two 8 MiB pinned buffers in turn (download_pinned),
+        // through the call's stream and through the legacy stream (Memory::read).
+        let dev = Emulator::new(1 << 20);
+        let values: Vec<u64> = (0..(20 << 20) / 8).map(|i| i * 2_654_435_761).collect();
+        let buf = dev.upload_new(&values).unwrap();
+        assert_eq!(
+            dev.download_vec::<u64>(&buf, 0, values.len()).unwrap(),
+            values
+        );
+        dev.synchronize().unwrap();
+        let exported = dev.export(buf);
+        assert_eq!(exported.read_vec::<u64>(values.len()).unwrap(), values);
     }
 
     #[test]

@@ -121,7 +121,8 @@ pub struct Timings {
     pub prepare_ms: f64,
     /// Rows the host encoded whole (the device could not take their text).
     pub rows_on_host: usize,
-    /// Time the host emulator spent doing the device's work (None on a GPU).
+    /// Time the calling thread spent on the emulated device's behalf:
+    /// waiting for its streams, filling its memory (None on a GPU).
     pub emulated_device_ms: Option<f64>,
     /// The most device memory the emulator had in use at once (None on a GPU).
     pub emulated_peak_bytes: Option<usize>,

@@ -213,9 +213,10 @@ pub trait DeviceStream {
     /// Notes that kernels only read `buf` from now on (a model's tables, which
     /// every call reads): the emulator then checks them as read-only.
     fn read_only(&self, _buf: &DevBuf) {}
-    /// Milliseconds the host itself spent doing the device's work so far
-    /// (the emulator: kernels, device memory), so that the rest of a call's
-    /// wall time is its host-side cost; None on a real device.
+    /// Milliseconds the calling thread spent on the device's behalf so far
+    /// (the emulator: waiting for its streams, whose threads run the kernels
+    /// and copies, and filling fresh device memory), so that the rest of a
+    /// call's wall time is its host-side cost; None on a real device.
     fn emulated_device_ms(&self) -> Option<f64> {
         None
     }
