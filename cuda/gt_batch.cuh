@@ -416,7 +416,7 @@ struct GtPackArgs {
     const gt_u32* part_starts;  // scanned: first raw token of each part
     const gt_u32* lengths;
     const gt_u64* row_starts;  // the chunk's rows' starts in the whole output (n_rows + 1)
-    gt_u64 row_base;           // row_starts[0]: the outputs point there, e counts from it
+    gt_u64 row_base;           // this launch's first element (row_starts[0] or after): outputs and e start there
     gt_u32 n_rows;
     gt_u32 value_bytes;        // 8: int64 outputs, 4: int32
     const gt_u32* raw_ids;

@@ -496,7 +496,11 @@ mod tests {
                 for barrier in barriers {
                     let dev = Emulator::without_barrier(1 << 20, barrier);
                     match engine.encode_batch_on(&dev, &inputs, &settings) {
-                        Err(Error::Cuda(message)) => assert!(message.contains("race"), "{message}"),
+                        Err(Error::Cuda(message)) => {
+                            assert!(message.contains("race"), "{message}");
+                            // (shown with --nocapture: what the check reports)
+                            eprintln!("barrier {barrier:#x} removed: {message}");
+                        }
                         Err(other) => panic!("barrier {barrier:#x}: {other}"),
                         Ok(_) => panic!(
                             "barrier {barrier:#x} (line {}) removed, no race found in {}...",
@@ -544,10 +548,14 @@ mod tests {
             .unwrap();
         let removed = Emulator::without_copy_wait(24);
         match engine.encode_batch_on(&removed, &inputs, &Settings::default()) {
-            Err(Error::Cuda(message)) => assert!(
-                message.contains("kernel gt_pretok_count") && message.contains("no event between"),
-                "{message}"
-            ),
+            Err(Error::Cuda(message)) => {
+                assert!(
+                    message.contains("kernel gt_pretok_count")
+                        && message.contains("no event between"),
+                    "{message}"
+                );
+                eprintln!("copy wait removed: {message}"); // (shown with --nocapture)
+            }
             Err(other) => panic!("{other}"),
             Ok(_) => panic!("the kernels read the copy stream's upload with no event between"),
         }
