@@ -175,7 +175,11 @@ def assert_oracles(json_text: str, words: list[str], device: str) -> None:
 
 @pytest.mark.parametrize("device", ["cpu", "emulator"])
 def test_byte_level_long_words_equal_tokenizers(device: str, share: int) -> None:
-    for merges, words in byte_level_cases():
+    # The emulator runs every other case (issue 31's among them): its kernels
+    # check each lane's accesses (several times slower), and the CPU backend
+    # runs the same rounds (gt_bpe_rounds) on every case at both shares.
+    cases = byte_level_cases()
+    for merges, words in cases if device == "cpu" else cases[::2]:
         assert_oracles(byte_level_bpe(merges), words, device)
 
 
