@@ -77,18 +77,22 @@ GT_HD gt_u32 gt_spm_word(const GtSpmModel* m, const gt_u8* bytes, gt_u32 n, GtBp
     return gt_bpe_merge(&m->merges, s, k, out);
 }
 
-// gt_spm_word of a long word by a block (gt_bpe_rounds), its id count into
-// *count; lane 0 finds the symbols (one pass).
+// gt_spm_word of a long word by a block whose rounds take `share`
+// (gt_bpe_rounds), its id count into *count; lane 0 finds the symbols (one pass).
 GT_HD void gt_long_word(const GtSpmModel* m, const gt_u8* bytes, gt_u32 n, GtBpeScratch s, gt_u32* out,
-                        gt_u32* count) {
-    GT_SHARED gt_u32 symbols;
+                        gt_u32* count, gt_u32 share) {
+    GT_SHARED gt_u32 symbols_;
+    GtLaneMem<gt_u32> symbols = &symbols_;
     GT_LANE_ZERO {
         int whole = m->ignore_merges && gt_whole_word(&m->vocab, bytes, n, out);
-        symbols = whole ? 0 : gt_spm_symbols(m, bytes, n, s.ids);
-        if (!symbols) *count = whole;
+        gt_u32 k = whole ? 0 : gt_spm_symbols(m, bytes, n, s.ids);
+        GT_LANE_WROTE(s.ids, k);
+        *symbols = k;
+        if (!k) *count = whole;
     }
     GT_SYNC();
-    if (symbols) gt_bpe_rounds(&m->merges, s, symbols, out, count);
+    gt_u32 k = *symbols;
+    if (k) gt_bpe_rounds(&m->merges, s, k, out, count, share);
 }
 
 // ---- words: where a piece can be cut --------------------------------------

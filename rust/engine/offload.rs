@@ -398,6 +398,44 @@ mod tests {
     }
 
     #[test]
+    fn a_chunk_of_more_elements_than_one_launch_takes_is_packed_in_several() {
+        use crate::cuda::emulator::{Emulator, Op};
+        use crate::cuda::pipeline::PACK_ELEMENTS_FOR_TESTS;
+        use crate::cuda::stream::DeviceStreamExt;
+        use crate::kernels::Kernel;
+        let engine = Engine::from_json(SPM).unwrap();
+        let texts = ["a ab b", "ab ab ab ab", "<s>a", "", "b a b a b a b a b a"];
+        let inputs: Vec<Input<'_>> = texts.iter().map(|t| (*t, None)).collect();
+        let settings = Settings {
+            padding: Some(tokenizers::PaddingParams {
+                pad_id: 9,
+                ..Default::default()
+            }),
+            outputs: crate::layout::Outputs {
+                attention_mask: true,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let want = engine.encode_batch(&inputs, &settings).unwrap();
+        // 7 elements per launch: a row's elements span launches too.
+        PACK_ELEMENTS_FOR_TESTS.with(|most| most.set(7));
+        let dev = Emulator::traced(1 << 20);
+        let got = engine.encode_batch_on(&dev, &inputs, &settings);
+        PACK_ELEMENTS_FOR_TESTS.with(|most| most.set(u32::MAX as usize));
+        let got = got.unwrap();
+        let read = |buf| dev.download_vec::<i64>(buf, 0, want.ids.len()).unwrap();
+        assert_eq!(read(&got.fields[0].1), want.ids);
+        assert_eq!(Some(read(&got.fields[1].1)), want.attention_mask);
+        let launches = dev
+            .trace()
+            .iter()
+            .filter(|op| **op == Op::Launch(Kernel::Pack))
+            .count();
+        assert_eq!(launches, want.ids.len().div_ceil(7));
+    }
+
+    #[test]
     fn one_pinned_upload_per_chunk_and_one_wait_per_call() {
         use crate::cuda::emulator::{Emulator, Op};
         use crate::kernels::Kernel;

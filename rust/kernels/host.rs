@@ -4,11 +4,12 @@
 //! them.
 
 use super::abi::{
-    GtBpeModel, GtBpeScratch, GtBytesSlot, GtBytesTable, GtMergeEntry, GtPairSlot, GtSplits,
-    GtSpmCuts, GtSpmModel, GtUnigramModel, GtUnigramScratch, GtWordPieceModel, GtWpScratch, Kernel,
-    NONE,
+    GtBpeModel, GtBpeScratch, GtBytesSlot, GtBytesTable, GtLaneCheck, GtLaneHazard, GtMergeEntry,
+    GtPairSlot, GtSplits, GtSpmCuts, GtSpmModel, GtUnigramModel, GtUnigramScratch,
+    GtWordPieceModel, GtWpScratch, Kernel, NONE, ROUND_SHARE_GPU, ROUND_SHARE_HOST,
 };
 use std::ffi::c_void;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 extern "C" {
     fn gt_host_bpe_word(
@@ -17,6 +18,7 @@ extern "C" {
         n: u32,
         scratch: GtBpeScratch,
         out: *mut u32,
+        share: u32,
     ) -> u32;
     fn gt_host_spm_word(
         model: *const GtSpmModel,
@@ -24,6 +26,7 @@ extern "C" {
         n: u32,
         scratch: GtBpeScratch,
         out: *mut u32,
+        share: u32,
     ) -> u32;
     fn gt_host_unigram_word(
         model: *const GtUnigramModel,
@@ -91,6 +94,14 @@ extern "C" {
     fn gt_host_chain_can_cut(splits: *const GtSplits) -> i32;
     fn gt_host_class(cp: u32) -> u32;
     fn gt_host_run(kernel: u32, args: *const u8, begin: u32, end: u32) -> i32;
+    fn gt_host_run_checked(
+        kernel: u32,
+        args: *const u8,
+        begin: u32,
+        end: u32,
+        check: *const GtLaneCheck,
+        found: *mut GtLaneHazard,
+    ) -> i32;
     fn gt_host_struct_sizes(out: *mut u64, n: u32) -> u32;
     #[cfg(test)]
     fn gt_host_constants(out: *mut u32);
@@ -223,13 +234,50 @@ impl Scratch {
     }
 }
 
+/// The long words' schedules in use (`gt_bpe_rounds`' share): the CPU
+/// backend's, and the devices' (a GPU's and the emulator's).
+static HOST_SHARE: AtomicU32 = AtomicU32::new(ROUND_SHARE_HOST);
+static DEVICE_SHARE: AtomicU32 = AtomicU32::new(ROUND_SHARE_GPU);
+/// The largest share a test may set: 1/share of a long word's symbols is at least one.
+pub const MAX_ROUND_SHARE: u32 = 1024;
+
+/// The shares long words are merged with: (CPU backend, devices).
+pub fn round_shares() -> (u32, u32) {
+    (
+        HOST_SHARE.load(Ordering::Relaxed),
+        DEVICE_SHARE.load(Ordering::Relaxed),
+    )
+}
+
+/// Sets the CPU backend's and the devices' shares (those given), so that
+/// tests run each backend with the other's schedule; returns the previous
+/// ones. Results never depend on them, only the work does.
+pub fn set_round_shares(host: Option<u32>, device: Option<u32>) -> Result<(u32, u32), String> {
+    for share in [host, device].into_iter().flatten() {
+        if !(1..=MAX_ROUND_SHARE).contains(&share) {
+            return Err(format!(
+                "a round share must be between 1 and {MAX_ROUND_SHARE}, not {share}"
+            ));
+        }
+    }
+    let before = round_shares();
+    if let Some(share) = host {
+        HOST_SHARE.store(share, Ordering::Relaxed);
+    }
+    if let Some(share) = device {
+        DEVICE_SHARE.store(share, Ordering::Relaxed);
+    }
+    Ok(before)
+}
+
 /// BPE of one word (`gt_bpe_word`): appends its ids to `out`.
 pub fn bpe_word(model: &GtBpeModel, word: &[u8], scratch: &mut Scratch, out: &mut Vec<u32>) {
+    let share = round_shares().0;
     // SAFETY: the model's tables outlive the call (owned by the plan);
     // gt_bpe_word writes at most n ids and uses only the scratch it is given.
     let done = unsafe {
         run_word(word, scratch, out, |bytes, n, s, ids| {
-            gt_host_bpe_word(model, bytes, n, s, ids)
+            gt_host_bpe_word(model, bytes, n, s, ids, share)
         })
     };
     assert!(done, "word too long for the BPE kernel");
@@ -243,10 +291,11 @@ pub fn spm_word(
     scratch: &mut Scratch,
     out: &mut Vec<u32>,
 ) -> bool {
+    let share = round_shares().0;
     // SAFETY: as for `bpe_word` (gt_spm_word has the same contract).
     unsafe {
         run_word(word, scratch, out, |bytes, n, s, ids| {
-            gt_host_spm_word(model, bytes, n, s, ids)
+            gt_host_spm_word(model, bytes, n, s, ids, share)
         })
     }
 }
@@ -585,6 +634,48 @@ pub unsafe fn host_run(kernel: Kernel, args: &[u8], begin: u32, end: u32) {
     assert_eq!(rc, 0, "the host build lacks kernel {}", kernel.name());
 }
 
+/// Runs threads `[begin, end)` of batch kernel `kernel` as [`host_run`]
+/// does, from the emulator's build (cuda/gt_host_checked.cpp): the lanes of
+/// block-cooperative code run shuffled, phase by phase, and their shared
+/// accesses are checked (cuda/gt_lane_check.h) as `check` asks. `begin` is a
+/// multiple of `LANES` for a block-cooperative kernel. Returns what the check
+/// found (`found` is 0 when nothing).
+///
+/// # Safety
+/// As for [`host_run`].
+pub unsafe fn host_run_checked(
+    kernel: Kernel,
+    args: &[u8],
+    begin: u32,
+    end: u32,
+    check: &GtLaneCheck,
+) -> GtLaneHazard {
+    let mut found = GtLaneHazard {
+        found: 0,
+        write: 0,
+        first: 0,
+        second: 0,
+        block: 0,
+        phase: 0,
+        syncs: 0,
+        n_barriers: 0,
+        barriers: [0; super::abi::LANE_BARRIERS],
+    };
+    // SAFETY: the caller's contract; `check` and `found` are live structs of the C layout.
+    let rc = unsafe {
+        gt_host_run_checked(
+            kernel.number(),
+            args.as_ptr(),
+            begin,
+            end,
+            check,
+            &mut found,
+        )
+    };
+    assert_eq!(rc, 0, "the host build lacks kernel {}", kernel.name());
+    found
+}
+
 /// The C compiler's sizes of the mirrored structs, in the order of
 /// `gt_host_struct_sizes` (cuda/gt_host.cpp).
 pub fn c_struct_sizes() -> Vec<u64> {
@@ -595,12 +686,12 @@ pub fn c_struct_sizes() -> Vec<u64> {
     sizes
 }
 
-/// The C side's `GT_WORK_CLASSES`, `GT_LANES` and `GT_LONG_WORD`, which
-/// Rust mirrors.
+/// The C side's `GT_WORK_CLASSES`, `GT_LANES`, `GT_LONG_WORD`,
+/// `GT_ROUND_SHARE_HOST` and `GT_ROUND_SHARE_GPU`, which Rust mirrors.
 #[cfg(test)]
-pub fn c_constants() -> [u32; 3] {
-    let mut out = [0u32; 3];
-    // SAFETY: writes 3 entries.
+pub fn c_constants() -> [u32; 5] {
+    let mut out = [0u32; 5];
+    // SAFETY: writes 5 entries.
     unsafe { gt_host_constants(out.as_mut_ptr()) };
     out
 }
