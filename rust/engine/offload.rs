@@ -193,7 +193,7 @@ impl Engine {
 fn runs_on_device(plan: &FastPlan) -> bool {
     match plan {
         FastPlan::ByteLevel(plan) => plan.scanner_chain.is_some(),
-        FastPlan::SentencePiece(_) => true,
+        FastPlan::SentencePiece(plan) => plan.runs_on_device(),
         FastPlan::Unigram(plan) => plan.encodes_every_word(),
         FastPlan::WordPiece(plan) => plan.tokens_fit_bytes(),
     }

@@ -248,7 +248,7 @@ impl ByteLevelPlan {
                 id_of(&c.to_string()).ok_or(format!("no vocabulary token for byte {b:#04x}"))?;
         }
 
-        let merges = merge_table(&model["merges"], id_of)?;
+        let merges = merge_table(&model["merges"], id_of, 0)?;
         let ignore_merges = model["ignore_merges"].as_bool().unwrap_or(false);
         let mut vocab_words: Vec<(Vec<u8>, u32)> = vocab
             .iter()
@@ -527,11 +527,14 @@ fn check_model(model: &Value) -> Result<(), String> {
     if model["byte_fallback"].as_bool().unwrap_or(false) {
         return Err("BPE byte_fallback is not covered yet".into());
     }
+    if affixes(model) != ("", "") {
+        return Err("BPE continuing_subword_prefix / end_of_word_suffix is not covered yet".into());
+    }
     Ok(())
 }
 
-/// What every fast BPE plan needs of the model: BPE, no dropout, no subword
-/// prefix or suffix.
+/// What every fast BPE plan needs of the model: BPE, no dropout, a subword
+/// prefix and suffix of at most `AFFIX_MAX` bytes.
 pub(super) fn check_bpe_model(model: &Value) -> Result<(), String> {
     if model["type"].as_str() != Some("BPE") {
         return Err("model is not BPE".into());
@@ -540,11 +543,17 @@ pub(super) fn check_bpe_model(model: &Value) -> Result<(), String> {
         return Err("BPE dropout is random: exact path".into());
     }
     for key in ["continuing_subword_prefix", "end_of_word_suffix"] {
-        if model[key].as_str().is_some_and(|s| !s.is_empty()) {
-            return Err(format!("BPE {key} is not covered yet"));
+        if model[key].as_str().is_some_and(|s| s.len() > kernels::AFFIX_MAX) {
+            return Err(format!("BPE {key} longer than {} bytes", kernels::AFFIX_MAX));
         }
     }
     Ok(())
+}
+
+/// The BPE model's continuing_subword_prefix and end_of_word_suffix ("" for none).
+pub(super) fn affixes(model: &Value) -> (&str, &str) {
+    let text = |key: &str| model[key].as_str().unwrap_or("");
+    (text("continuing_subword_prefix"), text("end_of_word_suffix"))
 }
 
 /// The arrays of a `GtPairTable`: slots (left id, right id) -> (rank, id of
@@ -565,10 +574,13 @@ impl MergeTable {
     }
 }
 
-/// The merges of a BPE model (`model.merges`) as a [`MergeTable`].
+/// The merges of a BPE model (`model.merges`) as a [`MergeTable`]; a merge
+/// makes its parts' text, the second's first `prefix_len` bytes (its
+/// continuing_subword_prefix) left out, as the crate builds it.
 pub(super) fn merge_table(
     merges: &Value,
     id_of: impl Fn(&str) -> Option<u32>,
+    prefix_len: usize,
 ) -> Result<MergeTable, String> {
     let merges = merges.as_array().ok_or("model.merges is not a list")?;
     let capacity = (2 * merges.len()).next_power_of_two().max(2);
@@ -579,7 +591,7 @@ pub(super) fn merge_table(
         let (a, b) = merge_parts(merge)?;
         joined.clear();
         joined.push_str(a);
-        joined.push_str(b);
+        joined.push_str(b.get(prefix_len..).ok_or("a merge is shorter than the subword prefix")?);
         let (Some(ia), Some(ib), Some(im)) = (id_of(a), id_of(b), id_of(&joined)) else {
             return Err(format!(
                 "merge {a:?} {b:?} uses tokens outside the vocabulary"
