@@ -4,9 +4,9 @@
 //! them.
 
 use super::abi::{
-    GtBpeModel, GtBpeScratch, GtBytesSlot, GtBytesTable, GtCharTable, GtMergeEntry, GtPairSlot, GtSplits,
-    GtSpmCuts, GtSpmModel, GtUnigramModel, GtUnigramScratch, GtWordPieceModel, GtWpScratch, Kernel,
-    AFFIX_MAX, NONE,
+    GtBpeModel, GtBpeScratch, GtBytesSlot, GtBytesTable, GtCharTable, GtMergeEntry, GtPairSlot,
+    GtSplits, GtSpmCuts, GtSpmModel, GtUnigramModel, GtUnigramScratch, GtWordPieceModel,
+    GtWpScratch, Kernel, AFFIX_MAX, NONE,
 };
 use std::ffi::c_void;
 

@@ -15,7 +15,10 @@ pub const FILES: [(&str, &str); 11] = [
         include_str!("../../cuda/gt_unicode_table.cuh"),
     ),
     ("gt_pretok.cuh", include_str!("../../cuda/gt_pretok.cuh")),
-    ("gt_normalize.cuh", include_str!("../../cuda/gt_normalize.cuh")),
+    (
+        "gt_normalize.cuh",
+        include_str!("../../cuda/gt_normalize.cuh"),
+    ),
     ("gt_spm.cuh", include_str!("../../cuda/gt_spm.cuh")),
     ("gt_unigram.cuh", include_str!("../../cuda/gt_unigram.cuh")),
     (

@@ -175,7 +175,10 @@ impl CharTable {
 
     fn build(steps: &[CharStep], splitter: Splitter) -> CharTable {
         // NF(K)D: flag the smaller of the two sets that make reordering harmless.
-        let reorder = match steps.iter().any(|s| matches!(s, CharStep::Nfd | CharStep::Nfkd)) {
+        let reorder = match steps
+            .iter()
+            .any(|s| matches!(s, CharStep::Nfd | CharStep::Nfkd))
+        {
             false => Reorder::Leading,
             true => {
                 let count = |rule| {
@@ -383,8 +386,17 @@ fn bert(text: &str, o: BertOptions) -> (String, bool) {
 fn nmt(c: char) -> Option<char> {
     match c as u32 {
         0x0001..=0x0008 | 0x000B | 0x000E..=0x001F | 0x007F | 0x008F | 0x009F => None,
-        0x0009 | 0x000A | 0x000C | 0x000D | 0x1680 | 0x200B..=0x200F | 0x2028 | 0x2029
-        | 0x2581 | 0xFEFF | 0xFFFD => Some(' '),
+        0x0009
+        | 0x000A
+        | 0x000C
+        | 0x000D
+        | 0x1680
+        | 0x200B..=0x200F
+        | 0x2028
+        | 0x2029
+        | 0x2581
+        | 0xFEFF
+        | 0xFFFD => Some(' '),
         _ => Some(c),
     }
 }
@@ -542,16 +554,34 @@ mod tests {
         use tokenizers::normalizer::Range;
         use tokenizers::NormalizerWrapper;
         let specs: [(&str, usize); 6] = [
-            (r#"[{"type": "Lowercase"}, {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}]"#, 1),
-            (r#"[{"type": "NFD"}, {"type": "StripAccents"}, {"type": "Lowercase"}]"#, 1),
+            (
+                r#"[{"type": "Lowercase"}, {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}]"#,
+                1,
+            ),
+            (
+                r#"[{"type": "NFD"}, {"type": "StripAccents"}, {"type": "Lowercase"}]"#,
+                1,
+            ),
             (r#"[{"type": "NFKD"}, {"type": "Lowercase"}]"#, 3),
-            (r#"[{"type": "Nmt"}, {"type": "NFC"}, {"type": "ByteLevel"}]"#, 5),
-            (r#"[{"type": "StripAccents"}, {"type": "NFKC"}, {"type": "Replace", "pattern": {"String": "a"}, "content": ""}]"#, 5),
-            (r#"[{"type": "BertNormalizer", "clean_text": true, "handle_chinese_chars": true, "strip_accents": null, "lowercase": false}, {"type": "NFD"}]"#, 7),
+            (
+                r#"[{"type": "Nmt"}, {"type": "NFC"}, {"type": "ByteLevel"}]"#,
+                5,
+            ),
+            (
+                r#"[{"type": "StripAccents"}, {"type": "NFKC"}, {"type": "Replace", "pattern": {"String": "a"}, "content": ""}]"#,
+                5,
+            ),
+            (
+                r#"[{"type": "BertNormalizer", "clean_text": true, "handle_chinese_chars": true, "strip_accents": null, "lowercase": false}, {"type": "NFD"}]"#,
+                7,
+            ),
         ];
         for (spec, stride) in specs {
             let items: Vec<serde_json::Value> = serde_json::from_str(spec).unwrap();
-            let steps: Vec<CharStep> = items.iter().map(|i| CharStep::from_spec(i).unwrap()).collect();
+            let steps: Vec<CharStep> = items
+                .iter()
+                .map(|i| CharStep::from_spec(i).unwrap())
+                .collect();
             let crate_steps: Vec<NormalizerWrapper> = items
                 .iter()
                 .map(|i| serde_json::from_value(i.clone()).unwrap())
@@ -580,15 +610,30 @@ mod tests {
                         sources.extend(out.chars().map(|_| at..at + c.len_utf8()));
                         ours.push_str(&out);
                     }
-                    assert_eq!(ours, expected.get(), "{spec}: U+{:04X} in {text:?}", c as u32);
+                    assert_eq!(
+                        ours,
+                        expected.get(),
+                        "{spec}: U+{:04X} in {text:?}",
+                        c as u32
+                    );
                     for ((at, ch), source) in ours.char_indices().zip(sources) {
-                        let range = expected.convert_offsets(Range::Normalized(at..at + ch.len_utf8()));
-                        assert_eq!(range, Some(source), "{spec}: U+{:04X} in {text:?}", c as u32);
+                        let range =
+                            expected.convert_offsets(Range::Normalized(at..at + ch.len_utf8()));
+                        assert_eq!(
+                            range,
+                            Some(source),
+                            "{spec}: U+{:04X} in {text:?}",
+                            c as u32
+                        );
                     }
                 }
             }
             // NFKC leaves alone only what its quick check passes (about 5,000 code points fail it).
-            assert!(flags * stride < 6000, "{spec}: {} code points flagged", flags * stride);
+            assert!(
+                flags * stride < 6000,
+                "{spec}: {} code points flagged",
+                flags * stride
+            );
         }
     }
 
@@ -627,9 +672,6 @@ mod tests {
             "{} entries",
             table.entries.len()
         );
-        assert!(Arc::ptr_eq(
-            &table,
-            &CharTable::shared(&[], Splitter::Bert)
-        ));
+        assert!(Arc::ptr_eq(&table, &CharTable::shared(&[], Splitter::Bert)));
     }
 }

@@ -87,13 +87,11 @@ impl Words {
                     let split = item["split"].as_bool().unwrap_or(true);
                     words.metaspace = Some((replacement, prepend, split));
                 }
-                _ => {
-                    return Err(format!(
-                        "pre-tokenizer {}: covered are [WhitespaceSplit,] Metaspace, none, or a Split \
+                _ => return Err(format!(
+                    "pre-tokenizer {}: covered are [WhitespaceSplit,] Metaspace, none, or a Split \
                          the normalizer leaves nothing to split",
-                        super::describe(pre)
-                    ))
-                }
+                    super::describe(pre)
+                )),
             }
         }
         Ok(words)
@@ -275,7 +273,9 @@ mod tests {
             {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always", "split": true},
             {"type": "WhitespaceSplit"}]});
         assert!(Words::from_spec(&whitespace_last, &Value::Null).is_err());
-        assert!(Words::from_spec(&serde_json::json!({"type": "Whitespace"}), &Value::Null).is_err());
+        assert!(
+            Words::from_spec(&serde_json::json!({"type": "Whitespace"}), &Value::Null).is_err()
+        );
     }
 
     #[test]

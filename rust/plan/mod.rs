@@ -63,7 +63,9 @@ impl FastPlan {
             // BPE without a pre-tokenizer, or with Metaspace, is
             // SentencePiece-style (the crate's BPE over characters); with
             // another, byte-level.
-            _ if metaspace::Words::from_spec(&spec["pre_tokenizer"], &spec["normalizer"]).is_ok() => {
+            _ if metaspace::Words::from_spec(&spec["pre_tokenizer"], &spec["normalizer"])
+                .is_ok() =>
+            {
                 spm::SpmPlan::build(spec).map(FastPlan::SentencePiece)
             }
             _ => bytelevel::ByteLevelPlan::build(spec).map(FastPlan::ByteLevel),
@@ -95,11 +97,15 @@ impl FastPlan {
     fn describe(&self) -> [String; 3] {
         match self {
             FastPlan::ByteLevel(plan) => [
-                "quick check, then the crate's own normalization tables only where the text changes".into(),
+                format!("per piece between added tokens, with the crate's alignments for offsets: {}",
+                        plan.normalizer.describe()),
                 plan.describe_splits(),
-                "byte-level BPE kernel (cuda/gt_bpe.cuh) with a per-thread word cache; offsets too, unless \
-                 the normalizer changes the text"
-                    .into(),
+                match plan.one_token_per_byte() {
+                    true => "byte-level BPE kernel (cuda/gt_bpe.cuh) with a per-thread word cache; offsets too",
+                    false => "BPE over each word's byte-level characters with affixes, byte fallback and the \
+                              unknown token (cuda/gt_spm.cuh), a per-thread word cache; offsets too (CPU)",
+                }
+                .into(),
             ],
             FastPlan::SentencePiece(plan) => [
                 format!("per piece between added tokens, with the crate's alignments for offsets: {}",

@@ -173,7 +173,9 @@ impl SpmPlan {
     /// How the normalizer runs, for `tok.plan`.
     pub fn describe_normalizer(&self) -> String {
         match self.spaces_as {
-            Some(_) => "Prepend and Replace of spaces, read as the text is (cuda/gt_spm.cuh)".into(),
+            Some(_) => {
+                "Prepend and Replace of spaces, read as the text is (cuda/gt_spm.cuh)".into()
+            }
             None => self.normalizer.describe(),
         }
     }

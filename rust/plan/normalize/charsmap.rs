@@ -146,40 +146,40 @@ impl Charsmap {
 impl Charsmap {
     /// The charsmap of a `Precompiled` normalizer's tokenizer.json `item`.
     pub(super) fn from_spec(item: &Value) -> Result<Charsmap, String> {
-            // From text: its charsmap deserializer borrows the base64 string.
-            let map: Precompiled =
-                serde_json::from_str(&item.to_string()).map_err(|err| format!("unreadable Precompiled normalizer: {err}"))?;
-            let blocks = (0..=char::MAX as usize >> 8)
-                .map(|_| OnceLock::new())
-                .collect();
-            let mut charsmap = Charsmap {
-                map,
-                blocks,
-                plain_bits: (0..=char::MAX as usize >> 6)
-                    .map(|_| AtomicU64::new(0))
-                    .collect(),
-                ascii: [Class::Plain; 128],
-                ascii_in_words: [Class::Plain; 128],
-                ascii_mapped: std::array::from_fn(|_| Box::default()),
-                printable_plain: false,
-            };
-            charsmap.ascii = std::array::from_fn(|b| charsmap.class_of(b as u8 as char));
-            charsmap.ascii_mapped = std::array::from_fn(|b| {
-                let c = (b as u8 as char).to_string();
-                charsmap.map.transform(&c).unwrap_or_default().into()
-            });
-            charsmap.ascii_in_words = std::array::from_fn(|b| {
-                let mapped = &charsmap.ascii_mapped[b];
-                let blank = !mapped.is_empty() && mapped.chars().all(char::is_whitespace);
-                let mapped_alone = charsmap.ascii[b] == Class::Mapped; // (CR joins LF)
-                match (b as u8 as char).is_whitespace() && mapped_alone && blank {
-                    true => Class::Plain,
-                    false => charsmap.ascii[b],
-                }
-            });
-            charsmap.printable_plain = charsmap.ascii[0x20..0x7F]
-                .iter()
-                .all(|&c| c == Class::Plain);
+        // From text: its charsmap deserializer borrows the base64 string.
+        let map: Precompiled = serde_json::from_str(&item.to_string())
+            .map_err(|err| format!("unreadable Precompiled normalizer: {err}"))?;
+        let blocks = (0..=char::MAX as usize >> 8)
+            .map(|_| OnceLock::new())
+            .collect();
+        let mut charsmap = Charsmap {
+            map,
+            blocks,
+            plain_bits: (0..=char::MAX as usize >> 6)
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+            ascii: [Class::Plain; 128],
+            ascii_in_words: [Class::Plain; 128],
+            ascii_mapped: std::array::from_fn(|_| Box::default()),
+            printable_plain: false,
+        };
+        charsmap.ascii = std::array::from_fn(|b| charsmap.class_of(b as u8 as char));
+        charsmap.ascii_mapped = std::array::from_fn(|b| {
+            let c = (b as u8 as char).to_string();
+            charsmap.map.transform(&c).unwrap_or_default().into()
+        });
+        charsmap.ascii_in_words = std::array::from_fn(|b| {
+            let mapped = &charsmap.ascii_mapped[b];
+            let blank = !mapped.is_empty() && mapped.chars().all(char::is_whitespace);
+            let mapped_alone = charsmap.ascii[b] == Class::Mapped; // (CR joins LF)
+            match (b as u8 as char).is_whitespace() && mapped_alone && blank {
+                true => Class::Plain,
+                false => charsmap.ascii[b],
+            }
+        });
+        charsmap.printable_plain = charsmap.ascii[0x20..0x7F]
+            .iter()
+            .all(|&c| c == Class::Plain);
         Ok(charsmap)
     }
 
@@ -197,7 +197,11 @@ impl Charsmap {
 
     /// `text` normalized with alignments (`align`: the source of each byte of
     /// `text`), or None when the charsmap leaves it as it is.
-    pub(super) fn normalize_aligned(&self, text: &str, align: &[(u32, u32)]) -> Option<(String, Aligns)> {
+    pub(super) fn normalize_aligned(
+        &self,
+        text: &str,
+        align: &[(u32, u32)],
+    ) -> Option<(String, Aligns)> {
         match precompiled(self, &self.ascii, text) {
             Cow::Borrowed(_) => None,
             Cow::Owned(_) => Some(aligned_charsmap(&self.map, text, align)),
@@ -388,5 +392,4 @@ mod tests {
             }
         }
     }
-
 }

@@ -161,7 +161,10 @@ impl PieceNormalizer {
                 },
                 Some("Replace") => {
                     let to = text("content").ok_or("unreadable Replace")?;
-                    match (item["pattern"]["String"].as_str(), item["pattern"]["Regex"].as_str()) {
+                    match (
+                        item["pattern"]["String"].as_str(),
+                        item["pattern"]["Regex"].as_str(),
+                    ) {
                         (Some(from), _) if !from.is_empty() => Stage::Replace {
                             from: from.to_string(),
                             to,
@@ -246,7 +249,9 @@ impl PieceNormalizer {
                 Stage::Prepend(_) => "Prepend".into(),
                 Stage::Replace { .. } => "Replace of a string (substring search)".into(),
                 Stage::Runs { .. } => "Replace of runs of spaces or white space (a scan)".into(),
-                Stage::Regex { .. } => "Replace of a regex (the crate's Oniguruma, on the host)".into(),
+                Stage::Regex { .. } => {
+                    "Replace of a regex (the crate's Oniguruma, on the host)".into()
+                }
                 Stage::Precompiled(_) => "Precompiled charsmap (per-code-point classes)".into(),
                 Stage::Strip { .. } => "Strip".into(),
                 Stage::Crate(_) => "the crate's own component".into(),
@@ -372,7 +377,9 @@ impl PieceNormalizer {
                         Cow::Owned(t) => Cow::Owned(t[start..end].to_string()),
                     }
                 }
-                Stage::Crate(step) => Cow::Owned(crate_normalized(std::slice::from_ref(step), &text)?),
+                Stage::Crate(step) => {
+                    Cow::Owned(crate_normalized(std::slice::from_ref(step), &text)?)
+                }
             };
         }
         Some(text)
@@ -462,7 +469,11 @@ fn crate_normalized(steps: &[NormalizerWrapper], text: &str) -> Option<String> {
 /// the alignments it records composed with `align`: a character it writes
 /// in place of one of `text` takes that one's source; one inserted at the
 /// very start, (0, 0) as the crate records it.
-fn crate_aligned(step: &NormalizerWrapper, text: &str, align: &[(u32, u32)]) -> Option<(String, Aligns)> {
+fn crate_aligned(
+    step: &NormalizerWrapper,
+    text: &str,
+    align: &[(u32, u32)],
+) -> Option<(String, Aligns)> {
     let mut normalized = NormalizedString::from(text);
     step.normalize(&mut normalized).ok()?;
     let out = normalized.get().to_string();
@@ -483,17 +494,20 @@ fn crate_aligned(step: &NormalizerWrapper, text: &str, align: &[(u32, u32)]) -> 
 /// call per match, which cost more than the copy on text whose every fifth
 /// byte is a space).
 fn literal_matches(text: &str, from: &str) -> Vec<(usize, usize)> {
-    memchr::memmem::find_iter(text.as_bytes(), from.as_bytes())
-        .fold(Vec::new(), |mut found, at| {
-            if found.last().is_none_or(|&(_, end)| at >= end) {
-                found.push((at, at + from.len()));
-            }
-            found
-        })
+    memchr::memmem::find_iter(text.as_bytes(), from.as_bytes()).fold(Vec::new(), |mut found, at| {
+        if found.last().is_none_or(|&(_, end)| at >= end) {
+            found.push((at, at + from.len()));
+        }
+        found
+    })
 }
 
 /// `text` with each of `matches` (byte ranges, in order) replaced by `to`.
-fn with_matches_replaced<'t>(text: Cow<'t, str>, matches: &[(usize, usize)], to: &str) -> Cow<'t, str> {
+fn with_matches_replaced<'t>(
+    text: Cow<'t, str>,
+    matches: &[(usize, usize)],
+    to: &str,
+) -> Cow<'t, str> {
     let unchanged = matches.iter().all(|&(start, end)| &text[start..end] == to);
     if unchanged {
         return text;
@@ -598,7 +612,10 @@ mod tests {
 
     #[test]
     fn runs_are_found_as_the_regexes_match() {
-        assert_eq!(run_matches("a  b   c d \t  e", Runs::Spaces), [(1, 3), (4, 7), (12, 14)]);
+        assert_eq!(
+            run_matches("a  b   c d \t  e", Runs::Spaces),
+            [(1, 3), (4, 7), (12, 14)]
+        );
         assert_eq!(run_matches(" a\n\u{3000}b", Runs::White), [(0, 1), (2, 6)]);
         assert_eq!(literal_matches("aaaa", "aa"), [(0, 2), (2, 4)]);
         assert_eq!(literal_matches("aaa", "aa"), [(0, 2)]);
@@ -631,18 +648,26 @@ mod tests {
 
     #[test]
     fn a_replaced_character_is_erased_unless_written_again() {
-        let replace = |from: &str, to: &str| {
-            serde_json::json!({"type": "Replace", "pattern": {"String": from}, "content": to})
-        };
-        let sequence = |items: Vec<Value>| serde_json::json!({"type": "Sequence", "normalizers": items});
+        let replace = |from: &str, to: &str| serde_json::json!({"type": "Replace", "pattern": {"String": from}, "content": to});
+        let sequence =
+            |items: Vec<Value>| serde_json::json!({"type": "Sequence", "normalizers": items});
         assert!(erases(&replace(" ", "▁"), " "));
         assert!(!erases(&replace(" ", "▁ "), " "));
         assert!(!erases(&replace("  ", "▁"), " "));
         assert!(!erases(&Value::Null, " "));
         let prepend = |p: &str| serde_json::json!({"type": "Prepend", "prepend": p});
-        assert!(erases(&sequence(vec![prepend(" "), replace(" ", "▁")]), " "));
-        assert!(!erases(&sequence(vec![replace(" ", "▁"), prepend(" ")]), " "));
-        assert!(erases(&sequence(vec![replace(" ", "▁"), prepend("▁")]), " "));
+        assert!(erases(
+            &sequence(vec![prepend(" "), replace(" ", "▁")]),
+            " "
+        ));
+        assert!(!erases(
+            &sequence(vec![replace(" ", "▁"), prepend(" ")]),
+            " "
+        ));
+        assert!(erases(
+            &sequence(vec![replace(" ", "▁"), prepend("▁")]),
+            " "
+        ));
         let lowercase = serde_json::json!({"type": "Lowercase"});
         assert!(!erases(&sequence(vec![replace(" ", "▁"), lowercase]), " "));
     }
@@ -664,9 +689,17 @@ mod tests {
         let mut texts = crate::test_texts::sample_texts(4);
         texts.extend(
             [
-                "", " ", "  a  ", "\te\u{301}\u{323}x  É\u{327}", "Ａ\u{fb01} ﬃ İ ẞ ς",
-                "\u{1100}\u{1161}\u{11a8} 가\u{11a8}", "x\u{301}\u{301}\u{316}y", "\u{301}start",
-                "東京 x\n\n y\r\n", "  ", "a\u{300}\u{b4}\u{345}",
+                "",
+                " ",
+                "  a  ",
+                "\te\u{301}\u{323}x  É\u{327}",
+                "Ａ\u{fb01} ﬃ İ ẞ ς",
+                "\u{1100}\u{1161}\u{11a8} 가\u{11a8}",
+                "x\u{301}\u{301}\u{316}y",
+                "\u{301}start",
+                "東京 x\n\n y\r\n",
+                "  ",
+                "a\u{300}\u{b4}\u{345}",
             ]
             .map(String::from),
         );
@@ -677,7 +710,11 @@ mod tests {
             for text in &texts {
                 let mut expected = NormalizedString::from(text.as_str());
                 theirs.normalize(&mut expected).unwrap();
-                assert_eq!(ours.normalize(text).unwrap(), expected.get(), "{spec} on {text:?}");
+                assert_eq!(
+                    ours.normalize(text).unwrap(),
+                    expected.get(),
+                    "{spec} on {text:?}"
+                );
                 let (out, align) = ours.normalize_aligned(text).unwrap();
                 assert_eq!(out, expected.get(), "{spec} on {text:?}");
                 for (at, c) in out.char_indices() {
