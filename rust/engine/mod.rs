@@ -111,6 +111,11 @@ impl Engine {
         PlanReport::of(&self.hf, self.fast.as_ref().map_err(String::as_str))
     }
 
+    /// True when the fast path encodes `text` whole (with `offsets` or not).
+    pub fn takes_fast_path(&self, text: &str, offsets: bool) -> bool {
+        self.encode_fast(text, offsets).is_some()
+    }
+
     /// One sequence on the fast path, or None when the plan or the document
     /// leaves it to the exact path.
     fn encode_fast(&self, text: &str, offsets: bool) -> Option<cpu::encode::Encoded> {

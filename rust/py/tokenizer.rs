@@ -260,6 +260,22 @@ impl CoreTokenizer {
         tokens
     }
 
+    /// The share of `texts` the fast path encodes whole, with or without
+    /// offsets (the rest take the exact path): for the form census and tests.
+    #[pyo3(signature = (texts, offsets=false))]
+    fn fast_path_share(&self, py: Python<'_>, texts: Vec<String>, offsets: bool) -> f64 {
+        if texts.is_empty() {
+            return 1.0;
+        }
+        let fast = py.detach(|| {
+            texts
+                .iter()
+                .filter(|text| self.engine.takes_fast_path(text, offsets))
+                .count()
+        });
+        fast as f64 / texts.len() as f64
+    }
+
     /// Per stage: (stage, component, path, reason). See `plan`.
     fn plan(&self) -> Vec<(String, String, String, String)> {
         self.engine
