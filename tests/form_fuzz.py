@@ -44,8 +44,8 @@ def _normalizer(rng: random.Random) -> normalizers.Normalizer:
         lambda: normalizers.BertNormalizer(clean_text=b(), handle_chinese_chars=b(),
                                            strip_accents=rng.choice([None, True, False]), lowercase=b()),
         lambda: normalizers.Strip(left=b(), right=b()),
-        lambda: normalizers.Replace(rng.choice([" ", "  ", "e", "th", "\n", "é"]),
-                                    rng.choice(["▁", " ", "", "_", "EE"])),
+        lambda: normalizers.Replace(rng.choice([" ", " ", "  ", "e", "th", "\n", "é"]),
+                                    rng.choice(["▁", "▁", " ", "", "_", "EE"])),
         lambda: normalizers.Replace(tokenizers.Regex(rng.choice([r"\s+", r" {2,}", r"[0-9]+", r"\p{P}", r"x*"])),
                                     rng.choice([" ", "", "#"])),
         lambda: normalizers.Prepend(rng.choice(["▁", " ", ">>"])),
@@ -55,8 +55,17 @@ def _normalizer(rng: random.Random) -> normalizers.Normalizer:
     return steps[0] if len(steps) == 1 and b() else normalizers.Sequence(steps)
 
 
-def _pre_tokenizer(rng: random.Random, byte_level: bool) -> pre_tokenizers.PreTokenizer | None:
+def _pre_tokenizer(rng: random.Random, family: str, byte_level: bool) -> pre_tokenizers.PreTokenizer | None:
     b = lambda: rng.random() < 0.5  # noqa: E731
+    metaspace = lambda: pre_tokenizers.Metaspace(  # noqa: E731
+        replacement="▁", prepend_scheme=rng.choice(["always", "first", "never"]), split=b())
+    # Half the time, a form real tokenizers of the family have (what the fast plans take).
+    if family in ("BPE", "Unigram") and not byte_level and b():
+        return rng.choice([lambda: None, metaspace,
+                           lambda: pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(), metaspace()]),
+                           lambda: pre_tokenizers.Split(" ", behavior="merged_with_previous")])()
+    if family == "WordPiece" and b():
+        return rng.choice([pre_tokenizers.BertPreTokenizer, pre_tokenizers.WhitespaceSplit])()
     if byte_level:  # the byte-level forms: ByteLevel alone, or Splits then ByteLevel without its regex
         if b():
             return pre_tokenizers.ByteLevel(add_prefix_space=b(), use_regex=True)
@@ -66,8 +75,7 @@ def _pre_tokenizer(rng: random.Random, byte_level: bool) -> pre_tokenizers.PreTo
     pool: list[Callable[[], pre_tokenizers.PreTokenizer]] = [
         pre_tokenizers.Whitespace, pre_tokenizers.WhitespaceSplit, pre_tokenizers.BertPreTokenizer,
         pre_tokenizers.UnicodeScripts,
-        lambda: pre_tokenizers.Metaspace(replacement="▁", prepend_scheme=rng.choice(["always", "first", "never"]),
-                                         split=b()),
+        metaspace,
         lambda: pre_tokenizers.Punctuation(behavior=rng.choice(BEHAVIORS)),
         lambda: pre_tokenizers.Digits(individual_digits=b()),
         lambda: pre_tokenizers.CharDelimiterSplit(rng.choice([" ", "-", "e"])),
@@ -134,7 +142,7 @@ def random_tokenizer(seed: int, texts: list[str]) -> str | None:
     hf = tokenizers.Tokenizer(model)
     if rng.random() < 0.75:
         hf.normalizer = _normalizer(rng)
-    pre = _pre_tokenizer(rng, byte_level)
+    pre = _pre_tokenizer(rng, family, byte_level)
     if pre is not None:
         hf.pre_tokenizer = pre
     try:

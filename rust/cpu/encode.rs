@@ -170,25 +170,62 @@ pub(super) fn push_added(
 }
 
 /// Byte spans -> character offsets; a span edge inside a character widens to
-/// the whole character.
+/// the whole character (the fast paths' spans of byte-level tokens, which the
+/// crate aligns to whole characters before converting). Spans that start at
+/// or past the end convert as the crate's converter does (`convert`).
 pub(crate) fn char_offsets(text: &str, spans: &[(usize, usize)]) -> Vec<(usize, usize)> {
-    let mut char_of_byte = vec![0usize; text.len()];
-    for (index, (at, c)) in text.char_indices().enumerate() {
-        char_of_byte[at..at + c.len_utf8()].fill(index);
-    }
-    let char_at = |byte: usize| {
-        char_of_byte
-            .get(byte)
-            .copied()
-            .unwrap_or_else(|| text.chars().count())
-    };
+    let chars = CharsOfBytes::new(text);
     spans
         .iter()
-        .map(|&(start, end)| match end > start {
-            true => (char_of_byte[start], char_of_byte[end - 1] + 1),
-            false => (char_at(start), char_at(start)),
-        })
+        .map(
+            |&(start, end)| match (chars.at(start), end > start && end <= text.len()) {
+                (Some(first), true) => (first, chars.at(end - 1).map_or(first, |c| c + 1)),
+                _ => chars.convert((start, end)),
+            },
+        )
         .collect()
+}
+
+/// Byte offsets -> character offsets exactly as the crate converts them
+/// (`BytesToCharOffsetConverter`): the characters holding each edge (an end
+/// at the text's end: after the last character); offsets that start at or
+/// past the end are left as they are.
+pub(crate) fn crate_char_offsets(text: &str, spans: &[(usize, usize)]) -> Vec<(usize, usize)> {
+    let chars = CharsOfBytes::new(text);
+    spans.iter().map(|&span| chars.convert(span)).collect()
+}
+
+/// The character index of each byte of a text.
+struct CharsOfBytes(Vec<usize>);
+
+impl CharsOfBytes {
+    fn new(text: &str) -> Self {
+        let mut char_of_byte = vec![0usize; text.len()];
+        for (index, (at, c)) in text.char_indices().enumerate() {
+            char_of_byte[at..at + c.len_utf8()].fill(index);
+        }
+        CharsOfBytes(char_of_byte)
+    }
+
+    fn at(&self, byte: usize) -> Option<usize> {
+        self.0.get(byte).copied()
+    }
+
+    /// The crate's `BytesToCharOffsetConverter::convert`, its fallback to the
+    /// byte offsets included.
+    fn convert(&self, (start, end): (usize, usize)) -> (usize, usize) {
+        match (self.at(start), self.at(end)) {
+            (Some(first), Some(last)) => (first, last),
+            (Some(first), None) => {
+                let last = end
+                    .checked_sub(1)
+                    .and_then(|b| self.at(b))
+                    .unwrap_or(first + 1);
+                (first, last + 1)
+            }
+            _ => (start, end),
+        }
+    }
 }
 
 /// Appends the ids of normalized `text`, free of added tokens, to `ids`; with

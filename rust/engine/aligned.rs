@@ -15,7 +15,7 @@
 //! goes to the crate's model.
 
 use super::Engine;
-use crate::cpu::encode::char_offsets;
+use crate::cpu::encode::crate_char_offsets;
 use crate::cpu::token_spans::{self, push_spans, CrateWord, SpanSource};
 use crate::cpu::word_cache::{self, WordScratch};
 use crate::error::{Error, Result};
@@ -98,7 +98,7 @@ impl Engine {
         let mut encoding = pretokenized
             .into_encoding(None, type_id, OffsetType::Byte)
             .map_err(Error::tokenizers)?;
-        let chars = char_offsets(text, encoding.get_offsets());
+        let chars = crate_char_offsets(text, encoding.get_offsets());
         encoding.get_offsets_mut().copy_from_slice(&chars);
         Ok(encoding)
     }
