@@ -154,7 +154,7 @@ impl Engine {
                 return encoding;
             }
         }
-        exact::encode_sequence(&self.hf, text, type_id)
+        exact::encode_sequence(&self.hf, text, type_id, offsets)
     }
 
     /// The ids of a single sequence, cut as the crate's truncation cuts one
@@ -162,7 +162,7 @@ impl Engine {
     fn sequence_ids(&self, text: &str, settings: &Settings) -> Result<Vec<u32>> {
         let mut ids = match self.encode_fast(text, false) {
             Some(done) => done.ids,
-            None => exact::encode_sequence(&self.hf, text, 0)?
+            None => exact::encode_sequence(&self.hf, text, 0, false)?
                 .get_ids()
                 .to_vec(),
         };
