@@ -147,7 +147,11 @@ def random_tokenizer(seed: int, texts: list[str]) -> str | None:
         hf.pre_tokenizer = pre
     try:
         hf.train_from_iterator(texts, trainer=trainer)
-    except Exception:  # the trainer refuses this combination (too small a vocabulary for the alphabet...)
+    # The trainer refuses this combination (too small a vocabulary for the
+    # alphabet...), or panics on it (pyo3 raises a panic as a BaseException).
+    except BaseException as err:
+        if isinstance(err, (KeyboardInterrupt, SystemExit)):
+            raise
         return None
     spec = json.loads(hf.to_str())
     if family == "BPE" and spec["model"].get("byte_fallback") and b():

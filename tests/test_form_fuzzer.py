@@ -72,3 +72,18 @@ def assert_like_the_oracle(json_text: str, texts: list[str]) -> None:
 def test_random_pipeline_matches_the_oracle(seed: int) -> None:
     json_text = pipeline(seed)
     assert_like_the_oracle(json_text, texts_for(json_text, edge_cases()[:40], corpus_sample()[40:52]))
+
+
+def test_the_census_counts_a_text_the_crate_panics_on_as_exact() -> None:
+    # Pipeline 123 (Strip, Split + ByteLevel, BPE with affixes, a normalized
+    # added token): the crate's added-token split panics on this text, so
+    # the oracle does and the exact path raises; the census must count it
+    # as not fast, not let the panic through.
+    text = "<|endoftext|> <s> [CLS] <0x41> ▁ Ġ ##ing"
+    json_text = pipeline(123)
+    with pytest.raises(BaseException, match="AddedVocabulary bad split"):
+        unpadded_oracle(json_text).encode(text)
+    tok = gpu_tok.Tokenizer.from_str(json_text)
+    with pytest.raises(gpu_tok.GpuTokError):
+        tok.encode_batch([text], padding=False, truncation=False)
+    assert tok._core.fast_path_share([text, "plain words"], False) == 0.5

@@ -87,11 +87,13 @@ impl Words {
                     let split = item["split"].as_bool().unwrap_or(true);
                     words.metaspace = Some((replacement, prepend, split));
                 }
-                _ => return Err(format!(
+                _ => {
+                    return Err(format!(
                     "pre-tokenizer {}: covered are [WhitespaceSplit,] Metaspace, none, or a Split \
                          the normalizer leaves nothing to split",
                     super::describe(pre)
-                )),
+                ))
+                }
             }
         }
         Ok(words)
