@@ -1,10 +1,10 @@
 //! The fast plan for SentencePiece-style BPE (Llama-2, Mistral, Gemma): a
-//! normalizer run per piece ([`PieceNormalizer`]: `Prepend` and string
-//! `Replace` steps, `"▁"` before the text and spaces as `"▁"`, without
-//! alignments; any other step the crate's own), or none and a `Metaspace`
+//! normalizer run per piece ([`PieceNormalizer`], any normalizer, with the
+//! crate's alignments for offsets; Llama-2's `Prepend` and `Replace` put
+//! `"▁"` before the text and for spaces), or none and a `Metaspace`
 //! pre-tokenizer doing the same (the newer conversions; [`Words`]), and a
-//! BPE model over characters
-//! with `byte_fallback`, `fuse_unk` and `ignore_merges` (`GtSpmModel`,
+//! BPE model over characters with `byte_fallback`, `fuse_unk`,
+//! `ignore_merges` and the affixes (`GtSpmModel`,
 //! cuda/gt_spm.cuh: the crate's own BPE rule, for any BPE without a
 //! pre-tokenizer).
 //!
