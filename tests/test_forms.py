@@ -145,3 +145,20 @@ def test_byte_level_with_any_normalizer(name: str) -> None:
     assert stages(gpu_tok.Tokenizer.from_str(json_text))["normalize"]["path"] == "fast"
     texts = ["Hello hello <sep> HELLO", " the ethe 123 ＡＢＣ\u00e9 "] + edge_cases() + corpus_sample()[60:90]
     assert_matches(json_text, texts, name)
+
+
+@pytest.mark.parametrize("prefix, suffix", [("@@", ""), ("", "</w>"), ("##", "</w>")])
+def test_sentencepiece_bpe_affixes_offsets_around_the_unknown_token(prefix: str, suffix: str) -> None:
+    # A word's tokens after its first carry the prefix, its last the suffix:
+    # neither is text of the word, so the token spans must not count them
+    # (the unknown token took what the affixes over-counted: "b" got (1, 3)).
+    vocab = {"<unk>": 0}
+    for c in "abc":
+        for form in (c, prefix + c, c + suffix, prefix + c + suffix):
+            vocab.setdefault(form, len(vocab))
+    affixes = {k: v for k, v in [("continuing_subword_prefix", prefix), ("end_of_word_suffix", suffix)] if v}
+    hf = tokenizers.Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="<unk>", fuse_unk=True, **affixes))
+    hf.normalizer = normalizers.Replace(tokenizers.Regex(r"\p{P}"), "")
+    texts = ["a\u3000b", "a\u3000b\u3000c", "\u3000ab", "ab\u3000", "a,b\u3000", "abc", "\u3000", "x"]
+    assert stages(gpu_tok.Tokenizer.from_str(hf.to_str()))["model"]["path"] == "fast"
+    assert_matches(hf.to_str(), texts, f"prefix {prefix!r} suffix {suffix!r}")
