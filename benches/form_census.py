@@ -50,7 +50,8 @@ def report(rows: list[dict]) -> str:
              "(ids / offsets) |", "|---|---|---|---|---|---|"]
     for model in sorted({r["model"] for r in rows}) + ["all"]:
         group = [r for r in rows if model in ("all", r["model"])]
-        share = lambda stage: sum(r["paths"][stage] == "fast" for r in group) / len(group)  # noqa: E731
+        share = lambda stage, group=group: (  # noqa: E731
+            sum(r["paths"][stage] == "fast" for r in group) / len(group))
         docs = sum(r["fast_documents"] for r in group) / len(group)
         docs_offsets = sum(r["fast_documents_offsets"] for r in group) / len(group)
         lines.append(f"| {model} | {len(group)} | {share('normalize'):.0%} | {share('pre_tokenize'):.0%} | "
