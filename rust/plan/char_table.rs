@@ -28,6 +28,7 @@
 //! - NF(K)C composes with neighbours: a code point is left as it is only
 //!   when what it has become is all "stable" characters (quick check Yes,
 //!   class 0: `normal_form.rs`), which compose with nothing.
+//!
 //! Tables are built once per process for each configuration (about 0.1 s).
 
 use super::bytelevel::alphabet;
