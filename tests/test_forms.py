@@ -130,6 +130,8 @@ NORMALIZERS = {
     "bert": normalizers.BertNormalizer(lowercase=False),
     "nmt-nfkd": normalizers.Sequence([normalizers.Nmt(), normalizers.NFKD()]),
     "byte-level": normalizers.ByteLevel(),
+    # composed, more distinct replacements than one table holds: the crate's steps
+    "byte-level-twice": normalizers.Sequence([normalizers.ByteLevel(), normalizers.ByteLevel()]),
     "replace-strings": normalizers.Sequence([normalizers.Replace("th", "TH"), normalizers.Replace("e", "")]),
 }
 

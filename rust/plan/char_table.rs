@@ -48,6 +48,8 @@ const DROP: u32 = 1 << 2;
 const MAP: u32 = 2 << 2;
 const EXACT: u32 = 1 << 4;
 const BLOCKS: usize = 0x1100;
+/// Bytes of replacements a table holds: blob offsets are 24 bits.
+const BLOB_MAX: usize = 1 << 24;
 
 /// `BertNormalizer`'s options, `strip_accents` resolved (it follows
 /// `lowercase` when unset, as in the crate).
@@ -153,8 +155,8 @@ enum Reorder {
 impl CharTable {
     /// The table for these normalizer steps (none: no normalizer) and
     /// pre-tokenizer, built on first use and shared by every tokenizer that
-    /// needs it.
-    pub fn shared(steps: &[CharStep], splitter: Splitter) -> Arc<CharTable> {
+    /// needs it; or why there is none (see `build`).
+    pub fn shared(steps: &[CharStep], splitter: Splitter) -> Result<Arc<CharTable>, String> {
         type Cache = Mutex<HashMap<(Vec<CharStep>, Splitter), Arc<CharTable>>>;
         static CACHE: OnceLock<Cache> = OnceLock::new();
         let cache = CACHE.get_or_init(Default::default);
@@ -164,17 +166,19 @@ impl CharTable {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .get(&key)
         {
-            return table.clone();
+            return Ok(table.clone());
         }
         // Built outside the lock: tokenizers with other tables load meanwhile.
-        let table = Arc::new(CharTable::build(steps, splitter));
+        let table = Arc::new(CharTable::build(steps, splitter)?);
         let mut tables = cache
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        tables.entry(key).or_insert(table).clone()
+        Ok(tables.entry(key).or_insert(table).clone())
     }
 
-    fn build(steps: &[CharStep], splitter: Splitter) -> CharTable {
+    /// The table, or why there is none: steps that give more distinct
+    /// replacements than the blob's 24-bit offsets reach (`ByteLevel` twice).
+    fn build(steps: &[CharStep], splitter: Splitter) -> Result<CharTable, String> {
         // NF(K)D: flag the smaller of the two sets that make reordering harmless.
         let reorder = match steps
             .iter()
@@ -240,8 +244,14 @@ impl CharTable {
             });
             table.blocks.push(number);
         }
-        assert!(table.blob.len() < 1 << 24, "blob offsets are 24 bits");
-        table
+        // Past BLOB_MAX the offsets wrapped: the table is dropped unused.
+        match table.blob.len() < BLOB_MAX {
+            true => Ok(table),
+            false => Err(format!(
+                "its steps give {} bytes of distinct replacements, more than one table holds ({BLOB_MAX})",
+                table.blob.len()
+            )),
+        }
     }
 
     /// The arrays behind the view (blocks, entries, blob), for a device.
@@ -479,7 +489,7 @@ mod tests {
                 strip_accents: strip,
                 lowercase: lower,
             };
-            let table = CharTable::build(&[CharStep::Bert(options)], Splitter::Bert);
+            let table = CharTable::build(&[CharStep::Bert(options)], Splitter::Bert).unwrap();
             let crate_normalizer = BertNormalizer::new(clean, chinese, Some(strip), lower);
             let model = model_of(&table);
             let mut exact = 0;
@@ -587,7 +597,7 @@ mod tests {
                 .iter()
                 .map(|i| serde_json::from_value(i.clone()).unwrap())
                 .collect();
-            let table = CharTable::build(&steps, Splitter::None);
+            let table = CharTable::build(&steps, Splitter::None).unwrap();
             let flagged = |c: char| {
                 let cp = c as usize;
                 table.entries[(table.blocks[cp >> 8] as usize) << 8 | (cp & 0xFF)] & EXACT != 0
@@ -641,7 +651,7 @@ mod tests {
     #[test]
     fn every_code_point_splits_as_the_crate_does() {
         for splitter in [Splitter::Bert, Splitter::Whitespace] {
-            let table = CharTable::build(&[], splitter);
+            let table = CharTable::build(&[], splitter).unwrap();
             for c in (0..=0x10FFFF).filter_map(char::from_u32) {
                 // Alone: whitespace leaves nothing. After a letter: punctuation is a word of its own.
                 let pieces = |text: String| {
@@ -666,13 +676,25 @@ mod tests {
 
     #[test]
     fn blocks_are_shared() {
-        let table = CharTable::shared(&[], Splitter::Bert);
+        let table = CharTable::shared(&[], Splitter::Bert).unwrap();
         assert_eq!(table.blocks.len(), BLOCKS);
         assert!(
             table.entries.len() < 256 * 400,
             "{} entries",
             table.entries.len()
         );
-        assert!(Arc::ptr_eq(&table, &CharTable::shared(&[], Splitter::Bert)));
+        assert!(Arc::ptr_eq(
+            &table,
+            &CharTable::shared(&[], Splitter::Bert).unwrap()
+        ));
+    }
+
+    #[test]
+    fn steps_with_too_many_replacements_have_no_table() {
+        // ByteLevel twice: ~1.1M distinct replacements of up to 16 bytes.
+        let twice = [CharStep::ByteLevel, CharStep::ByteLevel];
+        let err = CharTable::build(&twice, Splitter::None).err().unwrap();
+        assert!(err.contains("more than one table holds"), "{err}");
+        assert!(CharTable::build(&twice[..1], Splitter::None).is_ok());
     }
 }

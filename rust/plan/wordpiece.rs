@@ -73,7 +73,8 @@ impl WordPiecePlan {
         let longest =
             |entries: &[(&[u8], u32)]| entries.iter().map(|e| e.0.len()).max().unwrap_or(0);
         let (first_max, rest_max) = (longest(&tokens), longest(&rest));
-        let chars = CharTable::shared(&normalizer, splitter);
+        let chars = CharTable::shared(&normalizer, splitter)
+            .map_err(|why| format!("normalizer {}: {why}", super::describe(&spec["normalizer"])))?;
         let first = BytesTable::build(tokens.into_iter());
         let rest = BytesTable::build(rest.into_iter());
         let model = GtWordPieceModel {

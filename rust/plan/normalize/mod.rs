@@ -136,14 +136,22 @@ impl PieceNormalizer {
                     _ => None,
                 })
                 .collect();
-            stages.push(match forms {
+            let stage = match forms {
                 Some(stable) => Stage::Forms { stable, steps },
-                None => Stage::Chars {
-                    table: CharTable::shared(&char_steps, Splitter::None),
-                    char_steps,
-                    steps,
+                None => match CharTable::shared(&char_steps, Splitter::None) {
+                    Ok(table) => Stage::Chars {
+                        table,
+                        char_steps,
+                        steps,
+                    },
+                    // No table holds them (see `CharTable::build`): the crate's steps.
+                    Err(_) => {
+                        stages.extend(steps.into_iter().map(|s| Stage::Crate(Box::new(s))));
+                        return;
+                    }
                 },
-            });
+            };
+            stages.push(stage);
         };
         for item in components(normalizer)? {
             if let Some(step) = CharStep::from_spec(item) {
