@@ -28,6 +28,17 @@ gt_u32 gt_host_spm_word(const GtSpmModel* model, const gt_u8* bytes, gt_u32 n, G
     return count;
 }
 
+gt_u32 gt_host_chars_kept(const GtCharTable* table, const gt_u8* text, gt_u32 n, gt_u32 pos) {
+    return gt_chars_kept(table, text, n, pos);
+}
+
+gt_u32 gt_host_chars_normalize(const GtCharTable* table, const gt_u8* text, gt_u32 n, gt_u8* out, gt_u32* from,
+                               gt_u32* to) {
+    return gt_chars_normalize(table, text, n, out, from, to);
+}
+
+gt_u32 gt_host_spm_room(const GtSpmModel* model, gt_u32 n) { return gt_spm_room(model, n); }
+
 gt_u32 gt_host_unigram_word(const GtUnigramModel* model, const gt_u8* bytes, gt_u32 n, GtUnigramScratch scratch,
                             gt_u32* out) {
     return gt_unigram_word(model, bytes, n, scratch, out);
@@ -83,7 +94,7 @@ struct GtHostWpEmit {
 };
 gt_u32 gt_host_wordpiece_words(const GtWordPieceModel* model, const gt_u8* text, gt_u32 n, gt_u8* norm,
                                GtWpWordCallback word, void* ctx) {
-    gt_u32 k = gt_wp_normalize(&model->chars, text, n, norm, 0, 0);
+    gt_u32 k = gt_chars_normalize(&model->chars, text, n, norm, 0, 0);
     if (k == GT_NONE) return GT_NONE;
     GtHostWpEmit emit = {word, ctx, norm};
     gt_wp_words(model, norm, k, emit);

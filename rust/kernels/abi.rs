@@ -188,8 +188,16 @@ c_mirror! {
         pub space_len: u32,
         pub space_utf8: [u8; 4],
         pub _pad: u32,
+        pub prefix_len: u32,
+        pub suffix_len: u32,
+        pub prefix: [u8; AFFIX_MAX],
+        pub suffix: [u8; AFFIX_MAX],
     }
 }
+
+/// `GT_AFFIX_MAX` (cuda/gt_spm.cuh): the longest continuing_subword_prefix or
+/// end_of_word_suffix a `GtSpmModel` holds, in bytes.
+pub const AFFIX_MAX: usize = 16;
 
 c_mirror! {
     /// `GtUnigramModel` (cuda/gt_unigram.cuh).
@@ -215,7 +223,7 @@ c_mirror! {
 }
 
 c_mirror! {
-    /// `GtCharTable` (cuda/gt_wordpiece.cuh): per-code-point normalizer and pre-tokenizer entries.
+    /// `GtCharTable` (cuda/gt_normalize.cuh): per-code-point normalizer and pre-tokenizer entries.
     pub struct GtCharTable {
         pub blocks: *const u16,
         pub entries: *const u32,

@@ -4,9 +4,9 @@
 //! them.
 
 use super::abi::{
-    GtBpeModel, GtBpeScratch, GtBytesSlot, GtBytesTable, GtLaneCheck, GtLaneHazard, GtMergeEntry,
-    GtPairSlot, GtSplits, GtSpmCuts, GtSpmModel, GtUnigramModel, GtUnigramScratch,
-    GtWordPieceModel, GtWpScratch, Kernel, NONE, ROUND_SHARE_GPU, ROUND_SHARE_HOST,
+    GtBpeModel, GtBpeScratch, GtBytesSlot, GtBytesTable, GtCharTable, GtLaneCheck, GtLaneHazard,
+    GtMergeEntry, GtPairSlot, GtSplits, GtSpmCuts, GtSpmModel, GtUnigramModel, GtUnigramScratch,
+    GtWordPieceModel, GtWpScratch, Kernel, AFFIX_MAX, NONE, ROUND_SHARE_GPU, ROUND_SHARE_HOST,
 };
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -27,6 +27,16 @@ extern "C" {
         scratch: GtBpeScratch,
         out: *mut u32,
         share: u32,
+    ) -> u32;
+    fn gt_host_spm_room(model: *const GtSpmModel, n: u32) -> u32;
+    fn gt_host_chars_kept(table: *const GtCharTable, text: *const u8, n: u32, pos: u32) -> u32;
+    fn gt_host_chars_normalize(
+        table: *const GtCharTable,
+        text: *const u8,
+        n: u32,
+        out: *mut u8,
+        from: *mut u32,
+        to: *mut u32,
     ) -> u32;
     fn gt_host_unigram_word(
         model: *const GtUnigramModel,
@@ -276,7 +286,7 @@ pub fn bpe_word(model: &GtBpeModel, word: &[u8], scratch: &mut Scratch, out: &mu
     // SAFETY: the model's tables outlive the call (owned by the plan);
     // gt_bpe_word writes at most n ids and uses only the scratch it is given.
     let done = unsafe {
-        run_word(word, scratch, out, |bytes, n, s, ids| {
+        run_word(word, word.len(), scratch, out, |bytes, n, s, ids| {
             gt_host_bpe_word(model, bytes, n, s, ids, share)
         })
     };
@@ -292,22 +302,30 @@ pub fn spm_word(
     out: &mut Vec<u32>,
 ) -> bool {
     let share = round_shares().0;
-    // SAFETY: as for `bpe_word` (gt_spm_word has the same contract).
+    if word.len() >= u32::MAX as usize / 4 / (1 + AFFIX_MAX) {
+        return false;
+    }
+    // SAFETY: reads the model's two affix lengths.
+    let room = unsafe { gt_host_spm_room(model, word.len() as u32) } as usize;
+    // SAFETY: as for `bpe_word`: gt_spm_word writes at most `room` ids
+    // (gt_spm_room) and uses only the scratch it is given.
     unsafe {
-        run_word(word, scratch, out, |bytes, n, s, ids| {
+        run_word(word, room, scratch, out, |bytes, n, s, ids| {
             gt_host_spm_word(model, bytes, n, s, ids, share)
         })
     }
 }
 
-/// Runs a per-word kernel given n bytes, scratch for n symbols (2n heap
-/// entries) and room for n ids; it returns how many ids it wrote. False,
-/// running nothing, for a word too long for the scratch's u32 indices.
+/// Runs a per-word kernel given n bytes, scratch for `room` symbols (twice
+/// as many heap entries) and room for `room` ids; it returns how many ids it
+/// wrote. False, running nothing, for a word too long for the scratch's u32
+/// indices.
 ///
 /// # Safety
-/// `kernel` must write at most n ids and use only the scratch it is given.
+/// `kernel` must write at most `room` ids and use only the scratch it is given.
 unsafe fn run_word(
     word: &[u8],
+    room: usize,
     scratch: &mut Scratch,
     out: &mut Vec<u32>,
     kernel: impl FnOnce(*const u8, u32, GtBpeScratch, *mut u32) -> u32,
@@ -316,12 +334,12 @@ unsafe fn run_word(
     if n == 0 {
         return true;
     }
-    if n >= u32::MAX as usize / 4 {
+    if room >= u32::MAX as usize / 4 {
         return false;
     }
-    scratch.reserve(n);
+    scratch.reserve(room);
     let at = out.len();
-    out.resize(at + n, 0);
+    out.resize(at + room, 0);
     let s = GtBpeScratch {
         ids: scratch.ids.as_mut_ptr(),
         prev: scratch.prev.as_mut_ptr(),
@@ -386,7 +404,7 @@ pub fn unigram_word(
 
 /// The words of `text` after WordPiece's normalizer and pre-tokenizer (whose
 /// normalized form is at most `growth` times as long), each passed to `emit`
-/// (`gt_wp_normalize`, `gt_wp_words`). False, calling nothing, when only the
+/// (`gt_chars_normalize`, `gt_wp_words`). False, calling nothing, when only the
 /// exact path can encode the text.
 pub fn wordpiece_words(
     model: &GtWordPieceModel,
@@ -445,6 +463,75 @@ pub fn wordpiece_needs_exact(model: &GtWordPieceModel, text: &[u8]) -> bool {
     };
     // SAFETY: the model's tables outlive the call (owned by the plan); reads n bytes of text.
     unsafe { gt_host_wp_needs_exact(model, text.as_ptr(), n) != 0 }
+}
+
+/// `text` through a per-code-point table (`gt_chars_normalize`) whose
+/// output is at most `growth` bytes per byte of input: Some(None) when the
+/// table leaves it as it is, None at a code point it flags (or for a text of
+/// 4 GiB).
+pub fn chars_normalize(table: &GtCharTable, growth: usize, text: &str) -> Option<Option<String>> {
+    u32::try_from(text.len().checked_mul(growth)?).ok()?;
+    // SAFETY: the table's arrays outlive the call (owned by the plan); reads
+    // the text's bytes.
+    let kept = unsafe { gt_host_chars_kept(table, text.as_ptr(), text.len() as u32, 0) } as usize;
+    if kept == text.len() {
+        return Some(None);
+    }
+    let rest = &text.as_bytes()[kept..];
+    let mut out = Vec::with_capacity(kept + rest.len() * growth);
+    out.extend_from_slice(&text.as_bytes()[..kept]);
+    // SAFETY: `out` has room for `growth` bytes per byte of `rest` past
+    // `kept` (the most the table writes); without spans the kernel writes no
+    // from/to.
+    let written = unsafe {
+        gt_host_chars_normalize(
+            table,
+            rest.as_ptr(),
+            rest.len() as u32,
+            out.as_mut_ptr().add(kept),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        )
+    };
+    if written == NONE {
+        return None;
+    }
+    // SAFETY: the kernel wrote `written` bytes past `kept`.
+    unsafe { out.set_len(kept + written as usize) };
+    // The table writes whole characters: kept ones and valid UTF-8 replacements.
+    String::from_utf8(out).ok().map(Some)
+}
+
+/// [`chars_normalize`] with the span in `text` of the code point each output
+/// byte comes from (`from`, `to`); the output even when unchanged. None at
+/// a code point the table flags.
+pub fn chars_normalize_aligned(
+    table: &GtCharTable,
+    growth: usize,
+    text: &str,
+) -> Option<(String, Vec<u32>, Vec<u32>)> {
+    let room = u32::try_from(text.len().checked_mul(growth)?).ok()? as usize;
+    let (mut out, mut from, mut to) = (vec![0u8; room], vec![0u32; room], vec![0u32; room]);
+    // SAFETY: the table's arrays outlive the call; out, from and to hold
+    // `growth` entries per byte of text, the most the table writes.
+    let written = unsafe {
+        gt_host_chars_normalize(
+            table,
+            text.as_ptr(),
+            text.len() as u32,
+            out.as_mut_ptr(),
+            from.as_mut_ptr(),
+            to.as_mut_ptr(),
+        )
+    };
+    if written == NONE {
+        return None;
+    }
+    let written = written as usize;
+    out.truncate(written);
+    from.truncate(written);
+    to.truncate(written);
+    Some((String::from_utf8(out).ok()?, from, to))
 }
 
 /// Per-thread buffers for [`wordpiece_text`], grown to the longest text seen.
