@@ -135,8 +135,8 @@ def long_words() -> list[str]:
     """Words of 2^14 bytes and more, which a block merges in rounds
     (gt_bpe_rounds): runs of one symbol (merged round after round), CJK and
     random letters (rounds that merge little: the heap finishes), a run of
-    one letter after Llama-2's "▁" (its first round undone: the oracle merges
-    "▁" into the run first), both sides of 2^14 bytes."""
+    one letter after Llama-2's "▁" (its first round cut short: the oracle
+    merges "▁" into the run first), both sides of 2^14 bytes."""
     rng = random.Random(7)
     cjk = "".join(chr(rng.randrange(0x4E00, 0x4E00 + 400)) for _ in range(6000))
     letters = "".join(rng.choice("abcdefghij") for _ in range(20000))

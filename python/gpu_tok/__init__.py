@@ -21,6 +21,7 @@ from ._errors import (
     InvalidInputError,
     InvalidTokenizerError,
     KernelCompileError,
+    OutputTooLargeError,
     TokenizerNotFoundError,
     UnsupportedTokenizerError,
 )
@@ -70,6 +71,7 @@ __all__ = [
     "InvalidInputError",
     "InvalidTokenizerError",
     "KernelCompileError",
+    "OutputTooLargeError",
     "Tensor",
     "TokenizerNotFoundError",
     "Tokenizer",

@@ -268,7 +268,8 @@ class BatchEncoding(dict):
         "prepare_ms" (host work on the rows first: normalizing, cutting words
         and pieces, encoding rows the device cannot take), "rows_on_host" (how many rows the
         host encoded whole: text the device cannot take); on the core's host emulator also
-        "emulated_device_ms" (the host doing the device's work: kernels, memory)."""
+        "emulated_device_ms" (the calling thread waiting for the emulated device's streams, which run the
+        kernels and copies, or filling its memory)."""
         out: dict[str, float] = {} if self._total_ms is None else {"total_ms": self._total_ms}
         device = self._core.timings() if self._core is not None else None
         out.update(device or {})

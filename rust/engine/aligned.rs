@@ -15,7 +15,7 @@
 //! goes to the crate's model.
 
 use super::Engine;
-use crate::cpu::encode::char_offsets;
+use crate::cpu::encode::crate_char_offsets;
 use crate::cpu::token_spans::{self, push_spans, CrateWord, SpanSource};
 use crate::cpu::word_cache::{self, WordScratch};
 use crate::error::{Error, Result};
@@ -51,6 +51,17 @@ impl WordModel<'_> {
                     word(pre_token)
                 }
             }
+        }
+    }
+
+    /// Bytes of the model's (continuing_subword_prefix, end_of_word_suffix).
+    fn affixes(&self) -> (usize, usize) {
+        match self {
+            WordModel::SentencePiece(plan) => {
+                let model = plan.model();
+                (model.prefix_len as usize, model.suffix_len as usize)
+            }
+            WordModel::Unigram(_) => (0, 0),
         }
     }
 
@@ -98,7 +109,7 @@ impl Engine {
         let mut encoding = pretokenized
             .into_encoding(None, type_id, OffsetType::Byte)
             .map_err(Error::tokenizers)?;
-        let chars = char_offsets(text, encoding.get_offsets());
+        let chars = crate_char_offsets(text, encoding.get_offsets());
         encoding.get_offsets_mut().copy_from_slice(&chars);
         Ok(encoding)
     }
@@ -120,10 +131,12 @@ impl Engine {
         };
         match &self.fast {
             Ok(FastPlan::SentencePiece(plan)) => {
-                let lens = self.token_lens(&WordModel::SentencePiece(plan));
+                let model = WordModel::SentencePiece(plan);
+                let lens = self.token_lens(&model);
                 let drops_unknown = plan.model().unk_id == crate::kernels::NONE;
                 let source = SpanSource {
                     lens,
+                    affixes: model.affixes(),
                     crate_word: (!drops_unknown).then_some(&crate_word as &CrateWord<'_>),
                 };
                 crate::cpu::spm::encode(plan, self.id, text, Some(&source))
@@ -132,6 +145,7 @@ impl Engine {
                 let lens = self.token_lens(&WordModel::Unigram(plan));
                 let source = SpanSource {
                     lens,
+                    affixes: (0, 0),
                     crate_word: Some(&crate_word),
                 };
                 crate::cpu::unigram::encode(plan, self.id, text, Some(&source))
@@ -152,6 +166,9 @@ impl Engine {
         let mut tokens = Vec::new();
         let mut ids = Vec::new();
         let mut fine = true;
+        // With affixes the plan makes no cuts: each word is a whole pre-token,
+        // the crate's word, whose affixes `push_spans` leaves out.
+        let affixes = model.affixes();
         word_cache::with_cache(self.id, |cache| {
             model.each_word(pre_token, &mut |word| {
                 if !fine {
@@ -161,7 +178,7 @@ impl Engine {
                 ids.clear();
                 fine = cache
                     .encode_word(word.as_bytes(), &mut ids, |w, s, o| model.encode(w, s, o))
-                    && push_spans(&ids, lens, start, word.len(), &mut |id, span| {
+                    && push_spans(&ids, lens, affixes, start, word.len(), &mut |id, span| {
                         let value = match self.tokens_for_offsets {
                             true => self.hf.id_to_token(id).unwrap_or_default(),
                             false => String::new(),

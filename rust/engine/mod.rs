@@ -111,6 +111,11 @@ impl Engine {
         PlanReport::of(&self.hf, self.fast.as_ref().map_err(String::as_str))
     }
 
+    /// True when the fast path encodes `text` whole (with `offsets` or not).
+    pub fn takes_fast_path(&self, text: &str, offsets: bool) -> bool {
+        self.encode_fast(text, offsets).is_some()
+    }
+
     /// One sequence on the fast path, or None when the plan or the document
     /// leaves it to the exact path.
     fn encode_fast(&self, text: &str, offsets: bool) -> Option<cpu::encode::Encoded> {
@@ -149,7 +154,7 @@ impl Engine {
                 return encoding;
             }
         }
-        exact::encode_sequence(&self.hf, text, type_id)
+        exact::encode_sequence(&self.hf, text, type_id, offsets)
     }
 
     /// The ids of a single sequence, cut as the crate's truncation cuts one
@@ -157,7 +162,7 @@ impl Engine {
     fn sequence_ids(&self, text: &str, settings: &Settings) -> Result<Vec<u32>> {
         let mut ids = match self.encode_fast(text, false) {
             Some(done) => done.ids,
-            None => exact::encode_sequence(&self.hf, text, 0)?
+            None => exact::encode_sequence(&self.hf, text, 0, false)?
                 .get_ids()
                 .to_vec(),
         };

@@ -64,7 +64,9 @@ impl FastPlan {
             // BPE without a pre-tokenizer, or with Metaspace, is
             // SentencePiece-style (the crate's BPE over characters); with
             // another, byte-level.
-            _ if metaspace::Words::from_spec(&spec["pre_tokenizer"]).is_ok() => {
+            _ if metaspace::Words::from_spec(&spec["pre_tokenizer"], &spec["normalizer"])
+                .is_ok() =>
+            {
                 spm::SpmPlan::build(spec).map(FastPlan::SentencePiece)
             }
             _ => bytelevel::ByteLevelPlan::build(spec).map(FastPlan::ByteLevel),
@@ -96,17 +98,19 @@ impl FastPlan {
     fn describe(&self) -> [String; 3] {
         match self {
             FastPlan::ByteLevel(plan) => [
-                "quick check, then the crate's own normalization tables only where the text changes".into(),
+                format!("per piece between added tokens, with the crate's alignments for offsets: {}",
+                        plan.normalizer.describe()),
                 plan.describe_splits(),
-                "byte-level BPE kernel (cuda/gt_bpe.cuh) with a per-thread word cache; offsets too, unless \
-                 the normalizer changes the text"
-                    .into(),
+                match plan.one_token_per_byte() {
+                    true => "byte-level BPE kernel (cuda/gt_bpe.cuh) with a per-thread word cache; offsets too",
+                    false => "BPE over each word's byte-level characters with affixes, byte fallback and the \
+                              unknown token (cuda/gt_spm.cuh), a per-thread word cache; offsets too (CPU)",
+                }
+                .into(),
             ],
             FastPlan::SentencePiece(plan) => [
-                "per piece between added tokens: Prepend and string Replace (with the crate's alignments \
-                 for offsets), other steps the crate's own (offsets then through the crate's \
-                 normalizer and pre-tokenizer around the fast model)"
-                    .into(),
+                format!("per piece between added tokens, with the crate's alignments for offsets: {}",
+                        plan.describe_normalizer()),
                 plan.describe(),
                 "BPE kernel over characters with byte fallback (cuda/gt_spm.cuh) and a per-thread word cache"
                     .into(),
@@ -120,9 +124,8 @@ impl FastPlan {
                     .into(),
             ],
             FastPlan::Unigram(plan) => [
-                "per piece between added tokens: Precompiled and collapsed spaces (with the crate's \
-                 alignments for offsets), other steps the crate's own (offsets then through the crate's \
-                 normalizer and pre-tokenizer around the fast model)".into(),
+                format!("per piece between added tokens, with the crate's alignments for offsets: {}",
+                        plan.describe_normalizer()),
                 plan.describe(),
                 "Unigram Viterbi kernel (cuda/gt_unigram.cuh) over a hash of tokens and their prefixes, \
                  with a per-thread word cache"

@@ -47,7 +47,7 @@ impl UnigramPlan {
     pub fn build(spec: &Value) -> Result<Self, String> {
         let model = &spec["model"];
         let normalizer = PieceNormalizer::from_spec(&spec["normalizer"])?;
-        let words = Words::from_spec(&spec["pre_tokenizer"])?;
+        let words = Words::from_spec(&spec["pre_tokenizer"], &spec["normalizer"])?;
         words.check_normalizer(&normalizer)?;
         let added = &spec["added_tokens"];
         let plain_added = PlainAdded::with_irregular(added);
@@ -108,6 +108,11 @@ impl UnigramPlan {
             plain_added,
             description,
         })
+    }
+
+    /// How the normalizer runs, for `tok.plan`.
+    pub fn describe_normalizer(&self) -> String {
+        self.normalizer.describe()
     }
 
     /// The C view of the tables.

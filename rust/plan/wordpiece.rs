@@ -5,7 +5,7 @@
 //! hashes of the vocabulary (whole tokens; continuing pieces without their
 //! prefix).
 
-use super::char_table::{BertOptions, CharTable, Splitter};
+use super::char_table::{CharStep, CharTable, Splitter};
 use super::PlainAdded;
 use crate::kernels::{BytesTable, GtWordPieceModel};
 use serde_json::Value;
@@ -35,7 +35,7 @@ impl WordPiecePlan {
         if model["type"] != "WordPiece" {
             return Err("the model is not WordPiece".into());
         }
-        let normalizer = bert_options(&spec["normalizer"])?;
+        let normalizer = char_steps(&spec["normalizer"])?;
         let splitter = match spec["pre_tokenizer"]["type"].as_str() {
             Some("BertPreTokenizer") => Splitter::Bert,
             Some("WhitespaceSplit") => Splitter::Whitespace,
@@ -73,7 +73,8 @@ impl WordPiecePlan {
         let longest =
             |entries: &[(&[u8], u32)]| entries.iter().map(|e| e.0.len()).max().unwrap_or(0);
         let (first_max, rest_max) = (longest(&tokens), longest(&rest));
-        let chars = CharTable::shared(normalizer, splitter);
+        let chars = CharTable::shared(&normalizer, splitter)
+            .map_err(|why| format!("normalizer {}: {why}", super::describe(&spec["normalizer"])))?;
         let first = BytesTable::build(tokens.into_iter());
         let rest = BytesTable::build(rest.into_iter());
         let model = GtWordPieceModel {
@@ -158,24 +159,29 @@ impl WordPiecePlan {
     }
 }
 
-/// `BertNormalizer`'s options (None for no normalizer), with the crate's
-/// defaults for fields left out.
-fn bert_options(normalizer: &Value) -> Result<Option<BertOptions>, String> {
-    if normalizer.is_null() {
-        return Ok(None);
-    }
-    if normalizer["type"] != "BertNormalizer" {
-        return Err(format!(
-            "normalizer {}: the WordPiece plan covers BertNormalizer",
-            super::describe(normalizer)
-        ));
-    }
-    let flag = |key: &str, default: bool| normalizer[key].as_bool().unwrap_or(default);
-    let lowercase = flag("lowercase", true);
-    Ok(Some(BertOptions {
-        clean_text: flag("clean_text", true),
-        handle_chinese_chars: flag("handle_chinese_chars", true),
-        strip_accents: normalizer["strip_accents"].as_bool().unwrap_or(lowercase),
-        lowercase,
-    }))
+/// The normalizer as per-code-point steps (none for no normalizer): any
+/// normalizer whose every step maps code points on their own
+/// (`CharStep`), composed into one table.
+fn char_steps(normalizer: &Value) -> Result<Vec<CharStep>, String> {
+    let items: Vec<&Value> = match normalizer {
+        Value::Null => Vec::new(),
+        n if n["type"] == "Sequence" => n["normalizers"]
+            .as_array()
+            .ok_or("unreadable normalizer Sequence")?
+            .iter()
+            .collect(),
+        n => vec![n],
+    };
+    items
+        .into_iter()
+        .map(|item| {
+            CharStep::from_spec(item).ok_or_else(|| {
+                format!(
+                    "normalizer {}: the WordPiece plan covers normalizers that map each code point \
+                     on its own (BertNormalizer, Lowercase, StripAccents, NFD...)",
+                    super::describe(normalizer)
+                )
+            })
+        })
+        .collect()
 }

@@ -23,6 +23,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<tensor::Tensor>()?;
     m.add_class::<settings::Truncation>()?;
     m.add_class::<settings::Padding>()?;
+    m.add_function(wrap_pyfunction!(errors::check_memory, m)?)?;
     m.add_function(wrap_pyfunction!(info::build_info, m)?)?;
     m.add_function(wrap_pyfunction!(info::cuda_probe, m)?)?;
     m.add_function(wrap_pyfunction!(info::num_threads, m)?)?;
@@ -36,6 +37,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(info::cuda_initialised_before_fork, m)?)?;
     m.add_function(wrap_pyfunction!(info::note_cuda_initialised_for_tests, m)?)?;
     m.add_function(wrap_pyfunction!(info::emulator_releases_for_tests, m)?)?;
+    m.add_function(wrap_pyfunction!(info::long_word_round_shares_for_tests, m)?)?;
     m.add_function(wrap_pyfunction!(pretok::split_words, m)?)?;
     m.add_function(wrap_pyfunction!(pretok::time_split, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

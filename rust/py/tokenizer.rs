@@ -260,6 +260,23 @@ impl CoreTokenizer {
         tokens
     }
 
+    /// The share of `texts` the fast path encodes whole, with or without
+    /// offsets (the rest take the exact path): for the form census and tests.
+    /// A text the crate panics on (its added-token split can) is not fast:
+    /// the exact path raises for it.
+    #[pyo3(signature = (texts, offsets=false))]
+    fn fast_path_share(&self, py: Python<'_>, texts: Vec<String>, offsets: bool) -> f64 {
+        if texts.is_empty() {
+            return 1.0;
+        }
+        let takes_fast_path = |text: &String| {
+            let ask = || self.engine.takes_fast_path(text, offsets);
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(ask)).unwrap_or(false)
+        };
+        let fast = py.detach(|| texts.iter().filter(|text| takes_fast_path(text)).count());
+        fast as f64 / texts.len() as f64
+    }
+
     /// Per stage: (stage, component, path, reason). See `plan`.
     fn plan(&self) -> Vec<(String, String, String, String)> {
         self.engine
