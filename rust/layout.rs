@@ -96,6 +96,22 @@ impl Batch {
     }
 }
 
+/// Refuses an output of `bytes` (None: more than a usize) that would not fit
+/// in this machine's memory, `cause` saying which settings make it so big
+/// (the rule `row_layout` applies, for outputs sized before their rows exist).
+pub fn check_output_bytes(bytes: Option<usize>, cause: impl FnOnce() -> String) -> Result<()> {
+    let gib = |b: u64| format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64);
+    match bytes {
+        Some(b) if (b as u64) <= physical_memory() => Ok(()),
+        _ => Err(Error::InvalidArgument(format!(
+            "the output would need {}, more than this machine's memory ({}): {}",
+            bytes.map_or("more memory than can be addressed".into(), |b| gib(b as u64)),
+            gib(physical_memory()),
+            cause()
+        ))),
+    }
+}
+
 impl Outputs {
     /// Bytes of output per token: int64 ids plus each optional field (offsets: two values).
     pub fn bytes_per_token(&self) -> usize {

@@ -9,7 +9,7 @@ use crate::cuda::pipeline::{DeviceBatch, Timings};
 use crate::error::Result;
 use crate::layout::{narrow, Batch, Dtype};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3::types::PyDict;
 use std::sync::Arc;
 
 /// A packed batch of encodings.
@@ -192,29 +192,14 @@ impl CoreBatch {
         Ok(Some(out))
     }
 
-    /// Every field as a list of per-row lists (offsets as (start, end) tuples).
+    /// Every field as a list of per-row lists (offsets as (start, end) tuples;
+    /// built in the core, `lists`).
     fn to_lists<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let out = PyDict::new(py);
-        let starts = &self.host_row_starts;
         for (name, buffer) in &self.fields {
             let values = buffer.values()?;
-            let k = per_token(name);
-            let rows = starts
-                .windows(2)
-                .map(|w| {
-                    let row = &values[k * w[0] as usize..k * w[1] as usize];
-                    if k == 2 {
-                        let pairs = row
-                            .chunks_exact(2)
-                            .map(|p| PyTuple::new(py, [p[0], p[1]]))
-                            .collect::<PyResult<Vec<_>>>()?;
-                        PyList::new(py, pairs)
-                    } else {
-                        PyList::new(py, row)
-                    }
-                })
-                .collect::<PyResult<Vec<_>>>()?;
-            out.set_item(*name, PyList::new(py, rows)?)?;
+            let rows = super::lists::rows(py, &values, &self.host_row_starts, per_token(name))?;
+            out.set_item(*name, rows)?;
         }
         Ok(out)
     }
