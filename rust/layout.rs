@@ -105,7 +105,10 @@ pub fn check_output_bytes(bytes: Option<usize>, cause: impl FnOnce() -> String) 
         Some(b) if (b as u64) <= physical_memory() => Ok(()),
         _ => Err(Error::InvalidArgument(format!(
             "the output would need {}, more than this machine's memory ({}): {}",
-            bytes.map_or("more memory than can be addressed".into(), |b| gib(b as u64)),
+            bytes.map_or(
+                "more memory than can be addressed".into(),
+                |b| gib(b as u64)
+            ),
             gib(physical_memory()),
             cause()
         ))),

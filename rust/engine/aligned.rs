@@ -179,7 +179,9 @@ impl Engine {
                     && push_spans(&ids, lens, start, word.len(), &mut |id, span| {
                         let value = match values {
                             // The crate's Unigram names an unknown piece by its text.
-                            true if unknown_is_text && id == unk_id => pre_token[span.0..span.1].to_string(),
+                            true if unknown_is_text && id == unk_id => {
+                                pre_token[span.0..span.1].to_string()
+                            }
                             true => self.hf.id_to_token(id).unwrap_or_default(),
                             false => String::new(),
                         };

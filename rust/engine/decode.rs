@@ -40,7 +40,11 @@ impl Table {
     }
 
     fn get(&self, id: usize) -> &[u8] {
-        let start = if id == 0 { 0 } else { self.ends[id - 1] as usize };
+        let start = if id == 0 {
+            0
+        } else {
+            self.ends[id - 1] as usize
+        };
         &self.bytes[start..self.ends[id] as usize]
     }
 }
@@ -52,10 +56,7 @@ enum Kind {
     /// SentencePiece-style: each token's text (after `Replace`), byte tokens
     /// gathered into runs (`ByteFallback`), a different first token for
     /// `Metaspace`, and `Strip` on the whole text.
-    Pieces {
-        byte_fallback: bool,
-        strip: Option<(char, usize)>,
-    },
+    Pieces { strip: Option<(char, usize)> },
     /// `WordPiece`: the first token's text, else the continuing form.
     WordPiece,
 }
@@ -119,12 +120,13 @@ impl Forms {
                 _ => return None,
             }
         }
-        let kind = kind.unwrap_or(Kind::Pieces {
-            byte_fallback,
-            strip,
-        });
+        let kind = kind.unwrap_or(Kind::Pieces { strip });
         let added = hf.get_added_vocabulary();
-        let ids = hf.get_vocab(true).into_values().max().map_or(0, |m| m as usize + 1);
+        let ids = hf
+            .get_vocab(true)
+            .into_values()
+            .max()
+            .map_or(0, |m| m as usize + 1);
         let mut forms = Table::default();
         let mut first = (metaspace.is_some() || wordpiece.is_some()).then(Table::default);
         let mut flags = vec![0u8; ids];
@@ -168,8 +170,10 @@ impl Forms {
                     }
                     match metaspace {
                         Some((replacement, drop_first)) => {
-                            let spaced: String =
-                                text.chars().map(|c| if c == replacement { ' ' } else { c }).collect();
+                            let spaced: String = text
+                                .chars()
+                                .map(|c| if c == replacement { ' ' } else { c })
+                                .collect();
                             forms.push(spaced.as_bytes());
                             let first_form: String = match drop_first {
                                 true => text.chars().filter(|&c| c != replacement).collect(),
@@ -225,7 +229,6 @@ impl Forms {
         };
         if let Kind::Pieces {
             strip: Some((content, start)),
-            ..
         } = self.kind
         {
             let cut: usize = text
@@ -307,9 +310,20 @@ pub fn clean_up_tokenization(text: &str) -> String {
 
 /// The crate's `decode` of one row (decoders `Forms` does not cover), with
 /// transformers' clean-up when asked.
-pub fn crate_decode(hf: &Tokenizer, ids: &[u32], skip_special_tokens: bool, clean_up: bool) -> Result<String> {
-    let text = hf.decode(ids, skip_special_tokens).map_err(Error::tokenizers)?;
-    Ok(if clean_up { clean_up_tokenization(&text) } else { text })
+pub fn crate_decode(
+    hf: &Tokenizer,
+    ids: &[u32],
+    skip_special_tokens: bool,
+    clean_up: bool,
+) -> Result<String> {
+    let text = hf
+        .decode(ids, skip_special_tokens)
+        .map_err(Error::tokenizers)?;
+    Ok(if clean_up {
+        clean_up_tokenization(&text)
+    } else {
+        text
+    })
 }
 
 #[cfg(test)]
@@ -318,7 +332,10 @@ mod tests {
 
     #[test]
     fn clean_up_follows_transformers_order() {
-        assert_eq!(clean_up_tokenization("a , b . c ' s it 's do n't"), "a, b. c's it's don't");
+        assert_eq!(
+            clean_up_tokenization("a , b . c ' s it 's do n't"),
+            "a, b. c's it's don't"
+        );
         assert_eq!(clean_up_tokenization("no change"), "no change");
     }
 

@@ -72,7 +72,11 @@ pub struct RichState {
 
 impl Engine {
     /// Encodes `inputs` with the crate's full encodings (see the module comment).
-    pub fn encode_rich(&self, inputs: &[RichInput<'_>], settings: &RichSettings) -> Result<RichBatch> {
+    pub fn encode_rich(
+        &self,
+        inputs: &[RichInput<'_>],
+        settings: &RichSettings,
+    ) -> Result<RichBatch> {
         let shapes: Vec<super::Input<'_>> = inputs
             .iter()
             .map(|(_, pair)| ("", pair.as_ref().map(|_| "")))
@@ -144,7 +148,8 @@ impl Engine {
                 };
                 let params = self.room_params(trunc, second.is_some(), base.add_special_tokens);
                 let special = trunc.max_length - params.max_length;
-                let (to_first, to_second) = overflow::targets(first.len(), second_len, &params, special)?;
+                let (to_first, to_second) =
+                    overflow::targets(first.len(), second_len, &params, special)?;
                 let cut = |len: usize, to: Option<usize>| Windows {
                     len,
                     to,
@@ -195,7 +200,12 @@ impl Engine {
                 .map(|(i, j)| {
                     let (mut x, mut y) = (cut(first, a, i), cut(second, b, j));
                     if !bare {
-                        return self.post_process_window(x, i > 0, Some((y, j > 0)), base.add_special_tokens);
+                        return self.post_process_window(
+                            x,
+                            i > 0,
+                            Some((y, j > 0)),
+                            base.add_special_tokens,
+                        );
                     }
                     // Without a post-processor the crate numbers the sequences
                     // of its main encodings only, not of their overflowing windows.
@@ -209,7 +219,9 @@ impl Engine {
                 })
                 .collect(),
             _ => (0..count(a))
-                .map(|i| self.post_process_window(cut(first, a, i), i > 0, None, base.add_special_tokens))
+                .map(|i| {
+                    self.post_process_window(cut(first, a, i), i > 0, None, base.add_special_tokens)
+                })
                 .collect(),
         }
     }
@@ -253,7 +265,12 @@ impl Engine {
 
     /// One sequence with the crate's word ids, offsets (characters) and
     /// token strings, its tokens of type `type_id`.
-    fn encode_full(&self, sequence: &Sequence<'_>, type_id: u32, split_special: bool) -> Result<Encoding> {
+    fn encode_full(
+        &self,
+        sequence: &Sequence<'_>,
+        type_id: u32,
+        split_special: bool,
+    ) -> Result<Encoding> {
         match sequence {
             Sequence::Text(text) => self.encode_words_of(text, type_id, None, split_special),
             // The crate encodes each word as a text of its own, offsets within the word.
@@ -261,7 +278,9 @@ impl Engine {
                 words
                     .iter()
                     .enumerate()
-                    .map(|(i, word)| self.encode_words_of(word, type_id, Some(i as u32), split_special))
+                    .map(|(i, word)| {
+                        self.encode_words_of(word, type_id, Some(i as u32), split_special)
+                    })
                     .collect::<Result<Vec<_>>>()?,
                 false,
             )),
@@ -335,7 +354,10 @@ impl Engine {
                     })
                 });
                 // A token of n bytes spans n byte-level characters of the pre-token.
-                let mut chars = pre_token.char_indices().map(|(at, _)| at).chain([pre_token.len()]);
+                let mut chars = pre_token
+                    .char_indices()
+                    .map(|(at, _)| at)
+                    .chain([pre_token.len()]);
                 let mut at = chars.next()?;
                 let mut spans = Vec::with_capacity(ids.len());
                 for &id in &ids {
@@ -350,12 +372,20 @@ impl Engine {
                 (at == pre_token.len()).then(|| tokens(&ids, &mut spans.into_iter()))
             }
             Ok(FastPlan::WordPiece(plan)) => {
-                let (prefix, unk) = self.rich.wordpiece.get_or_init(|| wordpiece_of(self)).as_ref()?;
+                let (prefix, unk) = self
+                    .rich
+                    .wordpiece
+                    .get_or_init(|| wordpiece_of(self))
+                    .as_ref()?;
                 let unk = *unk;
                 let mut ids = Vec::new();
                 kernels::wordpiece_word(plan.model(), pre_token.as_bytes(), &mut ids);
                 if ids.len() == 1 && Some(ids[0]) == unk {
-                    return Some(vec![Token::new(ids[0], value(ids[0]), (0, pre_token.len()))]);
+                    return Some(vec![Token::new(
+                        ids[0],
+                        value(ids[0]),
+                        (0, pre_token.len()),
+                    )]);
                 }
                 // A piece after the first is its text behind the continuing prefix.
                 let mut spans = Vec::with_capacity(ids.len());

@@ -25,9 +25,7 @@ use crate::error::{Error, Result};
 use crate::layout::{Batch, Outputs};
 use crate::plan::{FastPlan, PlanReport};
 use crate::pool;
-use tokenizers::{
-    Encoding, PaddingParams, PostProcessor, Tokenizer, TruncationParams,
-};
+use tokenizers::{Encoding, PaddingParams, PostProcessor, Tokenizer, TruncationParams};
 
 /// Per-call settings.
 #[derive(Clone, Debug, Default)]
@@ -373,7 +371,9 @@ impl Engine {
         skip_special_tokens: bool,
         clean_up: bool,
     ) -> Result<Vec<String>> {
-        let forms = self.decode_forms.get_or_init(|| decode::Forms::build(&self.hf));
+        let forms = self
+            .decode_forms
+            .get_or_init(|| decode::Forms::build(&self.hf));
         let ids = rows.iter().map(Vec::len).sum::<usize>();
         // About 4 bytes of text per id: small batches stay on the calling thread.
         pool::current().map_sized(rows.len(), ids.saturating_mul(4), |i| match forms {

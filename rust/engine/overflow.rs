@@ -180,8 +180,12 @@ pub fn truncate_main(
     params: &TruncationParams,
     special: usize,
 ) -> Result<(Encoding, Option<Encoding>)> {
-    let (to_first, to_second) =
-        targets(first.len(), second.as_ref().map(Encoding::len), params, special)?;
+    let (to_first, to_second) = targets(
+        first.len(),
+        second.as_ref().map(Encoding::len),
+        params,
+        special,
+    )?;
     let main = |encoding: Encoding, to: Option<usize>| match to {
         None => encoding,
         Some(_) => {
@@ -260,7 +264,12 @@ mod tests {
     }
 
     /// The crate's windows: the main encoding then its overflowing ones.
-    fn crate_windows(n: usize, to: usize, stride: usize, direction: TruncationDirection) -> Vec<Vec<u32>> {
+    fn crate_windows(
+        n: usize,
+        to: usize,
+        stride: usize,
+        direction: TruncationDirection,
+    ) -> Vec<Vec<u32>> {
         let mut e = encoding(n);
         e.truncate(to, stride, direction);
         let mut out = vec![e.get_ids().to_vec()];
@@ -316,13 +325,16 @@ mod tests {
                                     .map(|(a, b)| (a.len(), b.map(|b| b.len())))
                                     .map_err(|e| e.to_string())
                             });
-                            let at = format!("{strategy:?} {n1} {second:?} max={max} stride={stride}");
+                            let at =
+                                format!("{strategy:?} {n1} {second:?} max={max} stride={stride}");
                             match (ours, theirs) {
                                 (Ok((a, b)), Ok(Ok((la, lb)))) => {
                                     assert_eq!(a.unwrap_or(n1), la, "{at}");
                                     assert_eq!(b.or(second), lb, "{at}");
                                 }
-                                (Err(Error::Tokenizers(m)), Ok(Err(theirs))) => assert_eq!(m, theirs, "{at}"),
+                                (Err(Error::Tokenizers(m)), Ok(Err(theirs))) => {
+                                    assert_eq!(m, theirs, "{at}")
+                                }
                                 (Err(Error::InvalidArgument(m)), Err(_)) => {
                                     assert!(m.contains("stride"), "{at}: {m}")
                                 }
@@ -352,7 +364,10 @@ mod tests {
         let Err(Error::InvalidArgument(why)) = truncate_main(encoding(9), None, &p, 2) else {
             panic!("a stride of max_length was accepted");
         };
-        assert!(why.contains("stride=3 must be smaller than max_length=5"), "{why}");
+        assert!(
+            why.contains("stride=3 must be smaller than max_length=5"),
+            "{why}"
+        );
     }
 
     #[test]

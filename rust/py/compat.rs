@@ -5,8 +5,8 @@
 use super::errors::detach_work;
 use super::tokenizer::CoreTokenizer;
 use crate::error::Error;
-use tokenizers::Model;
 use pyo3::prelude::*;
+use tokenizers::Model;
 
 /// Added tokens as (id, content, single_word, lstrip, rstrip, normalized,
 /// special), sorted by id.
@@ -19,7 +19,17 @@ pub fn added_token_flags(
         .hf()
         .get_added_tokens_decoder()
         .into_iter()
-        .map(|(id, t)| (id, t.content, t.single_word, t.lstrip, t.rstrip, t.normalized, t.special))
+        .map(|(id, t)| {
+            (
+                id,
+                t.content,
+                t.single_word,
+                t.lstrip,
+                t.rstrip,
+                t.normalized,
+                t.special,
+            )
+        })
         .collect();
     out.sort_by_key(|t| t.0);
     out
@@ -42,7 +52,12 @@ pub fn save_model(
             .hf()
             .get_model()
             .save(std::path::Path::new(folder), prefix)
-            .map_err(|err| Error::InvalidArgument(format!("cannot save the vocabulary in {folder}: {err}")))?;
-        Ok(paths.into_iter().map(|p| p.to_string_lossy().into_owned()).collect())
+            .map_err(|err| {
+                Error::InvalidArgument(format!("cannot save the vocabulary in {folder}: {err}"))
+            })?;
+        Ok(paths
+            .into_iter()
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect())
     })
 }

@@ -34,7 +34,9 @@ fn exact_ids(row: &Bound<'_, PyAny>) -> Option<Vec<u32>> {
         };
         // SAFETY: `item` is a valid object pointer (above); PyLong_Type is the
         // interpreter's static int type. An exact int excludes bool and subclasses.
-        if item.is_null() || unsafe { ffi::Py_TYPE(item) != std::ptr::addr_of_mut!(ffi::PyLong_Type) } {
+        if item.is_null()
+            || unsafe { ffi::Py_TYPE(item) != std::ptr::addr_of_mut!(ffi::PyLong_Type) }
+        {
             return None;
         }
         // SAFETY: `item` is an exact int; an overflow sets an error, cleared below.
@@ -73,5 +75,7 @@ pub fn decode_rows(
         })
         .collect::<PyResult<Vec<_>>>()?;
     let engine = tokenizer.engine();
-    detach_work(py, || engine.decode_rows(&ids, skip_special_tokens, clean_up))
+    detach_work(py, || {
+        engine.decode_rows(&ids, skip_special_tokens, clean_up)
+    })
 }

@@ -30,9 +30,9 @@ pub struct CoreMaps {
 
 impl CoreMaps {
     fn row(&self, i: usize) -> PyResult<&Encoding> {
-        self.rows
-            .get(i)
-            .ok_or_else(|| PyIndexError::new_err(format!("row {i} out of range ({} rows)", self.rows.len())))
+        self.rows.get(i).ok_or_else(|| {
+            PyIndexError::new_err(format!("row {i} out of range ({} rows)", self.rows.len()))
+        })
     }
 }
 
@@ -92,18 +92,31 @@ impl CoreMaps {
     }
 
     fn token_to_chars(&self, i: usize, token: usize) -> PyResult<Option<(usize, usize)>> {
-        Ok(self.row(i)?.token_to_chars(token).map(|(_, offsets)| offsets))
+        Ok(self
+            .row(i)?
+            .token_to_chars(token)
+            .map(|(_, offsets)| offsets))
     }
 
     fn token_to_word(&self, i: usize, token: usize) -> PyResult<Option<u32>> {
         Ok(self.row(i)?.token_to_word(token).map(|(_, word)| word))
     }
 
-    fn word_to_tokens(&self, i: usize, word: u32, sequence: usize) -> PyResult<Option<(usize, usize)>> {
+    fn word_to_tokens(
+        &self,
+        i: usize,
+        word: u32,
+        sequence: usize,
+    ) -> PyResult<Option<(usize, usize)>> {
         Ok(self.row(i)?.word_to_tokens(word, sequence))
     }
 
-    fn word_to_chars(&self, i: usize, word: u32, sequence: usize) -> PyResult<Option<(usize, usize)>> {
+    fn word_to_chars(
+        &self,
+        i: usize,
+        word: u32,
+        sequence: usize,
+    ) -> PyResult<Option<(usize, usize)>> {
         Ok(self.row(i)?.word_to_chars(word, sequence))
     }
 
@@ -144,7 +157,10 @@ enum Owned<'py> {
 /// The rows of `obj` (an iterable of `str`, or with `words` of lists of `str`).
 fn read_rows<'py>(obj: &Bound<'py, PyAny>, words: bool, what: &str) -> PyResult<Vec<Owned<'py>>> {
     if !words {
-        return Ok(inputs::texts(obj, what)?.into_iter().map(Owned::Text).collect());
+        return Ok(inputs::texts(obj, what)?
+            .into_iter()
+            .map(Owned::Text)
+            .collect());
     }
     if obj.is_instance_of::<PyString>() {
         return Err(PyTypeError::new_err(format!(
@@ -155,14 +171,21 @@ fn read_rows<'py>(obj: &Bound<'py, PyAny>, words: bool, what: &str) -> PyResult<
         .try_iter()
         .map_err(|_| PyTypeError::new_err(format!("{what} must be a list of word lists")))?;
     iter.enumerate()
-        .map(|(i, item)| Ok(Owned::Words(inputs::texts(&item?, &format!("{what}[{i}]"))?)))
+        .map(|(i, item)| {
+            Ok(Owned::Words(inputs::texts(
+                &item?,
+                &format!("{what}[{i}]"),
+            )?))
+        })
         .collect()
 }
 
 /// The UTF-8 of a row read by [`read_rows`], borrowed.
 fn borrow<'a>(py: Python<'_>, owned: &'a Owned<'_>, what: &str) -> PyResult<Sequence<'a>> {
     match owned {
-        Owned::Text(text) => Ok(Sequence::Text(inputs::utf8(py, std::slice::from_ref(text), what)?[0])),
+        Owned::Text(text) => Ok(Sequence::Text(
+            inputs::utf8(py, std::slice::from_ref(text), what)?[0],
+        )),
         Owned::Words(words) => Ok(Sequence::Words(inputs::utf8(py, words, what)?)),
     }
 }
@@ -266,7 +289,10 @@ mod wire {
             u32s(&mut out, &mut e.get_type_ids().iter().copied());
             u32s(&mut out, &mut e.get_special_tokens_mask().iter().copied());
             u32s(&mut out, &mut e.get_attention_mask().iter().copied());
-            u32s(&mut out, &mut e.get_word_ids().iter().map(|w| w.unwrap_or(NONE)));
+            u32s(
+                &mut out,
+                &mut e.get_word_ids().iter().map(|w| w.unwrap_or(NONE)),
+            );
             for &(start, end) in e.get_offsets() {
                 u64(&mut out, start);
                 u64(&mut out, end);
@@ -299,7 +325,11 @@ mod wire {
         let ids = e.get_sequence_ids();
         (0..e.n_sequences())
             .map(|seq| {
-                let mut at = ids.iter().enumerate().filter(|(_, s)| **s == Some(seq)).map(|(k, _)| k);
+                let mut at = ids
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, s)| **s == Some(seq))
+                    .map(|(k, _)| k);
                 match at.next() {
                     Some(first) => (seq, first, at.last().unwrap_or(first) + 1),
                     None => (seq, 0, 0),
@@ -349,7 +379,11 @@ mod wire {
             let type_ids = r.u32s(n)?;
             let special = r.u32s(n)?;
             let attention = r.u32s(n)?;
-            let words = r.u32s(n)?.into_iter().map(|w| (w != NONE).then_some(w)).collect();
+            let words = r
+                .u32s(n)?
+                .into_iter()
+                .map(|w| (w != NONE).then_some(w))
+                .collect();
             let offsets = (0..n)
                 .map(|_| Some((r.u64()?, r.u64()?)))
                 .collect::<Option<Vec<_>>>()?;
@@ -368,11 +402,21 @@ mod wire {
                 ranges.insert(seq, start..end);
             }
             rows.push(Encoding::new(
-                ids, type_ids, tokens, words, offsets, special, attention, Vec::new(), ranges,
+                ids,
+                type_ids,
+                tokens,
+                words,
+                offsets,
+                special,
+                attention,
+                Vec::new(),
+                ranges,
             ));
         }
         let n_samples = r.u64()?;
-        let samples = (0..n_samples).map(|_| r.u64()).collect::<Option<Vec<_>>>()?;
+        let samples = (0..n_samples)
+            .map(|_| r.u64())
+            .collect::<Option<Vec<_>>>()?;
         (r.data.is_empty() && samples.len() == rows.len()).then_some((rows, samples))
     }
 }
