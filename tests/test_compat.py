@@ -65,3 +65,17 @@ def test_transformers_names(tmp_path: Path) -> None:
     assert ids[-1] == tok.convert_tokens_to_ids("[SEP]") and ids[0] != tok.convert_tokens_to_ids("[CLS]")
     tok.add_bos_token = True
     assert tok("hello world")["input_ids"][0] == tok.convert_tokens_to_ids("[CLS]")
+
+
+def test_transformers_data_collators_take_our_tokenizer_and_batches() -> None:
+    transformers = pytest.importorskip("transformers")
+    tok = gpu_tok.Tokenizer.from_str(tokenizer_json(NAME))
+    features = [dict(tok(text)) for text in ("hello world", "a", "one two three four")]
+    padded = transformers.DataCollatorWithPadding(tok, return_tensors="pt")([dict(f) for f in features])
+    assert padded["input_ids"].shape == (3, max(len(f["input_ids"]) for f in features))
+    ours = tok.pad([dict(f) for f in features], return_tensors="pt")
+    assert padded["input_ids"].tolist() == ours["input_ids"].tolist()
+    collator = transformers.DataCollatorForLanguageModeling(tok, mlm=False, return_tensors="pt")
+    masked = collator([dict(f) for f in features])
+    assert masked["labels"].shape == masked["input_ids"].shape
+    assert isinstance(tok(["a"]), dict) and not isinstance(tok(["a"]), transformers.BatchEncoding)
