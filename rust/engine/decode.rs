@@ -146,7 +146,7 @@ impl Forms {
             }
             match &kind {
                 Kind::Bytes => {
-                    let bytes: Option<Vec<u8>> = token.chars().map(|c| alphabet(c)).collect();
+                    let bytes: Option<Vec<u8>> = token.chars().map(&alphabet).collect();
                     forms.push(bytes.as_deref().unwrap_or(token.as_bytes()));
                 }
                 Kind::WordPiece => {

@@ -32,11 +32,12 @@ fn exact_ids(row: &Bound<'_, PyAny>) -> Option<Vec<u32>> {
                 false => ffi::PyTuple_GetItem(ptr, i as ffi::Py_ssize_t),
             }
         };
+        if item.is_null() {
+            return None;
+        }
         // SAFETY: `item` is a valid object pointer (above); PyLong_Type is the
         // interpreter's static int type. An exact int excludes bool and subclasses.
-        if item.is_null()
-            || unsafe { ffi::Py_TYPE(item) != std::ptr::addr_of_mut!(ffi::PyLong_Type) }
-        {
+        if unsafe { ffi::Py_TYPE(item) != std::ptr::addr_of_mut!(ffi::PyLong_Type) } {
             return None;
         }
         // SAFETY: `item` is an exact int; an overflow sets an error, cleared below.

@@ -331,7 +331,7 @@ mod wire {
                     .filter(|(_, s)| **s == Some(seq))
                     .map(|(k, _)| k);
                 match at.next() {
-                    Some(first) => (seq, first, at.last().unwrap_or(first) + 1),
+                    Some(first) => (seq, first, at.next_back().unwrap_or(first) + 1),
                     None => (seq, 0, 0),
                 }
             })
