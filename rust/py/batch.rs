@@ -196,6 +196,7 @@ impl CoreBatch {
     /// built in the core, `lists`).
     fn to_lists<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let out = PyDict::new(py);
+        let _paused = super::lists::GcPause::new(py);
         for (name, buffer) in &self.fields {
             let values = buffer.values()?;
             let rows = super::lists::rows(py, &values, &self.host_row_starts, per_token(name))?;

@@ -10,6 +10,33 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
+/// Python's cyclic garbage collector paused while lists are built (the
+/// previous state restored when dropped). The lists and tuples made here hold
+/// only ints, so they form no cycles, but every container allocated counts
+/// towards a collection, and each collection walks the tracked objects: about
+/// a quarter of a call with offsets lists (0.094 s -> 0.068 s, qwen3 chat).
+pub struct GcPause {
+    was_enabled: bool,
+}
+
+impl GcPause {
+    pub fn new(_py: Python<'_>) -> Self {
+        // SAFETY: `_py` proves the GIL is held; returns whether it was enabled.
+        let was_enabled = unsafe { ffi::PyGC_Disable() } == 1;
+        GcPause { was_enabled }
+    }
+}
+
+impl Drop for GcPause {
+    fn drop(&mut self) {
+        if self.was_enabled {
+            // SAFETY: made under the GIL by `new`, held only as a local of a
+            // call that holds the GIL (`to_lists`) and dropped there.
+            unsafe { ffi::PyGC_Enable() };
+        }
+    }
+}
+
 /// Python ints for values, the last ones made kept in a direct-mapped cache
 /// (each slot holds one reference, dropped with the cache).
 struct Ints {
@@ -118,6 +145,10 @@ pub fn rows<'py>(
                         }
                         ffi::PyTuple_SetItem(tuple, slot as ffi::Py_ssize_t, int);
                     }
+                    // A tuple of two ints is in no cycle: untracked, as the collector
+                    // would untrack it on its first pass (a pass over every new
+                    // tuple, right after the call, was ~30% of a call with offsets).
+                    ffi::PyObject_GC_UnTrack(tuple.cast());
                     tuple
                 }),
                 _ => list_of(py, b - a, |k| ints.get(row[k])),
