@@ -48,7 +48,7 @@ impl Backend {
 }
 
 /// A loaded tokenizer (immutable).
-#[pyclass(frozen, module = "gpu_tok._core")]
+#[pyclass(frozen, weakref, module = "gpu_tok._core")]
 pub struct CoreTokenizer {
     engine: Arc<Engine>,
 }
@@ -292,5 +292,12 @@ impl CoreTokenizer {
                 )
             })
             .collect()
+    }
+}
+
+impl CoreTokenizer {
+    /// The engine (for the core's other Python functions).
+    pub(super) fn engine(&self) -> &Arc<Engine> {
+        &self.engine
     }
 }
