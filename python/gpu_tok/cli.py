@@ -92,11 +92,11 @@ def _parser() -> argparse.ArgumentParser:
 
     decode = sub.add_parser("decode", help="print the text of ids")
     decode.add_argument("--tokenizer", help=tokenizer_help)
-    decode.add_argument("ids", nargs="*", help="ids (default: read them from standard input)")
+    decode.add_argument("ids", nargs="*", help="ids (none or '-': read them from standard input)")
     decode.add_argument("--keep-special-tokens", action="store_true", help="do not skip special tokens")
 
     info = sub.add_parser("info", help="version, build, backend, CUDA, threads, and a tokenizer's plan")
-    info.add_argument("--tokenizer", help="also show this tokenizer's plan ('default': the embedded Qwen3)")
+    info.add_argument("--tokenizer", help="show this tokenizer's plan (default: the embedded Qwen3)")
     info.add_argument("--json", action="store_true", help="print JSON")
 
     serve = sub.add_parser("serve", help="a tokenization service over HTTP (TCP and/or a Unix socket)",
@@ -279,7 +279,8 @@ def _decode(args: argparse.Namespace) -> int:
     tok, _, _ = _load(args.tokenizer)
     from ._errors import InvalidInputError
 
-    words = args.ids or sys.stdin.read().replace(",", " ").split()
+    # No ids, or `-` (as for encode): read them from standard input.
+    words = sys.stdin.read().replace(",", " ").split() if args.ids in ([], ["-"]) else args.ids
     try:
         ids = [int(w) for w in words]
     except ValueError:
@@ -296,7 +297,7 @@ def _decode(args: argparse.Namespace) -> int:
 def _info(args: argparse.Namespace) -> int:
     import gpu_tok
 
-    tok = _load(args.tokenizer)[0] if args.tokenizer else None
+    tok = _load(args.tokenizer)[0]  # the embedded Qwen3 without --tokenizer, as for every command
     report = gpu_tok.info(tok)
     if args.json:
         print(json.dumps(report, indent=2))
@@ -317,10 +318,9 @@ def _info(args: argparse.Namespace) -> int:
     if cuda.get("kernel_cache_dir"):
         print(f"kernel cache: {cuda['kernel_cache_dir']}")
     print(f"prebuilt kernels: {' '.join(report['prebuilt_kernels']) or 'none (compiled at first use)'}")
-    if tok is not None:
-        print("plan:")
-        for row in report["plan"]:
-            print(f"  {row['stage']:<13} {row['component']:<40} {row['path']:<6} {row['reason']}")
+    print("plan:")
+    for row in report["plan"]:
+        print(f"  {row['stage']:<13} {row['component']:<40} {row['path']:<6} {row['reason']}")
     return 0
 
 
