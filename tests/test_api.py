@@ -86,6 +86,19 @@ def test_call_shapes_and_keys() -> None:
         tok(texts, return_tensors="pt")
 
 
+def test_an_empty_row_of_a_ragged_numpy_batch_has_the_ids_dtype() -> None:
+    """Every row of a ragged "np" batch is int64 (or the dtype asked for), the
+    empty one too (numpy makes an empty list float64, and so transformers does)."""
+    tok = ours(BPE)
+    for texts in (["a b", ""], ["", "a b"]):
+        for dtype, expected in (("int64", np.int64), ("int32", np.int32)):
+            out = tok(texts, return_tensors="np", return_offsets_mapping=True, dtype=dtype)
+            for key, rows in out.items():
+                assert rows.dtype == object and [row.dtype for row in rows] == [expected] * 2, (texts, key)
+            assert [row.tolist() for row in out["input_ids"]] == tok(texts)["input_ids"]
+            assert out["offset_mapping"][texts.index("")].shape == (0,)
+
+
 def test_truncation_and_max_length() -> None:
     tok = ours(BPE)
     long = "word " * 500
