@@ -5,7 +5,8 @@ Per-token maps (`BatchEncoding.encodings`, `word_ids()`, `tokens()`,
 pre-split words (`is_split_into_words`) and `split_special_tokens` run
 through `tokenizers.Tokenizer`, built from the same tokenizer.json text and
 given the same truncation and padding: the same crate, so the same results.
-It is imported on first use (`pip install "gpu_tok[reference]"`); the fast
+It is imported on first use (`pip install "tokenizers==0.23.3"`, the
+`reference` extra); the fast
 path never touches it.
 """
 
@@ -24,7 +25,7 @@ def _tokenizers() -> Any:
     except ImportError as err:
         raise ImportError(
             "this option needs the `tokenizers` library (per-token maps, overflowing tokens, pre-split words, "
-            'split_special_tokens): pip install "gpu_tok[reference]"'
+            'split_special_tokens): pip install "tokenizers==0.23.3" (the reference extra)'
         ) from err
     return tokenizers
 

@@ -14,7 +14,7 @@ to the engine without a copy). It takes Arrow tables (the fastest), pandas
 DataFrames or dicts of numpy arrays, and returns the same kind with an ids
 column added. The ids are those of `gpu_tok.documents.encode_documents`, the
 call `gpu-tok tokenize` makes. Ray is not a dependency of gpu_tok:
-`pip install "gpu_tok[ray]"`.
+`pip install "ray[data]"` (the `ray` extra).
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def tokenize_dataset(ds: Any, tokenizer: str | os.PathLike[str] | Tokenizer, *, 
     try:
         import ray.data  # noqa: F401 - a clear error here rather than inside Ray
     except ImportError as err:
-        raise ImportError('gpu_tok.ray needs Ray Data: pip install "gpu_tok[ray]" (or "ray[data]")') from err
+        raise ImportError('gpu_tok.ray needs Ray Data: pip install "ray[data]" (the ray extra)') from err
     if device.startswith("cuda"):
         map_batches_args.setdefault("num_gpus", 1)
     return ds.map_batches(
