@@ -57,6 +57,33 @@ def test_map_batches_on_local_ray_matches_the_library(local_ray, tmp_path: Path)
     assert [ids[offsets[i]:offsets[i + 1]].tolist() for i in range(len(docs))] == [rows[i] for i in range(len(docs))]
 
 
+class RecordingDataset:
+    """Stands for a Ray Dataset: keeps what map_batches was given."""
+
+    def map_batches(self, fn: object, **kwargs: object) -> dict:
+        return kwargs
+
+
+def test_actors_are_a_compute_strategy_not_the_deprecated_concurrency() -> None:
+    """Ray 2.51+ logs a deprecation for map_batches(concurrency=...) on every call."""
+    fixed = tokenize_dataset(RecordingDataset(), ours(NAME), concurrency=2)
+    assert "concurrency" not in fixed and fixed["num_cpus"] == 1
+    assert isinstance(fixed["compute"], ray.data.ActorPoolStrategy)
+    assert (fixed["compute"].min_size, fixed["compute"].max_size) == (2, 2)
+    scaling = tokenize_dataset(RecordingDataset(), ours(NAME), concurrency=(1, 3))["compute"]
+    assert (scaling.min_size, scaling.max_size) == (1, 3)
+    mine = ray.data.ActorPoolStrategy(size=5)
+    assert tokenize_dataset(RecordingDataset(), ours(NAME), compute=mine)["compute"] is mine
+
+
+def test_an_actor_that_leaves_no_cpu_to_reading_is_a_warning(local_ray) -> None:
+    """On a 2-CPU runtime an actor of 2 CPUs starves the read tasks: Ray Data
+    hangs without a word (seen with read_json), so gpu_tok says so."""
+    with pytest.warns(RuntimeWarning, match=r"num_cpus=2 leaves none of this Ray cluster's 2 CPUs .* num_cpus=1"):
+        tokenize_dataset(RecordingDataset(), ours(NAME), num_cpus=2)
+    tokenize_dataset(RecordingDataset(), ours(NAME), num_cpus=1, concurrency=2)  # no warning: pytest fails on one
+
+
 def test_batch_formats_without_ray() -> None:
     docs = texts()[:12]
     fn = TokenizeBatch(ours(NAME), output_column="ids")
