@@ -2,8 +2,10 @@
 
 With `../shared` beside the project (developers' machines and CI), the suites
 cover the six real tokenizers and the real corpus there. A fresh clone without
-it still runs them on the committed fixtures (tests/fixtures) and the package's
-embedded default (Qwen3 and a sample corpus).
+it still runs them on the committed fixtures (tests/fixtures: three tokenizers
+and the 757 edge cases, a copy of ../shared's) and the package's embedded
+default (Qwen3 and a sample corpus). `GPU_TOK_SHARED` names another shared
+folder (`GPU_TOK_SHARED=/nonexistent` runs as a fresh clone does).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from gpu_tok import _data
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
+EDGE_CASES_FIXTURE = FIXTURES / "edge_cases.jsonl.xz"
 SHARED = Path(os.environ.get("GPU_TOK_SHARED", ROOT.parent / "shared"))
 SHARED_TOKENIZERS = SHARED / "tokenizers"
 SHARED_CORPUS = SHARED / "corpus"
@@ -75,10 +78,13 @@ def unpadded_oracle(json_text: str) -> tokenizers.Tokenizer:
 
 @cache
 def edge_cases() -> list[str]:
+    """Short strings that stress tokenizers: ../shared's edge_cases.jsonl, of
+    which tests/fixtures/edge_cases.jsonl.xz is a byte-identical copy."""
     if HAVE_SHARED:
-        lines = (SHARED_CORPUS / "edge_cases.jsonl").read_text(encoding="utf-8").splitlines()
-        return [json.loads(line)["text"] for line in lines if line]
-    return EMBEDDED_EDGE_CASES
+        text = (SHARED_CORPUS / "edge_cases.jsonl").read_text(encoding="utf-8")
+    else:
+        text = lzma.decompress(EDGE_CASES_FIXTURE.read_bytes()).decode("utf-8")
+    return [json.loads(line)["text"] for line in text.splitlines() if line]
 
 
 @cache
@@ -94,17 +100,6 @@ def corpus_sample() -> list[str]:
 def whole_corpus() -> list[str]:
     with (SHARED_CORPUS / "mixed.jsonl").open(encoding="utf-8") as f:
         return [json.loads(line)["text"] for line in f]
-
-
-EMBEDDED_EDGE_CASES = [
-    "", " ", "  ", "\t", "\n", "\r\n", " \n ", "\r\r\n\n", "a\u00a0b", "\u3000x\u2028y\u2029",
-    "Hello, world! I'M here — it's 2024: naïve café 東京 Привет 🤷🏽‍♀️\r\n\tdef f(x):  return x**2",
-    "y'all'd've IT'S it’s I'm", "e\u0301 é Å Å Å", "👨‍👩‍👧‍👦 🇫🇷 1️⃣ 🏴󠁧󠁢󠁳󠁣󠁴󠁿",
-    "١٢٣ ४५६ １２３ ¹²³ 𝟙𝟚𝟛 1,234,567.89", "مرحبًا بالعالم שָׁלוֹם", "नमस्ते ภาษาไทย ខ្មែរ",
-    "\x00\x01\x1b[31mred\x1b[0m\ufeff\ufffe", "𝔘𝔫𝔦𝔠𝔬𝔡𝔢 𓀀 \U0010ffff", "<|endoftext|> <s> [CLS] <0x41> ▁ Ġ ##ing",
-    "İstanbul ıi ß ẞ ΣΑΣ", "ﬁ ＡＢＣ ｶﾞ", "a" * 3000, "の" * 500, "😀" * 300,
-    "https://example.com/a/b?c=d&e=f#g", "    def f(x):\n        return x  # comment\n",
-]
 
 
 def assert_whole_corpus_ids(json_text: str, label: str) -> None:
