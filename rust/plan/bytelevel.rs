@@ -34,6 +34,7 @@ use crate::kernels::{self, BytesTable, GtBpeModel, GtPairSlot, GtPairTable, GtSp
 use aho_corasick::AhoCorasick;
 use serde_json::Value;
 use std::borrow::Cow;
+use std::sync::Arc;
 use tokenizers::utils::SysRegex;
 use unicode_normalization_alignments::UnicodeNormalization;
 
@@ -157,8 +158,28 @@ impl NormalForm {
     }
 }
 
-/// Everything the fast engine needs for one byte-level BPE tokenizer.
+/// Everything the fast engine needs for one byte-level BPE tokenizer: its
+/// tables (shared by the tokenizers that differ only in their added tokens;
+/// read through `Deref`) and what it knows of its added tokens.
 pub struct ByteLevelPlan {
+    shared: Arc<ByteLevelTables>,
+    /// Texts of the added tokens (and their normalized forms); None when there are none.
+    pub added: Option<AhoCorasick>,
+    /// When every added token is plain: the crate's split, without its alignments.
+    pub plain_added: Option<PlainAdded>,
+}
+
+impl std::ops::Deref for ByteLevelPlan {
+    type Target = ByteLevelTables;
+
+    fn deref(&self) -> &ByteLevelTables {
+        &self.shared
+    }
+}
+
+/// What the plan builds from the model, normalizer and pre-tokenizer: the
+/// same for every set of added tokens ([`ByteLevelPlan::with_added_tokens`]).
+pub struct ByteLevelTables {
     pub normal_forms: Vec<NormalForm>,
     /// Split steps, applied in order to every piece (Isolated behaviour).
     pub splits: Vec<SplitStep>,
@@ -166,10 +187,6 @@ pub struct ByteLevelPlan {
     /// each piece of text that does not start with one (the crate does it to
     /// each piece between added tokens, before splitting it into words).
     pub prefix_space: bool,
-    /// Texts of the added tokens (and their normalized forms); None when there are none.
-    pub added: Option<AhoCorasick>,
-    /// When every added token is plain: the crate's split, without its alignments.
-    pub plain_added: Option<PlainAdded>,
     /// The split steps as one scanner chain, when every step is a scanner
     /// (what the shared kernels, and so the GPU, can run).
     pub scanner_chain: Option<GtSplits>,
@@ -192,9 +209,9 @@ pub struct ModelTables<'a> {
 
 // SAFETY: `model` holds pointers into the Vecs and table owned alongside it,
 // which are never mutated after construction; reading them from many threads is safe.
-unsafe impl Send for ByteLevelPlan {}
+unsafe impl Send for ByteLevelTables {}
 // SAFETY: as above.
-unsafe impl Sync for ByteLevelPlan {}
+unsafe impl Sync for ByteLevelTables {}
 
 impl ByteLevelPlan {
     /// The C view of the BPE tables.
@@ -284,18 +301,30 @@ impl ByteLevelPlan {
                 SplitStep::Regex(_) | SplitStep::Behaved { .. } => None,
             })
             .collect();
-        Ok(ByteLevelPlan {
+        let shared = Arc::new(ByteLevelTables {
             normal_forms,
             scanner_chain: scanners.and_then(|p| GtSplits::new(&p)),
             prefix_space,
             splits,
-            added,
-            plain_added,
             model: view,
             merges,
             words,
             vocab_words,
             token_bytes,
+        });
+        Ok(ByteLevelPlan {
+            shared,
+            added,
+            plain_added,
+        })
+    }
+
+    /// This plan with other added tokens: the tables shared, the rest built.
+    pub fn with_added_tokens(&self, added_tokens: &Value) -> Result<Self, String> {
+        Ok(ByteLevelPlan {
+            shared: Arc::clone(&self.shared),
+            added: self::added_tokens(added_tokens, &self.normal_forms)?,
+            plain_added: PlainAdded::from_spec(added_tokens),
         })
     }
 
