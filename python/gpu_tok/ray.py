@@ -89,9 +89,9 @@ def tokenize_dataset(ds: Any, tokenizer: str | os.PathLike[str] | Tokenizer, *, 
     """`ds.map_batches(TokenizeBatch, ...)` with Arrow batches: a pool of
     `concurrency` actors (n, or (min, max) to autoscale) of `num_cpus` CPUs
     each (gpu_tok uses that many threads in each), and one GPU per actor when
-    `device` is "cuda". Warns when one actor would leave no CPU of the cluster
-    (the running one, else the local runtime Ray would start) to the tasks
-    that read the dataset: Ray Data then waits forever."""
+    `device` is "cuda". Warns when the pool's first actors would leave no
+    CPU of the cluster (the running one, else the local runtime Ray would
+    start) to the tasks that read the dataset: Ray Data then waits forever."""
     try:
         import ray.data
     except ImportError as err:
@@ -102,7 +102,7 @@ def tokenize_dataset(ds: Any, tokenizer: str | os.PathLike[str] | Tokenizer, *, 
         map_batches_args["compute"] = (ray.data.ActorPoolStrategy(min_size=concurrency[0], max_size=concurrency[1])
                                        if isinstance(concurrency, tuple) else
                                        ray.data.ActorPoolStrategy(size=concurrency))
-    _warn_if_reading_cannot_run(num_cpus)
+    _warn_if_reading_cannot_run(num_cpus, getattr(map_batches_args["compute"], "min_size", None) or 1)
     return ds.map_batches(
         TokenizeBatch, batch_format="pyarrow", batch_size=batch_size, num_cpus=num_cpus,
         fn_constructor_kwargs={"tokenizer": tokenizer, "text_column": text_column, "output_column": output_column,
@@ -111,15 +111,18 @@ def tokenize_dataset(ds: Any, tokenizer: str | os.PathLike[str] | Tokenizer, *, 
         **map_batches_args)
 
 
-def _warn_if_reading_cannot_run(num_cpus: float) -> None:
+def _warn_if_reading_cannot_run(num_cpus: float, actors: int) -> None:
     """Ray Data reads a dataset in tasks of one CPU each, which wait behind the
-    actors (backpressure): an actor that takes every CPU starves them, and the
-    job hangs without a word."""
+    actors (backpressure): a pool whose first `actors` take every CPU but a
+    fraction of one starves them, and the job hangs without a word (on a
+    2-CPU runtime with read_json: 1 actor of 1 CPU runs, 2 of 0.5 run;
+    1 of 2, 2 of 1 and 2 of 0.9 hang)."""
     import ray
 
     cpus = ray.cluster_resources().get("CPU", 0) if ray.is_initialized() else os.cpu_count() or 1
-    if num_cpus > cpus - 1:
-        fix = f"pass num_cpus={cpus - 1:g} or less, or add CPUs" if cpus >= 2 else "add CPUs"
-        warnings.warn(f"tokenize_dataset: an actor of num_cpus={num_cpus:g} leaves none of this Ray cluster's "
-                      f"{cpus:g} CPUs to the tasks that read the dataset, which then wait behind it forever: "
-                      f"{fix}", RuntimeWarning, stacklevel=3)
+    if actors * num_cpus > cpus - 1:
+        fix = (f"pass num_cpus={(cpus - 1) / actors:g} or less, fewer actors, or add CPUs" if cpus >= 2
+               else "add CPUs")
+        warnings.warn(f"tokenize_dataset: {actors} actor(s) of num_cpus={num_cpus:g} leave less than one of this "
+                      f"Ray cluster's {cpus:g} CPUs to the tasks that read the dataset, which then wait behind "
+                      f"them forever: {fix}", RuntimeWarning, stacklevel=3)
