@@ -10,10 +10,13 @@ folder (`GPU_TOK_SHARED=/nonexistent` runs as a fresh clone does).
 
 from __future__ import annotations
 
+import atexit
 import json
 import lzma
 import os
 import random
+import shutil
+import tempfile
 from functools import cache
 from pathlib import Path
 
@@ -48,9 +51,22 @@ def tokenizer_json(name: str) -> str:
 @cache
 def tokenizer_config(name: str) -> dict:
     folder = SHARED_TOKENIZERS / name if HAVE_SHARED and name not in FIXTURE_ONLY else FIXTURES / name
-    if not HAVE_SHARED and name == _data.DEFAULT_TOKENIZER:
-        return _data.default_tokenizer_config()
     return json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+
+
+@cache
+def tokenizer_dir(name: str) -> Path:
+    """A model folder (tokenizer.json and tokenizer_config.json) for
+    `from_pretrained`: ../shared's, else one written from the committed files
+    into a temporary folder, removed at exit."""
+    if HAVE_SHARED and name not in FIXTURE_ONLY:
+        return SHARED_TOKENIZERS / name
+    folder = Path(tempfile.mkdtemp(prefix=f"gpu_tok-tests-{name}-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    (folder / "tokenizer.json").write_text(tokenizer_json(name), encoding="utf-8")
+    (folder / "tokenizer_config.json").write_text(json.dumps(tokenizer_config(name), ensure_ascii=False),
+                                                  encoding="utf-8")
+    return folder
 
 
 @cache

@@ -12,8 +12,11 @@ import pytest
 import tokenizers
 from conftest import (
     EDGE_CASES_FIXTURE,
+    FIXTURE_NAMES,
+    FIXTURES,
     HAVE_SHARED,
     SHARED_CORPUS,
+    SHARED_TOKENIZERS,
     TOKENIZER_NAMES,
     corpus_sample,
     edge_cases,
@@ -69,6 +72,19 @@ def test_committed_edge_cases_are_the_shared_ones() -> None:
     shared = (SHARED_CORPUS / "edge_cases.jsonl").read_bytes()
     assert lzma.decompress(EDGE_CASES_FIXTURE.read_bytes()) == shared, \
         f"refresh {EDGE_CASES_FIXTURE}: xz -9e -c ../shared/corpus/edge_cases.jsonl > {EDGE_CASES_FIXTURE.name}"
+
+
+@pytest.mark.skipif(not HAVE_SHARED, reason="compares the committed tokenizer files with ../shared's")
+@pytest.mark.parametrize("name", FIXTURE_NAMES)
+def test_committed_tokenizers_are_the_shared_ones(name: str) -> None:
+    """A clone tests the files ../shared holds: tests/fixtures' (and the
+    embedded Qwen3's) tokenizer.json and tokenizer_config.json are copies."""
+    folder = SHARED_TOKENIZERS / name
+    committed = gpu_tok._data.default_tokenizer_json() if name == gpu_tok._data.DEFAULT_TOKENIZER else \
+        lzma.decompress((FIXTURES / name / "tokenizer.json.xz").read_bytes()).decode("utf-8")
+    assert committed == (folder / "tokenizer.json").read_text(encoding="utf-8"), name
+    config = FIXTURES / name / "tokenizer_config.json"
+    assert config.read_bytes() == (folder / "tokenizer_config.json").read_bytes(), name
 
 
 @pytest.mark.parametrize("name", TOKENIZER_NAMES)
