@@ -23,7 +23,7 @@ pytest:
 
 test: install lint rust-test pytest  ## everything CI checks
 
-bench:  ## the benchmark on the shared corpus (8 MB), results under benches/results/
+bench:  ## fresh-text benchmark on the shared corpus (12 MB, batch and 1 thread), results under benches/results/
 	$(PYTHON) benches/run_bench.py
 
 # The SMs wheels carry prebuilt kernels for (others compile them with NVRTC at first use).

@@ -15,6 +15,10 @@ pub enum Error {
     /// A setting or an input that cannot be honoured (too-short max_length, no pad token...).
     #[error("{0}")]
     InvalidArgument(String),
+    /// An output that this process cannot hold (refused before allocating, or an
+    /// allocation that failed): see `crate::memory`.
+    #[error("{0}")]
+    HostMemory(String),
     /// A failure inside the `tokenizers` crate while encoding or decoding.
     #[error("tokenizers: {0}")]
     Tokenizers(String),

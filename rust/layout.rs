@@ -9,6 +9,7 @@
 //! than the target is left as it is (so a batch can stay ragged).
 
 use crate::error::{Error, Result};
+use crate::memory;
 use tokenizers::{PaddingParams, PaddingStrategy};
 
 /// Which optional fields a caller wants, and in which integer type.
@@ -60,17 +61,15 @@ impl Dtype {
 
 /// `values` as int32, or an error naming `field` when one does not fit.
 pub fn narrow(values: &[i64], field: &str) -> Result<Vec<i32>> {
-    values
-        .iter()
-        .map(|&v| i32::try_from(v))
-        .collect::<std::result::Result<_, _>>()
-        .map_err(|_| {
-            let v = values.iter().find(|&&v| i32::try_from(v).is_err());
+    let mut out = memory::try_vec(values.len(), field)?;
+    for &v in values {
+        out.push(i32::try_from(v).map_err(|_| {
             Error::InvalidArgument(format!(
-                "dtype=\"int32\": {field} holds {}, which int32 cannot hold; use dtype=\"int64\"",
-                v.copied().unwrap_or_default()
+                "dtype=\"int32\": {field} holds {v}, which int32 cannot hold; use dtype=\"int64\""
             ))
-        })
+        })?);
+    }
+    Ok(out)
 }
 
 /// A packed batch: `row_starts` has one entry per row plus one.
@@ -97,14 +96,20 @@ impl Batch {
 }
 
 impl Outputs {
-    /// Bytes of output per token: int64 ids plus each optional field (offsets: two values).
+    /// Bytes of host memory per token at the call's peak: int64 ids plus each
+    /// optional field (offsets: two values), and their int32 copies while
+    /// both are held when int32 was asked for.
     pub fn bytes_per_token(&self) -> usize {
         let fields = 1
             + usize::from(self.attention_mask)
             + usize::from(self.type_ids)
             + usize::from(self.special_tokens_mask)
             + 2 * usize::from(self.offsets);
-        8 * fields
+        let copy = match self.dtype {
+            Dtype::Int64 => 0,
+            Dtype::Int32 => 4,
+        };
+        (8 + copy) * fields
     }
 }
 
@@ -126,7 +131,7 @@ fn pad_target(lengths: impl Iterator<Item = usize>, params: &PaddingParams) -> O
 /// Where each row starts once padded (B + 1 entries, CSR) and the width when
 /// padding made every row the same length: the layout of every [`Batch`].
 /// Refuses, before anything is allocated, a layout whose buffers would not fit
-/// in this machine's memory (`bytes_per_token`: see [`Outputs::bytes_per_token`]).
+/// in the memory this process can get (`bytes_per_token`: see [`Outputs::bytes_per_token`]).
 pub fn row_layout(
     lengths: &[usize],
     padding: Option<&PaddingParams>,
@@ -138,14 +143,17 @@ pub fn row_layout(
         return Ok((vec![0], padding.map(|_| target.unwrap_or(0))));
     }
     let target = match padding {
-        Some(p) => pad_target(lengths.iter().copied(), p).ok_or_else(|| too_big(padding, None))?,
-        None => 0,
+        Some(p) => pad_target(lengths.iter().copied(), p),
+        None => Some(0),
     };
-    let total = lengths
-        .iter()
-        .try_fold(0usize, |sum, &len| sum.checked_add(len.max(target)));
+    let total = target.and_then(|target| {
+        lengths
+            .iter()
+            .try_fold(0usize, |sum, &len| sum.checked_add(len.max(target)))
+    });
     check_fits(total, bytes_per_token, padding)?;
-    let mut row_starts = Vec::with_capacity(lengths.len() + 1);
+    let target = target.unwrap_or_default(); // Some: check_fits refuses a size that overflowed
+    let mut row_starts = memory::try_vec(lengths.len() + 1, "the row offsets")?;
     row_starts.push(0i64);
     let mut total = 0usize;
     for &len in lengths {
@@ -167,31 +175,27 @@ pub fn check_padding(
     let Some(params) = padding.filter(|_| rows > 0) else {
         return Ok(());
     };
-    let target = pad_target(std::iter::empty(), params).ok_or_else(|| too_big(padding, None))?;
-    check_fits(rows.checked_mul(target), bytes_per_token, padding)
+    let target = pad_target(std::iter::empty(), params);
+    check_fits(
+        target.and_then(|t| rows.checked_mul(t)),
+        bytes_per_token,
+        padding,
+    )
 }
 
 /// `tokens` output tokens (None: more than a usize) of `bytes_per_token` each
-/// must fit in this machine's memory.
+/// must fit in the memory this process can still get (`crate::memory`).
 fn check_fits(
     tokens: Option<usize>,
     bytes_per_token: usize,
     padding: Option<&PaddingParams>,
 ) -> Result<()> {
     let bytes = tokens.and_then(|t| t.checked_mul(bytes_per_token));
-    match bytes {
-        Some(b) if (b as u64) <= physical_memory() => Ok(()),
-        _ => Err(too_big(padding, bytes)),
-    }
+    memory::check("the output", bytes, || cause(padding))
 }
 
-/// Why a batch is refused, naming the settings that made it so big.
-fn too_big(padding: Option<&PaddingParams>, bytes: Option<usize>) -> Error {
-    let gib = |b: u64| format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64);
-    let need = bytes.map_or(
-        "more memory than can be addressed".into(),
-        |b| gib(b as u64),
-    );
+/// The settings that made a batch so big, for the error's "lower ...".
+fn cause(padding: Option<&PaddingParams>) -> String {
     let mut causes = Vec::new();
     if let Some(p) = padding {
         if let PaddingStrategy::Fixed(n) = p.strategy {
@@ -201,35 +205,11 @@ fn too_big(padding: Option<&PaddingParams>, bytes: Option<usize>) -> Error {
             causes.push(format!("pad_to_multiple_of={m}"));
         }
     }
-    let cause = if causes.is_empty() {
+    if causes.is_empty() {
         "the rows' lengths".to_string()
     } else {
         causes.join(" and ")
-    };
-    Error::InvalidArgument(format!(
-        "the output would need {need}, more than this machine's memory ({}): lower {cause}",
-        gib(physical_memory())
-    ))
-}
-
-/// The memory this process may use, in bytes: the machine's physical memory,
-/// or a container's (cgroup v2) limit when lower; u64::MAX when unknown.
-fn physical_memory() -> u64 {
-    // SAFETY: sysconf only reads system configuration.
-    let (pages, page) = unsafe {
-        (
-            libc::sysconf(libc::_SC_PHYS_PAGES),
-            libc::sysconf(libc::_SC_PAGESIZE),
-        )
-    };
-    let machine = match pages > 0 && page > 0 {
-        true => (pages as u64).saturating_mul(page as u64),
-        false => u64::MAX,
-    };
-    let container = std::fs::read_to_string("/sys/fs/cgroup/memory.max")
-        .ok()
-        .and_then(|limit| limit.trim().parse::<u64>().ok());
-    container.map_or(machine, |limit| limit.min(machine))
+    }
 }
 
 #[cfg(test)]
@@ -284,7 +264,7 @@ mod tests {
                 results.push(check_padding(2, Some(&p), 8));
             }
             for result in results {
-                let Err(Error::InvalidArgument(why)) = result else {
+                let Err(Error::HostMemory(why)) = result else {
                     panic!("{strategy:?} {multiple:?} was accepted");
                 };
                 assert!(why.contains(named) && why.contains("memory"), "{why}");

@@ -3,7 +3,8 @@
 //! Layers, bottom up; a module imports only from layers below it:
 //! - leaves: [`error`]; [`kernels`], the ABI of the shared kernel logic in
 //!   `cuda/*.cuh` (C mirrors, kernel list, host build); [`pool`], the
-//!   fork-aware thread pool; [`layout`], the packed batch layout; [`dlpack`];
+//!   fork-aware thread pool; [`memory`], the host memory a call may take and
+//!   fallible allocation; [`layout`], the packed batch layout; [`dlpack`];
 //! - [`plan`]: what the fast engine can run for a tokenizer, and its tables;
 //! - the two backends: [`cpu`] (one sequence per thread, word cache) and
 //!   [`cuda`] (the batch pipeline on a GPU or its host emulator);
@@ -18,6 +19,7 @@ pub mod engine;
 pub mod error;
 pub mod kernels;
 pub mod layout;
+pub mod memory;
 pub mod plan;
 pub mod pool;
 pub mod py;

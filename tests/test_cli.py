@@ -46,7 +46,7 @@ def test_default_bench_runs_out_of_the_box(tmp_path: Path) -> None:
     report = json.loads(out_json.read_text())
     assert report["settings"]["batch_sizes"] == [1, 64, 1024]  # a sweep, so the plot has lines
     assert report["tokenizer"]["source"] == "embedded Qwen3"
-    assert report["schema"] == "gpu_tok.bench/1"
+    assert report["schema"] == "gpu_tok.bench/2"
     assert report["corpus"]["documents"] > 100 and report["corpus"]["bytes"] > 900_000
     engines = {e["name"]: e for e in report["engines"]}
     ours = engines["gpu_tok[cpu]"]
@@ -54,8 +54,11 @@ def test_default_bench_runs_out_of_the_box(tmp_path: Path) -> None:
     assert ours["parity"]["identical"] == ours["parity"]["total"] == report["corpus"]["documents"]
     assert ours["tokens"] == engines["tokenizers"]["tokens"] > 0
     result = ours["results"][0]
-    assert set(result) >= {"batch_size", "seconds", "median_s", "mb_per_s", "tokens_per_s", "speedup_vs_tokenizers"}
+    assert set(result) >= {"batch_size", "fresh", "repeated", "mb_per_s", "tokens_per_s", "speedup_vs_tokenizers",
+                           "vs_fastest_exact_peer", "cores_used"}
     assert result["mb_per_s"] > 0 and result["speedup_vs_tokenizers"] > 0
+    assert len(result["fresh"]["seconds"]) == report["settings"]["sets"] == 3
+    assert result["vs_fastest_exact_peer"]["peer"] in ("tokenizers", "tiktoken")
     assert [r["batch_size"] for r in ours["results"]] == [1, 64, 1024]
     assert out_png.stat().st_size > 1000 and out_png.read_bytes()[:4] == b"\x89PNG"
 
@@ -71,7 +74,7 @@ def test_bench_on_user_files(model_dir: Path, tiny_corpus: Path, tmp_path: Path)
     assert report["machine"]["threads"] == 1
     engines = {e["name"]: e for e in report["engines"]}
     assert [r["batch_size"] for r in engines["gpu_tok[cpu]"]["results"]] == [1, 8]
-    assert len(engines["gpu_tok[cpu]"]["results"][0]["seconds"]) == 2
+    assert len(engines["gpu_tok[cpu]"]["results"][0]["repeated"]["seconds"]) == 2
     if not gpu_tok.info()["cuda"]["available"]:
         assert engines["gpu_tok[cuda]"]["status"] == "skipped"
 

@@ -440,3 +440,79 @@ def test_stale_binary_socket_is_replaced(tmp_path: Path) -> None:
     with serve("qwen3", port=None, binary_uds=path) as server, BinaryClient(server.addresses[0]) as client:
         assert client.encode(["x"]) == library(ours("qwen3"), ["x"])
     assert not os.path.exists(path)
+
+
+# -- budgets and connections -------------------------------------------------------------------
+
+def test_a_frame_asking_for_a_huge_output_is_413_and_the_connection_goes_on(qwen_bin) -> None:
+    """250 frames of 69 bytes took the server to 16.9 GB; each is now 413."""
+    options = b'{"padding":"max_length","max_length":10000000}'
+    with connect(qwen_bin) as sock:
+        for i in range(20):
+            sock.sendall(_frames.request_frame(i, ["a", "a", "a", "a"], None, options))
+        for _ in range(20):
+            request_id, status, body = read_answer(sock)
+            error = json.loads(body)
+            assert status == error["status"] == 413 and "--max-request-cells" in error["error"], error
+        sock.sendall(_frames.request_frame(99, ["still here"], None, b""))
+        assert read_answer(sock)[:2] == (99, 200)
+    assert qwen_bin.service.metrics.in_flight == 0
+
+
+def test_binary_frames_and_connections_time_out() -> None:
+    """A frame that stops arriving is answered 408 (with its id) and its
+    connection closed after `body_timeout_s`; a connection with nothing to
+    do is closed after `idle_timeout_s`; both leave the others alone."""
+    with serve("qwen3", binary_port=0, body_timeout_s=0.5, idle_timeout_s=1.0) as server:
+        with connect(server) as stuck, connect(server) as idle, connect(server) as working:
+            frame = _frames.request_frame(5, ["Hello world"], None, b"")
+            stuck.sendall(frame[:20])
+            request_id, status, body = read_answer(stuck)
+            assert (request_id, status) == (5, 408) and "--body-timeout-s" in json.loads(body)["error"]
+            assert closed(stuck)
+            for i in range(3):  # kept busy: not idle
+                working.sendall(_frames.request_frame(i, ["Hello world"], None, b""))
+                assert read_answer(working)[:2] == (i, 200)
+                time.sleep(0.4)
+            idle.settimeout(3)
+            assert closed(idle)
+            working.sendall(_frames.request_frame(9, ["Hello world"], None, b""))
+            assert read_answer(working)[:2] == (9, 200)
+
+
+def test_binary_connections_count_toward_the_limit() -> None:
+    """Past `max_connections` an idle connection makes room; when all are busy
+    the newcomer is closed at once (it has no request id to answer)."""
+    with serve("qwen3", binary_port=0, max_connections=2, max_delay_ms=600) as server:
+        first, second = connect(server), connect(server)
+        with BinaryClient(binary_of(server)) as client:
+            assert client.encode(["x"]) == library(ours("qwen3"), ["x"])  # `first` was closed for it
+        assert closed(first)
+        first.close()
+        second.close()
+        time.sleep(0.2)
+        busy = [connect(server) for _ in range(2)]
+        for i, sock in enumerate(busy):
+            sock.sendall(_frames.request_frame(i, ["held"], None, b""))
+        time.sleep(0.2)
+        with connect(server) as extra:
+            extra.settimeout(2)
+            assert closed(extra)
+        for i, sock in enumerate(busy):
+            assert read_answer(sock)[:2] == (i, 200)
+            sock.close()
+
+
+def test_an_options_header_seen_before_still_gets_its_budget_after_the_checks_are_forgotten(qwen_bin) -> None:
+    """The listener remembers headers it parsed, the parser the option sets it
+    checked (each bounded, cleared when full): a header the listener knows
+    whose check was forgotten is checked again, not a 500."""
+    options = b'{"padding":"max_length","max_length":24,"truncation":true}'
+    with BinaryClient(binary_of(qwen_bin)) as client:
+        expected = library(ours("qwen3"), ["a"], padding="max_length", max_length=24, truncation=True)
+        assert client.encode(["a"], padding="max_length", max_length=24, truncation=True) == expected
+        qwen_bin.service.parse_encode._accepted.clear()
+    with connect(qwen_bin) as sock:
+        sock.sendall(_frames.request_frame(1, ["a"], None, options))
+        request_id, status, body = read_answer(sock)
+        assert (request_id, status) == (1, 200) and _wire.rows(body) == expected, body

@@ -23,6 +23,7 @@ from ._errors import (
     InvalidInputError,
     InvalidTokenizerError,
     KernelCompileError,
+    OutputTooLargeError,
     TokenizerNotFoundError,
     UnsupportedTokenizerError,
 )
@@ -83,6 +84,7 @@ __all__ = [
     "InvalidInputError",
     "InvalidTokenizerError",
     "KernelCompileError",
+    "OutputTooLargeError",
     "Tensor",
     "TokenizerNotFoundError",
     "Tokenizer",

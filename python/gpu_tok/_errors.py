@@ -25,6 +25,13 @@ class InvalidInputError(GpuTokError, ValueError):
     """An input or a setting that cannot be honoured (lone surrogate, too-short max_length...)."""
 
 
+class OutputTooLargeError(InvalidInputError, MemoryError):
+    """A call's output would not fit in the memory this process may still take
+    (the machine's available memory, a cgroup v1/v2 limit, RLIMIT_AS): refused
+    before anything is allocated, or raised when an allocation failed. The
+    message names the settings that made it so big (a padding length...)."""
+
+
 class EncodingError(GpuTokError, RuntimeError):
     """The `tokenizers` library refused to encode or decode an input."""
 
@@ -62,6 +69,7 @@ __all__ = [
     "InvalidInputError",
     "InvalidTokenizerError",
     "KernelCompileError",
+    "OutputTooLargeError",
     "TokenizerNotFoundError",
     "UnsupportedTokenizerError",
 ]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from . import _settings
+from . import _core, _settings
 from .batch import BatchEncoding, check_kind
 
 if TYPE_CHECKING:
@@ -59,16 +59,35 @@ def pad(tok: Tokenizer, encoded_inputs: Any, *, padding: Any, max_length: int | 
     mask = ("attention_mask" in tok.model_input_names) if return_attention_mask is None else return_attention_mask
     options: dict[str, Any] = dict(pad_id=tok._defaults.pad_token_id, side=padding_side or tok.padding_side,
                                    mask=mask, multiple=pad_to_multiple_of)
+    fields = len(inputs) + int(mask)
     if required and not isinstance(required[0], (list, tuple)):
         target = None if settings is None else (strategy_length or len(required))
+        _check_size(1, target, pad_to_multiple_of, fields)
         return BatchEncoding(_pad_row(main, inputs, target, **options), tensor_type=return_tensors)
     if settings is not None and strategy_length is None:
         strategy_length = max(len(row) for row in required)
+    _check_size(len(required), None if settings is None else strategy_length, pad_to_multiple_of, fields)
     rows = [{k: v[i] for k, v in inputs.items()} for i in range(len(required))]
     target = None if settings is None else strategy_length
     padded = [_pad_row(main, row, target, **options) for row in rows]
     batch = {key: [row[key] for row in padded] for key in padded[0]}
     return BatchEncoding(batch, tensor_type=return_tensors)
+
+
+# Bytes per padded value while rows are built: the list's pointer, and the
+# copy made when the padding is joined to the values (fill values are shared ints).
+_BYTES_PER_VALUE = 16
+
+
+def _check_size(rows: int, length: int | None, multiple: int | None, fields: int) -> None:
+    """`OutputTooLargeError` before anything is built when `rows` rows of
+    `fields` fields padded to `length` would not fit in this process's memory."""
+    if length is None:
+        return
+    if multiple and length % multiple:
+        length = (length // multiple + 1) * multiple
+    _core.check_memory(rows * length * fields * _BYTES_PER_VALUE, "the padded rows",
+                       f"the padding length {length} (max_length with padding='max_length')")
 
 
 def _pad_row(main: str, row: dict[str, Any], length: int | None, *, pad_id: int | None, side: str, mask: bool,

@@ -16,7 +16,11 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from ._core import Padding, Truncation
+from ._core import Padding, Truncation, check_memory
+
+# Bytes of a `tokenizers.Encoding` per token: ids, type ids, masks, word,
+# offsets, and the token's string (a copy of the pad token's in padding).
+_ENCODING_BYTES_PER_TOKEN = 160
 
 
 def _tokenizers() -> Any:
@@ -42,6 +46,13 @@ class Reference:
     def encode(self, inputs: Sequence[Any], *, add_special_tokens: bool, truncation: Truncation | None,
                padding: Padding | None, pretokenized: bool, split_special_tokens: bool) -> list[Any]:
         """`tokenizers.Encoding`s of `inputs` (texts, (text, pair) tuples, or word lists)."""
+        if padding is not None and padding.length is not None:  # the crate would abort on a failed allocation
+            length = padding.length
+            multiple = padding.pad_to_multiple_of
+            if multiple and length % multiple:
+                length = (length // multiple + 1) * multiple
+            check_memory(len(inputs) * length * _ENCODING_BYTES_PER_TOKEN, "the padded encodings",
+                         f"the padding length {length} (max_length with padding='max_length')")
         with self._lock:
             if self._tokenizer is None:
                 self._tokenizer = _tokenizers().Tokenizer.from_str(self._json)

@@ -10,18 +10,22 @@ import argparse
 import difflib
 import hashlib
 import json
+import math
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 DESCRIPTION = """\
 gpu_tok: exact Hugging Face tokenization, fast.
 
-  gpu-tok bench [--plot out.png]     compare gpu_tok with tokenizers, tiktoken... at batch sizes
-                                     1, 64 and 1024 on the embedded default (Qwen3 + a 1 MB
-                                     multilingual sample)
+  gpu-tok bench [--plot out.png]     compare gpu_tok with tokenizers, gigatoken... on fresh text
+                                     at batch sizes 1, 64 and 1024 on the embedded default
+                                     (Qwen3 + a 1 MB multilingual sample)
   gpu-tok bench --tokenizer DIR --corpus data.jsonl --json out.json
   gpu-tok encode "some text"                     print ids (--json: with tokens and offsets)
   gpu-tok decode 9707 1879                       print text
@@ -33,6 +37,9 @@ gpu_tok: exact Hugging Face tokenization, fast.
 --tokenizer takes tokenizer.json, a model directory, or `default` (the embedded
 Qwen3, also used when --tokenizer is left out).
 """
+
+
+DEFAULT_PEERS = "tokenizers,tiktoken,tokie,kitoken,flash-tokenizer,gigatoken,fastokens,toktok,quicktok"
 
 
 class UsageError(Exception):
@@ -49,11 +56,32 @@ def _positive_ints(text: str) -> list[int]:
     return values
 
 
+def _checked(convert: Callable[[str], T], accept: Callable[[T], bool], expected: str) -> Callable[[str], T]:
+    """An argparse type: `convert`, then `accept`, else a usage error saying what was expected."""
+    def parse(text: str) -> T:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+        if not accept(value):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        return value
+    return parse
+
+
+_port = _checked(int, lambda port: 0 <= port <= 65535, "a TCP port from 0 to 65535 (0: any free one)")
+_seconds = _checked(float, lambda s: math.isfinite(s) and s > 0, "a positive number of seconds")
+
+
 def _positive_int(text: str) -> int:
     values = _positive_ints(text)
     if len(values) != 1:
         raise argparse.ArgumentTypeError(f"expected one positive integer, got {text!r}")
     return values[0]
+
+
+def _count(text: str) -> int:
+    return 0 if text.strip() == "0" else _positive_int(text)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -65,22 +93,29 @@ def _parser() -> argparse.ArgumentParser:
     tokenizer_help = "tokenizer.json, a model directory, or 'default': the embedded Qwen3 (the default)"
     bench = sub.add_parser("bench", help="measure gpu_tok against its peers on the same data",
                            description="Measure gpu_tok and every installed peer on the same corpus, "
-                                       "interleaved, and report medians, speedups and parity.")
+                                       "interleaved, and report medians, speedups and parity. Fresh text: "
+                                       "each batch size gets disjoint sets of documents, each encoded once "
+                                       "per engine as new str objects; repeated text (warm caches) second.")
     bench.add_argument("--tokenizer", help=tokenizer_help)
     bench.add_argument("--corpus", help="documents: .txt (one per line), .jsonl or .parquet "
                                         "(default: the embedded 1 MB multilingual sample)")
     bench.add_argument("--text-field", default="text", help="field holding the text in .jsonl/.parquet (default: text)")
-    bench.add_argument("--max-mb", type=float, default=8.0, help="use at most this many MB of the corpus (default: 8)")
+    bench.add_argument("--max-mb", type=float, default=8.0,
+                       help="use at most this many MB of the corpus, the embedded one too (default: 8)")
     bench.add_argument("--device", choices=["cpu", "cuda", "auto", "all"], default="cpu",
                        help="gpu_tok device(s) to measure (default: cpu)")
-    bench.add_argument("--threads", type=_positive_int, help="threads for every engine (default: all cores)")
+    bench.add_argument("--threads", type=_positive_int,
+                       help="threads for every engine; the process is also held to that many cores (default: all)")
     bench.add_argument("--batch-sizes", type=_positive_ints, default=[1, 64, 1024],
                        help="documents per call, comma-separated (default: 1,64,1024)")
-    bench.add_argument("--repeats", type=_positive_int, default=3, help="timed runs per engine and size (default: 3)")
-    bench.add_argument("--compare", default="tokenizers,tiktoken,tokie,kitoken,flash-tokenizer",
-                       help="peers, comma-separated (default: tokenizers,tiktoken,tokie,kitoken,flash-tokenizer; "
-                            "also: tokenizers-encode, sentencepiece; 'none' for none). A peer that is not installed "
-                            "or cannot load the tokenizer is listed as skipped")
+    bench.add_argument("--sets", type=_positive_int, default=3,
+                       help="disjoint document sets per batch size, each new to every engine (default: 3)")
+    bench.add_argument("--repeats", type=_count, default=3,
+                       help="repeated-text runs per engine and size, on the first set again (default: 3; 0: none)")
+    bench.add_argument("--compare", default=DEFAULT_PEERS,
+                       help=f"peers, comma-separated (default: {DEFAULT_PEERS}; also: tokenizers-encode, "
+                            "sentencepiece; 'none' for none). A peer that is not installed or cannot load the "
+                            "tokenizer is listed as skipped, with the reason")
     bench.add_argument("--json", dest="json_out", help="write the full results here as JSON")
     bench.add_argument("--plot", help="draw throughput against batch size into this PNG")
 
@@ -104,10 +139,10 @@ def _parser() -> argparse.ArgumentParser:
                                        "are merged into batches. Needs the serve extra: pip install 'gpu_tok[serve]'.")
     serve.add_argument("--tokenizer", help=tokenizer_help)
     serve.add_argument("--host", default="127.0.0.1", help="TCP address to listen on (default: 127.0.0.1)")
-    serve.add_argument("--port", type=int, help="TCP port, 0 for any free one (default: 8000, or none with --uds)")
+    serve.add_argument("--port", type=_port, help="TCP port, 0 for any free one (default: 8000, or none with --uds)")
     serve.add_argument("--uds", help="also (or, without --port, only) listen on this Unix socket path")
-    serve.add_argument("--binary-port", type=int, help="also serve /encode in the binary framed protocol on this "
-                                                       "TCP port, 0 for any free one (docs/SERVE.md)")
+    serve.add_argument("--binary-port", type=_port, help="also serve /encode in the binary framed protocol on this "
+                                                         "TCP port, 0 for any free one (docs/SERVE.md)")
     serve.add_argument("--binary-uds", help="also serve the binary framed protocol on this Unix socket path")
     serve.add_argument("--max-batch-tokens", type=_positive_int, default=262_144,
                        help="close a batch once its requests hold this many bytes (default: 262144)")
@@ -121,13 +156,34 @@ def _parser() -> argparse.ArgumentParser:
                        help="waiting requests before answering 503 (default: 4096)")
     serve.add_argument("--max-request-bytes", type=_positive_int, default=4 * 1024 * 1024,
                        help="larger bodies get 413 (default: 4 MiB)")
-    serve.add_argument("--timeout-s", type=float, default=30.0, help="answer 504 after this (default: 30)")
+    serve.add_argument("--max-request-cells", type=_positive_int, default=4 * 1024 * 1024,
+                       help="a request whose output could hold more token positions (rows x padded length) "
+                            "gets 413 (default: 4194304)")
+    serve.add_argument("--max-batch-cells", type=_positive_int, default=4 * 1024 * 1024,
+                       help="merged requests per engine call stop at this many output token positions "
+                            "(default: 4194304)")
+    serve.add_argument("--timeout-s", type=_seconds, default=30.0, help="answer 504 after this (default: 30)")
+    serve.add_argument("--max-connections", type=_positive_int,
+                       help="open connections at once; past it an idle one is closed, or the new one refused "
+                            "(default: 1024, fewer when ulimit -n is lower)")
+    serve.add_argument("--idle-timeout-s", type=_seconds, default=75.0,
+                       help="close a connection with nothing to do for this long (default: 75)")
+    serve.add_argument("--header-timeout-s", type=_seconds, default=10.0,
+                       help="408 and close when a request head takes longer to arrive (default: 10)")
+    serve.add_argument("--body-timeout-s", type=_seconds, default=60.0,
+                       help="408 and close when a body or binary frame takes longer to arrive (default: 60)")
+    serve.add_argument("--drain-timeout-s", type=_seconds, default=30.0,
+                       help="on SIGTERM, the longest wait for answers in flight before closing (default: 30)")
+    serve.add_argument("--info-paths", action="store_true",
+                       help="show the tokenizer's and sockets' file-system paths in /info (default: hidden)")
 
     tokenize = sub.add_parser(
         "tokenize", help="tokenize a corpus into token shards (npy, Megatron .bin/.idx or parquet)",
         description="Tokenize documents (.jsonl, .txt, optionally .gz/.zst, or .parquet) into shards of whole "
                     "documents, with a manifest.json of counts and sha256 checksums. Memory stays bounded; a "
-                    "re-run with the same arguments skips finished shards and redoes an interrupted one.")
+                    "re-run with the same arguments skips finished shards and redoes an interrupted one. One run "
+                    "at a time per output folder. Needs the corpus extra: pip install 'gpu_tok[corpus]' (numpy; "
+                    "pyarrow for Parquet and .zst; orjson, faster JSON).")
     tokenize.add_argument("inputs", nargs="+", metavar="INPUT", help="input files, tokenized in this order")
     tokenize.add_argument("--tokenizer", help=tokenizer_help)
     tokenize.add_argument("--output", required=True, help="output folder (created; a re-run resumes it)")
@@ -195,7 +251,7 @@ def _bench(args: argparse.Namespace) -> int:
             raise UsageError(f"--corpus {args.corpus}: no such file")
         texts = bench.read_corpus(args.corpus, args.text_field, max_bytes)
     else:
-        texts = [d["text"] for d in _data.sample_corpus()]
+        texts = bench.take((d["text"] for d in _data.sample_corpus()), max_bytes)
     devices = {"cpu": ["cpu"], "cuda": ["cuda"], "auto": ["auto"], "all": ["cpu", "cuda"]}[args.device]
     compare = [] if args.compare.strip() == "none" else [c.strip() for c in args.compare.split(",") if c.strip()]
     unknown = [c for c in compare if c not in peers.PEERS]
@@ -206,11 +262,11 @@ def _bench(args: argparse.Namespace) -> int:
         if path is None:  # peers that load only from files get the embedded JSON as a file
             path = os.path.join(tmp, "tokenizer.json")
             Path(path).write_text(json_text, encoding="utf-8")
-        steps = len(args.batch_sizes) * args.repeats * (len(devices) + len(compare))
+        steps = len(args.batch_sizes) * (args.sets + args.repeats) * (len(devices) + len(compare))
         with _progress(steps) as advance:
             report = bench.run(tok, json_text, texts, tokenizer_path=path, devices=devices, compare=compare,
-                               batch_sizes=args.batch_sizes, repeats=args.repeats, threads=args.threads,
-                               progress=advance)
+                               batch_sizes=args.batch_sizes, sets=args.sets, repeats=args.repeats,
+                               threads=args.threads, progress=advance)
     report["tokenizer"]["source"] = source
     report["corpus"]["source"] = args.corpus or "embedded 1 MB multilingual sample"
     print(bench.table(report))
@@ -220,12 +276,25 @@ def _bench(args: argparse.Namespace) -> int:
     if args.plot:
         bench.plot(report, args.plot)
         print(f"wrote {args.plot}")
+    # Without tokenizers there is no oracle: parity is n/a, which is no failure.
     mismatched = [e["name"] for e in report["engines"] if e["name"].startswith("gpu_tok") and e["status"] == "ok"
-                  and e["parity"] and e["parity"]["identical"] != e["parity"]["total"]]
+                  and e["parity"] is not None and e["parity"]["identical"] != e["parity"]["total"]]
     if mismatched:
         print(f"error: {', '.join(mismatched)} disagreed with tokenizers on some documents", file=sys.stderr)
         return 1
     return 0
+
+
+def _hold_to_cores(threads: int) -> None:
+    """`bench --threads N`: every engine gets N threads where it has a setting
+    (fastokens reads FASTOKENS_BPE_THREADS for worker threads of its own), and the
+    process is held to N cores, so that an engine that ignores its setting cannot
+    use more."""
+    os.environ["FASTOKENS_BPE_THREADS"] = str(threads)
+    if hasattr(os, "sched_setaffinity"):
+        cores = sorted(os.sched_getaffinity(0))
+        if threads < len(cores):
+            os.sched_setaffinity(0, cores[-threads:])
 
 
 def _warn_if_loaded() -> None:
@@ -330,15 +399,20 @@ def _serve(args: argparse.Namespace) -> int:
     except ImportError as err:
         print(f"gpu-tok serve needs the serve extra (pip install 'gpu_tok[serve]'): {err}", file=sys.stderr)
         return 1
-    if args.max_delay_ms < 0 or args.timeout_s <= 0:
-        raise UsageError("--max-delay-ms must be >= 0 and --timeout-s > 0")
-    tok, _, path = _load(args.tokenizer)
     port = args.port if args.port is not None or args.uds else 8000
-    config = ServeConfig(host=args.host, port=port, uds=args.uds, binary_port=args.binary_port,
-                         binary_uds=args.binary_uds, max_batch_tokens=args.max_batch_tokens,
-                         max_delay_ms=args.max_delay_ms, device=args.device, workers=args.workers,
-                         max_queue=args.max_queue, max_request_bytes=args.max_request_bytes,
-                         timeout_s=args.timeout_s)
+    try:  # every setting checked before the tokenizer loads
+        config = ServeConfig(host=args.host, port=port, uds=args.uds, binary_port=args.binary_port,
+                             binary_uds=args.binary_uds, max_batch_tokens=args.max_batch_tokens,
+                             max_delay_ms=args.max_delay_ms, device=args.device, workers=args.workers,
+                             max_queue=args.max_queue, max_request_bytes=args.max_request_bytes,
+                             timeout_s=args.timeout_s, shutdown_timeout_s=args.drain_timeout_s,
+                             max_request_cells=args.max_request_cells, max_batch_cells=args.max_batch_cells,
+                             max_connections=args.max_connections, idle_timeout_s=args.idle_timeout_s,
+                             header_timeout_s=args.header_timeout_s, body_timeout_s=args.body_timeout_s,
+                             info_paths=args.info_paths)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    tok, _, path = _load(args.tokenizer)
     run(tok, config, path, ready=lambda service: print("gpu-tok serve: listening on " + " ".join(service.addresses),
                                                        flush=True))
     print("gpu-tok serve: stopped", flush=True)
@@ -346,8 +420,12 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _tokenize(args: argparse.Namespace) -> int:
-    from . import corpus
-
+    try:
+        from . import corpus
+    except ImportError as err:
+        print(f"gpu-tok tokenize needs the corpus extra (pip install 'gpu_tok[corpus]'; from a checkout: "
+              f"pip install '.[corpus]'): {err}", file=sys.stderr)
+        return 1
     if args.batch_mb <= 0:
         raise UsageError("--batch-mb must be positive")
     tok, json_text, path = _load(args.tokenizer)
@@ -358,6 +436,9 @@ def _tokenize(args: argparse.Namespace) -> int:
             add_special_tokens=args.add_special_tokens, device=args.device, shard_tokens=args.shard_tokens,
             batch_bytes=int(args.batch_mb * 1e6), progress=True, tokenizer_source=path or "embedded Qwen3",
             tokenizer_digest=digest)
+    except ImportError as err:  # pyarrow, for Parquet and .zst: the message names the extra
+        print(f"gpu-tok: error: {err}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("gpu-tok tokenize: interrupted; the same command resumes after the last finished shard",
               file=sys.stderr)
@@ -375,6 +456,8 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "threads", None):
         # Before any pool exists: gpu_tok's and tokenizers' (rayon) read these at first use.
         os.environ["GPU_TOK_NUM_THREADS"] = os.environ["RAYON_NUM_THREADS"] = str(args.threads)
+        if args.command == "bench":
+            _hold_to_cores(args.threads)
     from ._errors import GpuTokError
 
     commands = {"bench": _bench, "encode": _encode, "decode": _decode, "info": _info, "serve": _serve,

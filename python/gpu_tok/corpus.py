@@ -11,12 +11,20 @@ the same shards and can skip the finished ones.
 rewritten (temporary name, then rename) after every finished shard with the
 shard's files, sizes and sha256, its documents, tokens and input bytes, and
 the input position after its last document. A re-run with the same job skips the shards
-it lists (after checking their files' sizes), deletes leftover `.tmp` files of
+it lists (after checking their files' sizes and sha256: the first shard that
+differs is redone, with the ones after it), deletes leftover `.tmp` files of
 an interrupted shard, and starts reading after the last finished shard.
+
+One run at a time per output folder: a run holds an exclusive `flock` on
+`.tokenize.lock` in it from before it reads the manifest until it returns, and
+a second run is refused at once, naming the holder's pid. The kernel drops the
+lock when its process dies, however it dies, so a killed run never blocks the
+next one (the file stays; its content is only the last holder's pid).
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -26,6 +34,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -33,11 +42,12 @@ import numpy as np
 
 from . import shards
 from ._errors import InvalidInputError
-from .corpus_readers import InputFile, TextBatch, describe_inputs, read_ahead, read_batches
+from .corpus_readers import InputFile, TextBatch, describe_inputs, read_ahead, read_batches, refusal
 from .documents import encode_documents, eos_token_id
 from .tokenizer import Tokenizer
 
 MANIFEST = "manifest.json"
+LOCK = ".tokenize.lock"
 SCHEMA = "gpu_tok.tokenize/1"
 DEFAULT_SHARD_TOKENS = 100_000_000
 DEFAULT_BATCH_BYTES = 4_000_000
@@ -74,19 +84,53 @@ def _write_json(path: Path, value: Any) -> None:
     os.replace(tmp, path)
 
 
-def _finished_shards(output: Path, manifest: dict[str, Any]) -> list[dict[str, Any]]:
-    """The manifest's shards whose files are all there with their recorded sizes,
-    up to the first one that is not."""
-    kept = []
-    for shard in manifest["shards"]:
-        files = [(output / name, info["bytes"]) for name, info in shard["files"].items()]
-        if not all(path.is_file() and path.stat().st_size == size for path, size in files):
-            break
-        kept.append(shard)
-    return kept
+@contextmanager
+def _exclusive(output: Path) -> Iterator[None]:
+    """Holds the output folder's lock (see the module docstring) or refuses at once."""
+    fd = os.open(output / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+            raise InvalidInputError(
+                f"{output} is in use by another gpu-tok tokenize run (pid {holder}); two runs into one output "
+                "would damage it: wait for that one to end, or stop it and run again to resume") from None
+        except OSError as err:  # a file system without flock: running unprotected could damage the output
+            raise InvalidInputError(f"{output}: cannot lock {LOCK} ({err}); use an output folder on a local "
+                                    "file system") from None
+        pid = f"{os.getpid()}\n".encode("ascii")
+        os.pwrite(fd, pid, 0)  # then cut: a reader sees an old pid or this one, never a mix
+        os.ftruncate(fd, len(pid))
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
-def _load_manifest(output: Path, job: dict[str, Any], tokenizer_source: str | None) -> dict[str, Any]:
+def _intact(path: Path, info: dict[str, Any]) -> bool:
+    return path.is_file() and path.stat().st_size == info["bytes"] and shards.file_sha256(path) == info["sha256"]
+
+
+def _finished_shards(output: Path, manifest: dict[str, Any],
+                     say: Callable[[str], None]) -> list[dict[str, Any]]:
+    """The manifest's shards whose files are all there with their recorded sizes
+    and sha256, up to the first one that is not (said, as it is redone). Files
+    are hashed in parallel (hashlib releases the GIL)."""
+    files = [(shard["name"], output / name, info) for shard in manifest["shards"]
+             for name, info in shard["files"].items()]
+    with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1), thread_name_prefix="gpu_tok-verify") as pool:
+        intact = list(pool.map(lambda file: _intact(file[1], file[2]), files))
+    bad = next((file for file, ok in zip(files, intact, strict=True) if not ok), None)
+    if bad is None:
+        return list(manifest["shards"])
+    name, path, _ = bad
+    problem = "is missing" if not path.is_file() else "does not match its size and sha256 in manifest.json"
+    say(f"{path.name} {problem}: redoing {name} and the shards after it")
+    return manifest["shards"][:next(i for i, s in enumerate(manifest["shards"]) if s["name"] == name)]
+
+
+def _load_manifest(output: Path, job: dict[str, Any], tokenizer_source: str | None,
+                   say: Callable[[str], None]) -> dict[str, Any]:
     path = output / MANIFEST
     if not path.is_file():
         return {"schema": SCHEMA, "tokenizer": tokenizer_source, "job": job, "complete": False, "shards": []}
@@ -101,10 +145,13 @@ def _load_manifest(output: Path, job: dict[str, Any], tokenizer_source: str | No
             raise InvalidInputError(
                 f"{output} holds the output of a different job ({key}: {manifest['job'].get(key)!r} before, "
                 f"{value!r} now); use another --output, or remove it to start over")
-    finished = _finished_shards(output, manifest)
+    finished = _finished_shards(output, manifest, say)
     if len(finished) < len(manifest["shards"]):
+        # Recorded at once: the manifest must never list a shard that is not intact.
         manifest["complete"] = False
-    manifest["shards"] = finished
+        manifest.pop("totals", None)
+        manifest["shards"] = finished
+        _write_json(path, manifest)
     return manifest
 
 
@@ -172,8 +219,12 @@ class _Job:
         self.max_rss_mb = 0.0  # resident memory sampled after each batch
 
     def encode(self, batch: TextBatch) -> tuple[np.ndarray, np.ndarray]:
-        return encode_documents(self.tok, batch.texts, add_special_tokens=self.manifest["job"]["add_special_tokens"],
-                                eos_id=self.eos_id, device=self.device)
+        job = self.manifest["job"]
+        try:
+            return encode_documents(self.tok, batch.texts, add_special_tokens=job["add_special_tokens"],
+                                    eos_id=self.eos_id, device=self.device)
+        except ValueError as err:  # a text the engine refuses: name its file and line, not texts[i]
+            raise refusal(batch, job["text_field"], err) from None
 
     def add(self, batch: TextBatch, ids: np.ndarray, offsets: np.ndarray) -> tuple[int, int]:
         """Appends a batch's documents to shards, finishing each shard at its
@@ -185,9 +236,7 @@ class _Job:
                 self.next_shard += 1
                 self.shard = shards.open_writer(self.fmt, self.output, self.shard_name,
                                                 self.manifest["job"]["vocab_size"])
-            need = self.shard_tokens - self.shard.tokens
-            reached = np.searchsorted(offsets[start + 1:] - offsets[start], need, side="left")
-            end = min(start + int(reached) + 1, rows)
+            end = shards.reaching(offsets, start, self.shard_tokens - self.shard.tokens)
             self.shard.write(ids[offsets[start]:offsets[end]], offsets[start:end + 1] - offsets[start])
             self.shard_input_bytes += int(batch.record_bytes[start:end].sum())
             start = end
@@ -271,6 +320,20 @@ class _Job:
             encoder.shutdown(wait=True, cancel_futures=True)
 
 
+def _check_pyarrow(files: list[InputFile], fmt: str) -> None:
+    """Before any work: Parquet (in or out) and .zst need pyarrow, which the
+    corpus extra brings."""
+    needs = [f"reading {f.path}" for f in files if f.kind == "parquet" or f.compression == "zstd"]
+    needs += ["--format parquet"] if fmt == "parquet" else []
+    if not needs:
+        return
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        raise ImportError(f"{needs[0]} needs pyarrow, which is not installed: pip install 'gpu_tok[corpus]' "
+                          "(from a checkout: pip install '.[corpus]')") from None
+
+
 def tokenize_corpus(tok: Tokenizer, inputs: list[str | Path], output: str | Path, *, text_field: str = "text",
                     fmt: str = "npy", append_eos: bool = False, add_special_tokens: bool = False,
                     device: Any = "auto", shard_tokens: int = DEFAULT_SHARD_TOKENS,
@@ -289,45 +352,47 @@ def tokenize_corpus(tok: Tokenizer, inputs: list[str | Path], output: str | Path
         raise ValueError("shard_tokens and batch_bytes must be positive")
     say = log or (lambda line: print(line, file=sys.stderr))
     files = describe_inputs(inputs)
+    _check_pyarrow(files, fmt)
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
     digest = tokenizer_digest or tokenizer_sha256(tok)
     job = _job(tok, digest, files, text_field, fmt, append_eos, add_special_tokens, shard_tokens)
-    manifest = _load_manifest(out, job, tokenizer_source)
-    _remove_leftovers(out)
-    resumed = len(manifest["shards"])
-    run = _Job(tok, out, manifest, device)
-    if not manifest["complete"]:
-        last = manifest["shards"][-1]["end"] if manifest["shards"] else {"input": 0, "document": 0}
-        if resumed:
-            say(f"resuming: {resumed} finished shards kept, continuing at document {last['document']} "
-                f"of {files[last['input']].path}")
-        bar = _Progress(sum(f.size for f in files[last["input"]:]), progress)
-        try:
-            run.run(read_ahead(read_batches(files, text_field, batch_bytes, (last["input"], last["document"]))),
-                    (last["input"], last["document"]), bar)
-        finally:
-            bar.close()
-        manifest["complete"] = True
-        manifest["totals"] = {key: sum(s[key] for s in manifest["shards"])
-                              for key in ("documents", "tokens", "input_bytes")}
-        manifest["totals"]["shards"] = len(manifest["shards"])
-        _write_json(out / MANIFEST, manifest)
-    seconds = time.perf_counter() - run.started
-    return {
-        "output": str(out),
-        "format": fmt,
-        "shards": len(manifest["shards"]),
-        "shards_skipped": resumed,
-        "shards_written": run.shards_written,
-        "documents": manifest["totals"]["documents"],
-        "tokens": manifest["totals"]["tokens"],
-        "run": {"documents": run.documents, "tokens": run.tokens, "input_bytes": run.input_bytes,
-                "seconds": seconds, "input_mb_per_s": run.input_bytes / seconds / 1e6,
-                "tokens_per_s": run.tokens / seconds},
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "max_rss_while_tokenizing_mb": run.max_rss_mb,
-    }
+    with _exclusive(out):  # held until the summary: no other run may touch the output meanwhile
+        manifest = _load_manifest(out, job, tokenizer_source, say)
+        _remove_leftovers(out)
+        resumed = len(manifest["shards"])
+        run = _Job(tok, out, manifest, device)
+        if not manifest["complete"]:
+            last = manifest["shards"][-1]["end"] if manifest["shards"] else {"input": 0, "document": 0}
+            if resumed:
+                say(f"resuming: {resumed} finished shards kept, continuing at document {last['document']} "
+                    f"of {files[last['input']].path}")
+            bar = _Progress(sum(f.size for f in files[last["input"]:]), progress)
+            try:
+                run.run(read_ahead(read_batches(files, text_field, batch_bytes, (last["input"], last["document"]))),
+                        (last["input"], last["document"]), bar)
+            finally:
+                bar.close()
+            manifest["complete"] = True
+            manifest["totals"] = {key: sum(s[key] for s in manifest["shards"])
+                                  for key in ("documents", "tokens", "input_bytes")}
+            manifest["totals"]["shards"] = len(manifest["shards"])
+            _write_json(out / MANIFEST, manifest)
+        seconds = time.perf_counter() - run.started
+        return {
+            "output": str(out),
+            "format": fmt,
+            "shards": len(manifest["shards"]),
+            "shards_skipped": resumed,
+            "shards_written": run.shards_written,
+            "documents": manifest["totals"]["documents"],
+            "tokens": manifest["totals"]["tokens"],
+            "run": {"documents": run.documents, "tokens": run.tokens, "input_bytes": run.input_bytes,
+                    "seconds": seconds, "input_mb_per_s": run.input_bytes / seconds / 1e6,
+                    "tokens_per_s": run.tokens / seconds},
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "max_rss_while_tokenizing_mb": run.max_rss_mb,
+        }
 
 
 def summary_lines(summary: dict[str, Any]) -> list[str]:

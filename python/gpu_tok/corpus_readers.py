@@ -11,8 +11,11 @@ Formats, told by the file name:
 JSON lines and text may end in `.gz` (gzip) or `.zst` / `.zstd` (Zstandard,
 through pyarrow).
 
-Every input error names the file and the line (Parquet: the row). This module
-only reads; it does not tokenize or write.
+Every input error names the file and the line (Parquet: the row): a record
+that is not JSON or too deeply nested, a missing field, compressed data that
+ends early or is not what the name says, and (found again by `refusal` when the
+engine refuses a batch) text that is not valid Unicode. Nothing is skipped but
+blank lines. This module only reads; it does not tokenize or write.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import json
 import mmap
 import queue
 import threading
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +38,7 @@ from ._errors import InvalidInputError
 KINDS = {".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".txt": "txt", ".text": "txt",
          ".parquet": "parquet"}
 COMPRESSIONS = {".gz": "gzip", ".zst": "zstd", ".zstd": "zstd"}
-_CHUNK = 1 << 20  # bytes read from a compressed file at a time
+_CHUNK = 1 << 16  # decompressed bytes asked for at a time (small: a break is found near its line)
 _RELEASE = 16 << 20  # bytes of a memory-mapped file parsed between releases of its pages
 
 
@@ -55,6 +59,8 @@ class TextBatch:
     first_document: int  # index of texts[0] among the documents of that file
     record_bytes: np.ndarray  # input bytes of each document: its line with the newline; Parquet: the string
     source_bytes: int  # bytes of the file read for this batch (for progress)
+    file: InputFile
+    numbers: np.ndarray  # each document's line in the file (Parquet: its row), from 1, for error messages
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -128,33 +134,58 @@ def _mapped_lines(file: InputFile) -> Iterator[tuple[Any, int]]:
 
 
 def _stream_lines(file: InputFile) -> Iterator[tuple[Any, int]]:
-    """Lines of a compressed file, each with the compressed bytes read so far."""
+    """Lines of a compressed file, each with the compressed bytes read so far.
+    Data that ends early or does not decompress stops at the line it breaks
+    (every whole line before it has been given)."""
     with open(file.path, "rb") as raw:
-        if file.compression == "gzip":
-            stream: Any = gzip.GzipFile(fileobj=raw, mode="rb")
-        else:
-            import pyarrow as pa
+        count, pending = 0, b""
+        try:
+            if file.compression == "gzip":
+                stream: Any = gzip.GzipFile(fileobj=raw, mode="rb")
+            else:
+                import pyarrow as pa
 
-            stream = pa.CompressedInputStream(pa.PythonFile(raw, mode="r"), "zstd")
-        pending = b""
-        while chunk := stream.read(_CHUNK):
-            lines = (pending + chunk).split(b"\n")
-            pending = lines.pop()
-            position = raw.tell()
-            for line in lines:
-                yield line, position
+                stream = pa.CompressedInputStream(pa.PythonFile(raw, mode="r"), "zstd")
+            # read1: what one decompression step gives, so that every whole line before a break is given
+            while chunk := stream.read1(_CHUNK):
+                lines = (pending + chunk).split(b"\n")
+                pending = lines.pop()
+                position = raw.tell()
+                count += len(lines)
+                for line in lines:
+                    yield line, position
+        except (EOFError, OSError, ValueError, zlib.error) as err:  # pyarrow's errors are OSError or ValueError
+            raise InvalidInputError(
+                f"{file.path}:{count + 1}: cannot read the {file.compression} data ({err}): the file is cut short, "
+                f"damaged, or not {file.compression}") from None
         if pending:
             yield pending, raw.tell()
 
 
-def _fast_loads_function() -> Callable[[bytes], Any]:
-    """orjson's loads when installed (the corpus extra): it parses the shared
-    corpus's lines in about 60% of json's time."""
+# orjson before 3.9.15 has no depth limit: a record nested ~100k deep overflows
+# the C stack and kills the process (CVE-2024-27454).
+_ORJSON_SAFE_FROM = (3, 9, 15)
+
+
+def _json_loads(line: Any) -> Any:
+    """json's loads of a line's UTF-8 (json takes str or bytes, not the
+    memoryview slices of a mapped file; strict UTF-8, as orjson)."""
+    return json.loads(str(line, "utf-8"))
+
+
+def _fast_loads_function() -> Callable[[Any], Any]:
+    """orjson's loads when installed (the corpus extra) and safe: it parses the
+    shared corpus's lines in about 60% of json's time."""
     try:
-        from orjson import loads
+        import orjson
     except ImportError:
-        return json.loads
-    return loads
+        return _json_loads
+    try:
+        version = tuple(int(part) for part in orjson.__version__.split(".")[:3])
+    except (AttributeError, ValueError):
+        return _json_loads
+    loads: Callable[[Any], Any] = orjson.loads
+    return loads if version >= _ORJSON_SAFE_FROM else _json_loads
 
 
 _fast_loads = _fast_loads_function()
@@ -169,19 +200,21 @@ def _is_blank(line: Any, is_json: bool) -> bool:
 
 def _json_text(line: Any, file: InputFile, number: int, field: str) -> str | None:
     """The text of a JSON line, None for a blank line."""
+    where = f"{file.path}:{number}"
     try:
         record = _fast_loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
         # json is the reference: it takes what orjson refuses (NaN...) or explains why not.
         if _is_blank(line, True):
             return None
         try:
-            record = json.loads(bytes(line))
+            record = _json_loads(line)
         except UnicodeDecodeError as err:
-            raise InvalidInputError(f"{file.path}:{number}: not UTF-8: {err}") from None
+            raise InvalidInputError(f"{where}: not UTF-8: {err}") from None
         except ValueError as err:
-            raise InvalidInputError(f"{file.path}:{number}: not valid JSON: {err}") from None
-    where = f"{file.path}:{number}"
+            raise InvalidInputError(f"{where}: not valid JSON: {err}") from None
+        except RecursionError:
+            raise InvalidInputError(f"{where}: JSON nested too deeply to read") from None
     if not isinstance(record, dict):
         raise InvalidInputError(f"{where}: expected a JSON object, found {type(record).__name__}")
     if field not in record:
@@ -212,6 +245,7 @@ def _line_batches(file: InputFile, index: int, field: str, batch_bytes: int, ski
     is_json = file.kind == "jsonl"
     texts: list[str] = []
     sizes: list[int] = []
+    numbers: list[int] = []
     size = 0
     document = 0  # documents seen in this file, skipped ones included
     reported = 0  # file bytes already reported in earlier batches
@@ -227,12 +261,15 @@ def _line_batches(file: InputFile, index: int, field: str, batch_bytes: int, ski
         document += 1
         texts.append(text)
         sizes.append(len(line) + 1)
+        numbers.append(number)
         size += sizes[-1]
         if size >= batch_bytes:
-            yield TextBatch(texts, index, document - len(texts), np.array(sizes, np.int64), position - reported)
-            texts, sizes, size, reported = [], [], 0, position
+            yield TextBatch(texts, index, document - len(texts), np.array(sizes, np.int64), position - reported,
+                            file, np.array(numbers, np.int64))
+            texts, sizes, numbers, size, reported = [], [], [], 0, position
     if texts:
-        yield TextBatch(texts, index, document - len(texts), np.array(sizes, np.int64), file.size - reported)
+        yield TextBatch(texts, index, document - len(texts), np.array(sizes, np.int64), file.size - reported,
+                        file, np.array(numbers, np.int64))
 
 
 # -- Parquet ---------------------------------------------------------------------
@@ -277,7 +314,50 @@ def _parquet_batches(file: InputFile, index: int, field: str, batch_bytes: int, 
             bad = first + pc.index(pc.is_null(texts), True).as_py()
             raise InvalidInputError(f"{file.path}: row {bad + 1}: column {field!r} is null, not a string")
         sizes = pc.binary_length(texts).to_numpy(zero_copy_only=False).astype(np.int64)
-        yield TextBatch(texts, index, first, sizes, file.size * len(texts) // max(rows, 1))
+        yield TextBatch(texts, index, first, sizes, file.size * len(texts) // max(rows, 1), file,
+                        np.arange(first + 1, first + len(texts) + 1, dtype=np.int64))
+
+
+# -- a batch the engine refused --------------------------------------------------
+
+
+def _first_invalid_text(texts: Any) -> tuple[int, str] | None:
+    """(index, why) of the first text that has no UTF-8 form: a lone surrogate
+    in a str (from a JSON escape), invalid bytes in an Arrow string array
+    (Parquet does not check them). A slow scan, for the error path only."""
+    if isinstance(texts, list):
+        for i, text in enumerate(texts):
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as err:
+                return i, str(err)
+        return None
+    import pyarrow as pa
+
+    for i, value in enumerate(texts.cast(pa.binary()).to_pylist()):
+        try:
+            value.decode("utf-8")
+        except UnicodeDecodeError as err:
+            return i, str(err)
+    return None
+
+
+def refusal(batch: TextBatch, field: str, err: Exception) -> InvalidInputError:
+    """The error to raise when the engine refused `batch` (`err`): it names the
+    document at fault, by file and line (Parquet: row), where it can be found,
+    else the batch's lines."""
+    file = batch.file
+    invalid = _first_invalid_text(batch.texts)
+    if invalid is not None:
+        i, why = invalid
+        number = int(batch.numbers[i])
+        if file.kind == "parquet":
+            return InvalidInputError(f"{file.path}: row {number}: column {field!r} is not valid UTF-8 ({why})")
+        what = f"field {field!r}" if file.kind == "jsonl" else "the line"
+        return InvalidInputError(f"{file.path}:{number}: {what} is not valid Unicode ({why}); lone surrogates "
+                                 "are not text")
+    unit = "rows" if file.kind == "parquet" else "lines"
+    return InvalidInputError(f"{file.path}: {unit} {batch.numbers[0]}-{batch.numbers[-1]}: {err}")
 
 
 # -- reading ahead ---------------------------------------------------------------

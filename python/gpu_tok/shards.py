@@ -15,12 +15,15 @@ One shard holds whole documents, in one of three formats:
   (the path without extension) to Megatron's `--data-path`; several shards
   are several prefixes.
 - `parquet`: `NAME.parquet`, one row per document, column `input_ids` of type
-  `list<int32>`.
+  `list<int32>`, in row groups cut like shards: a row group ends with the
+  document that brings it to `ROW_GROUP_TOKENS` tokens.
 
-Writers stream: memory holds one batch plus 8 bytes per document, never the
-shard. Files are written under a `.tmp` name and renamed once the whole shard
-is written: a shard file either is complete or does not exist under its final
-name.
+Every file's bytes depend only on the shard's documents, never on the batches
+they arrived in, so a resumed run writes the same bytes as an uninterrupted one.
+Writers stream: memory holds one batch plus 8 bytes per document (Parquet: plus
+one row group), never the shard. Files are written under a `.tmp` name and
+renamed once the whole shard is written: a shard file either is complete or
+does not exist under its final name.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import mmap
 import os
 import struct
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, BinaryIO, Protocol
 
 import numpy as np
 
@@ -39,6 +42,9 @@ TMP = ".tmp"
 MEGATRON_HEADER = b"MMIDIDX\x00\x00"
 MEGATRON_DTYPES = {8: np.uint16, 4: np.int32}  # Megatron's DType codes for the two dtypes used here
 _NPY_HEADER_BYTES = 128  # room reserved for a 1-D .npy header, filled in when the length is known
+# 4 MB of int32 ids: about what one 4 MB batch of text gives, as row groups were
+# before they were cut by content; bounded memory, and row groups readers handle well.
+ROW_GROUP_TOKENS = 1 << 20
 
 
 def file_names(fmt: str, name: str) -> list[str]:
@@ -77,7 +83,7 @@ def open_writer(fmt: str, directory: Path, name: str, vocab_size: int) -> ShardW
     raise ValueError(f"unknown shard format {fmt!r}; expected one of {', '.join(FORMATS)}")
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
     """sha256 of a file, hashed straight from the page cache (a memory map: no
     copy into Python buffers; hashlib releases the GIL)."""
     with open(path, "rb") as f:
@@ -94,7 +100,7 @@ def _publish(directory: Path, names: list[str]) -> dict[str, dict[str, Any]]:
     files = {}
     for name in names:
         tmp = directory / (name + TMP)
-        files[name] = {"bytes": tmp.stat().st_size, "sha256": _sha256(tmp)}
+        files[name] = {"bytes": tmp.stat().st_size, "sha256": file_sha256(tmp)}
     for name in names:  # only once every file of the shard is complete
         os.replace(directory / (name + TMP), directory / name)
     return files
@@ -105,24 +111,53 @@ def _remove(directory: Path, names: list[str]) -> None:
         (directory / (name + TMP)).unlink(missing_ok=True)
 
 
-class _Offsets:
-    """Document lengths gathered across writes (8 bytes per document)."""
+def reaching(offsets: np.ndarray, start: int, tokens: int) -> int:
+    """The end (exclusive) of the documents from `start` on that ends with the
+    first one bringing them to `tokens` tokens, or of all of them: how shards
+    and row groups are cut."""
+    reached = np.searchsorted(offsets[start + 1:] - offsets[start], tokens, side="left")
+    return min(start + int(reached) + 1, len(offsets) - 1)
 
-    def __init__(self) -> None:
+
+class _StreamWriter:
+    """Ids streamed to one file as they come, document lengths kept (8 bytes
+    per document) for the index written at the end: what npy and Megatron
+    shards share. Subclasses give the file names, the ids' dtype, and the
+    header and index."""
+
+    header_bytes = 0  # room left at the start of the ids file, filled in by `complete_ids`
+
+    def __init__(self, directory: Path, names: list[str], dtype: np.dtype) -> None:
+        self.directory, self.names, self.dtype = directory, names, dtype
         self.lengths: list[np.ndarray] = []
         self.tokens = 0
         self.documents = 0
+        self.ids_file = open(directory / (names[0] + TMP), "wb")  # noqa: SIM115 - closed in finish/abort
+        self.ids_file.write(b"\0" * self.header_bytes)
 
-    def add(self, offsets: np.ndarray) -> None:
+    def write(self, ids: np.ndarray, offsets: np.ndarray) -> None:
+        self.ids_file.write(np.ascontiguousarray(ids, dtype=self.dtype).data)
         self.lengths.append(np.diff(offsets))
         self.tokens += int(offsets[-1] - offsets[0])
         self.documents += len(offsets) - 1
 
-    def all_lengths(self) -> np.ndarray:
-        return np.concatenate(self.lengths) if self.lengths else np.zeros(0, np.int64)
+    def finish(self) -> dict[str, dict[str, Any]]:
+        self.complete_ids(self.ids_file)
+        self.ids_file.close()
+        lengths = np.concatenate(self.lengths) if self.lengths else np.zeros(0, np.int64)
+        with open(self.directory / (self.names[1] + TMP), "wb") as index:
+            self.write_index(index, lengths)
+        return _publish(self.directory, self.names)
 
-    def all_offsets(self) -> np.ndarray:
-        return np.concatenate([[0], np.cumsum(self.all_lengths())]).astype(np.int64)
+    def abort(self) -> None:
+        self.ids_file.close()
+        _remove(self.directory, self.names)
+
+    def complete_ids(self, ids_file: BinaryIO) -> None:
+        """Fills in what the ids file could only have once every id is written."""
+
+    def write_index(self, index: BinaryIO, lengths: np.ndarray) -> None:
+        raise NotImplementedError
 
 
 def _npy_header(dtype: np.dtype, length: int) -> bytes:
@@ -132,37 +167,18 @@ def _npy_header(dtype: np.dtype, length: int) -> bytes:
     return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(body)) + body.encode("latin1")
 
 
-class NpyWriter:
+class NpyWriter(_StreamWriter):
+    header_bytes = _NPY_HEADER_BYTES
+
     def __init__(self, directory: Path, name: str) -> None:
-        self.directory = directory
-        self.names = file_names("npy", name)
-        self.offsets = _Offsets()
-        self.ids_file = open(directory / (self.names[0] + TMP), "wb")  # noqa: SIM115 - closed in finish/abort
-        self.ids_file.write(b"\0" * _NPY_HEADER_BYTES)
+        super().__init__(directory, file_names("npy", name), np.dtype(np.uint32))
 
-    @property
-    def tokens(self) -> int:
-        return self.offsets.tokens
+    def complete_ids(self, ids_file: BinaryIO) -> None:
+        ids_file.seek(0)
+        ids_file.write(_npy_header(self.dtype, self.tokens))
 
-    @property
-    def documents(self) -> int:
-        return self.offsets.documents
-
-    def write(self, ids: np.ndarray, offsets: np.ndarray) -> None:
-        self.ids_file.write(np.ascontiguousarray(ids, dtype=np.uint32).data)
-        self.offsets.add(offsets)
-
-    def finish(self) -> dict[str, dict[str, Any]]:
-        self.ids_file.seek(0)
-        self.ids_file.write(_npy_header(np.dtype(np.uint32), self.tokens))
-        self.ids_file.close()
-        with open(self.directory / (self.names[1] + TMP), "wb") as f:
-            np.save(f, self.offsets.all_offsets(), allow_pickle=False)
-        return _publish(self.directory, self.names)
-
-    def abort(self) -> None:
-        self.ids_file.close()
-        _remove(self.directory, self.names)
+    def write_index(self, index: BinaryIO, lengths: np.ndarray) -> None:
+        np.save(index, np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64), allow_pickle=False)
 
 
 def megatron_dtype(vocab_size: int) -> type[np.number]:
@@ -170,48 +186,28 @@ def megatron_dtype(vocab_size: int) -> type[np.number]:
     return np.uint16 if vocab_size < 65500 else np.int32
 
 
-class MegatronWriter:
+class MegatronWriter(_StreamWriter):
     def __init__(self, directory: Path, name: str, vocab_size: int) -> None:
-        self.directory = directory
-        self.names = file_names("megatron", name)
-        self.dtype = np.dtype(megatron_dtype(vocab_size))
-        self.offsets = _Offsets()
-        self.bin_file = open(directory / (self.names[0] + TMP), "wb")  # noqa: SIM115 - closed in finish/abort
+        super().__init__(directory, file_names("megatron", name), np.dtype(megatron_dtype(vocab_size)))
 
-    @property
-    def tokens(self) -> int:
-        return self.offsets.tokens
-
-    @property
-    def documents(self) -> int:
-        return self.offsets.documents
-
-    def write(self, ids: np.ndarray, offsets: np.ndarray) -> None:
-        self.bin_file.write(np.ascontiguousarray(ids, dtype=self.dtype).data)
-        self.offsets.add(offsets)
-
-    def finish(self) -> dict[str, dict[str, Any]]:
-        self.bin_file.close()
-        lengths = self.offsets.all_lengths()
+    def write_index(self, index: BinaryIO, lengths: np.ndarray) -> None:
         pointers = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64) * self.dtype.itemsize
         code = next(c for c, t in MEGATRON_DTYPES.items() if np.dtype(t) == self.dtype)
-        with open(self.directory / (self.names[1] + TMP), "wb") as idx:
-            idx.write(MEGATRON_HEADER)
-            idx.write(struct.pack("<Q", 1))
-            idx.write(struct.pack("<B", code))
-            idx.write(struct.pack("<Q", len(lengths)))
-            idx.write(struct.pack("<Q", len(lengths) + 1))
-            idx.write(lengths.astype(np.int32).tobytes())
-            idx.write(pointers[: len(lengths)].tobytes())
-            idx.write(np.arange(len(lengths) + 1, dtype=np.int64).tobytes())
-        return _publish(self.directory, self.names)
-
-    def abort(self) -> None:
-        self.bin_file.close()
-        _remove(self.directory, self.names)
+        index.write(MEGATRON_HEADER)
+        index.write(struct.pack("<Q", 1))
+        index.write(struct.pack("<B", code))
+        index.write(struct.pack("<Q", len(lengths)))
+        index.write(struct.pack("<Q", len(lengths) + 1))
+        index.write(lengths.astype(np.int32).tobytes())
+        index.write(pointers[: len(lengths)].tobytes())
+        index.write(np.arange(len(lengths) + 1, dtype=np.int64).tobytes())
 
 
 class ParquetWriter:
+    """Documents gathered into row groups of about ROW_GROUP_TOKENS tokens, cut
+    at fixed places (see the module docstring): Parquet's layout follows the
+    tables written, which must therefore not be the batches."""
+
     def __init__(self, directory: Path, name: str) -> None:
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -222,17 +218,37 @@ class ParquetWriter:
         self.writer = pq.ParquetWriter(directory / (self.names[0] + TMP), self.schema)
         self.tokens = 0
         self.documents = 0
+        self.group_ids: list[np.ndarray] = []  # the row group being gathered
+        self.group_lengths: list[np.ndarray] = []
+        self.group_tokens = 0
 
     def write(self, ids: np.ndarray, offsets: np.ndarray) -> None:
+        self.tokens += int(offsets[-1] - offsets[0])
+        self.documents += len(offsets) - 1
+        start = 0
+        while start < len(offsets) - 1:
+            end = reaching(offsets, start, ROW_GROUP_TOKENS - self.group_tokens)
+            self.group_ids.append(ids[offsets[start] - offsets[0]:offsets[end] - offsets[0]])
+            self.group_lengths.append(np.diff(offsets[start:end + 1]))
+            self.group_tokens += int(offsets[end] - offsets[start])
+            start = end
+            if self.group_tokens >= ROW_GROUP_TOKENS:
+                self._write_group()
+
+    def _write_group(self) -> None:
         import pyarrow as pa
 
         from .documents import to_arrow_lists
 
-        self.writer.write_table(pa.Table.from_arrays([to_arrow_lists(ids, offsets)], schema=self.schema))
-        self.tokens += int(offsets[-1])
-        self.documents += len(offsets) - 1
+        ids = np.concatenate(self.group_ids)  # one contiguous array: the pages follow the content only
+        offsets = np.concatenate([[0], np.cumsum(np.concatenate(self.group_lengths))]).astype(np.int64)
+        table = pa.Table.from_arrays([to_arrow_lists(ids, offsets)], schema=self.schema)
+        self.writer.write_table(table, row_group_size=max(table.num_rows, 1))
+        self.group_ids, self.group_lengths, self.group_tokens = [], [], 0
 
     def finish(self) -> dict[str, dict[str, Any]]:
+        if self.group_lengths:
+            self._write_group()
         self.writer.close()
         return _publish(self.directory, self.names)
 

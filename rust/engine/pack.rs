@@ -5,6 +5,7 @@
 use crate::error::Result;
 use crate::kernels::GtTemplate;
 use crate::layout::{row_layout, Batch, Outputs};
+use crate::memory::try_vec;
 use tokenizers::{Encoding, PaddingDirection, PaddingParams};
 
 /// Packs `encodings` (post-processed, unpadded) into a [`Batch`].
@@ -89,20 +90,26 @@ pub fn pack_sequences(
 }
 
 /// An empty batch laid out for rows of `lengths` (row starts, width and
-/// lengths set), each wanted field with room for every token.
+/// lengths set), each wanted field with room for every token. Every buffer is
+/// allocated fallibly: a user's padding length decides their size.
 fn laid_out(lengths: &[usize], padding: Option<&PaddingParams>, want: Outputs) -> Result<Batch> {
     let (row_starts, width) = row_layout(lengths, padding, want.bytes_per_token())?;
     let total = *row_starts.last().unwrap_or(&0) as usize;
-    let field = |on: bool| on.then(|| Vec::<i64>::with_capacity(total));
+    let field = |on: bool, name: &str| on.then(|| try_vec::<i64>(total, name)).transpose();
+    let mut row_lengths = try_vec(lengths.len(), "the row lengths")?;
+    row_lengths.extend(lengths.iter().map(|&len| len as i64));
     Ok(Batch {
-        ids: Vec::with_capacity(total),
-        attention_mask: field(want.attention_mask),
-        type_ids: field(want.type_ids),
-        special_tokens_mask: field(want.special_tokens_mask),
-        offsets: want.offsets.then(|| Vec::with_capacity(2 * total)),
+        ids: try_vec(total, "input_ids")?,
+        attention_mask: field(want.attention_mask, "attention_mask")?,
+        type_ids: field(want.type_ids, "token_type_ids")?,
+        special_tokens_mask: field(want.special_tokens_mask, "special_tokens_mask")?,
+        offsets: want
+            .offsets
+            .then(|| try_vec(total.saturating_mul(2), "offset_mapping"))
+            .transpose()?,
         width,
         row_starts,
-        lengths: lengths.iter().map(|&len| len as i64).collect(),
+        lengths: row_lengths,
     })
 }
 

@@ -4,10 +4,12 @@
 //! the batch's buffers (host memory, or device memory for a CUDA call):
 //! nothing is copied on the way out.
 
+use super::errors::to_py;
 use super::tensor::{Storage, Tensor, Values};
 use crate::cuda::pipeline::{DeviceBatch, Timings};
 use crate::error::Result;
 use crate::layout::{narrow, Batch, Dtype};
+use crate::memory;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use std::sync::Arc;
@@ -90,6 +92,12 @@ impl CoreBatch {
         self.host_row_starts.len().saturating_sub(1)
     }
 }
+
+/// Bytes of Python objects per token of a field in `to_lists`: an int (32) and
+/// the list's pointer to it (8); for offsets, a 2-tuple (64), two ints and the pointer.
+const LIST_BYTES_PER_VALUE: [usize; 2] = [40, 136];
+/// Bytes of one row's list object.
+const LIST_BYTES: usize = 64;
 
 /// Values per token: offsets are (start, end) pairs.
 fn per_token(name: &str) -> usize {
@@ -193,9 +201,26 @@ impl CoreBatch {
     }
 
     /// Every field as a list of per-row lists (offsets as (start, end) tuples).
+    /// Refused first when the lists would not fit in memory: Python's objects
+    /// take ~5x the packed buffers, and a failed allocation in the middle of
+    /// building them would not be an exception.
     fn to_lists<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let out = PyDict::new(py);
         let starts = &self.host_row_starts;
+        let tokens = *starts.last().unwrap_or(&0) as usize;
+        let bytes_per_token: usize = self
+            .fields
+            .iter()
+            .map(|(name, _)| LIST_BYTES_PER_VALUE[per_token(name) - 1])
+            .sum();
+        let bytes = tokens
+            .checked_mul(bytes_per_token)
+            .and_then(|b| b.checked_add(self.n_rows() * self.fields.len() * LIST_BYTES));
+        memory::check("the output as Python lists", bytes, || {
+            "the padding length or the batch, or ask for return_tensors=\"np\" (one buffer, 4 or 8 bytes a value)"
+                .into()
+        })
+        .map_err(|err| to_py(py, err))?;
+        let out = PyDict::new(py);
         for (name, buffer) in &self.fields {
             let values = buffer.values()?;
             let k = per_token(name);

@@ -24,6 +24,7 @@ pub fn to_py(py: Python<'_>, err: Error) -> PyErr {
         Error::Load(_) => "InvalidTokenizerError",
         Error::Unsupported(_) => "UnsupportedTokenizerError",
         Error::InvalidArgument(_) => "InvalidInputError",
+        Error::HostMemory(_) => "OutputTooLargeError",
         Error::Tokenizers(_) => "EncodingError",
         Error::CudaUnavailable(_) => "CudaUnavailableError",
         Error::Cuda(_) => "CudaError",
@@ -31,6 +32,23 @@ pub fn to_py(py: Python<'_>, err: Error) -> PyErr {
         Error::KernelCompile(_) => "KernelCompileError",
     };
     raise(py, class, message)
+}
+
+/// `gpu_tok.OutputTooLargeError` when `nbytes` more bytes for `what` ("the
+/// padded rows"...) would not fit in the memory this process can get (see
+/// `crate::memory`); `cause` completes "lower ...". For what Python builds.
+#[pyfunction]
+pub fn check_memory(
+    py: Python<'_>,
+    nbytes: &Bound<'_, PyAny>,
+    what: &str,
+    cause: &str,
+) -> PyResult<()> {
+    let bytes = nbytes
+        .extract::<u64>()
+        .ok()
+        .and_then(|b| usize::try_from(b).ok()); // None: too many
+    crate::memory::check(what, bytes, || cause.to_string()).map_err(|err| to_py(py, err))
 }
 
 /// Where the last panic happened (set by the hook installed in [`quiet_panics`]).

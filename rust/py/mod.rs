@@ -22,6 +22,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<tensor::Tensor>()?;
     m.add_class::<settings::Truncation>()?;
     m.add_class::<settings::Padding>()?;
+    m.add_function(wrap_pyfunction!(errors::check_memory, m)?)?;
     m.add_function(wrap_pyfunction!(info::build_info, m)?)?;
     m.add_function(wrap_pyfunction!(info::cuda_probe, m)?)?;
     m.add_function(wrap_pyfunction!(info::num_threads, m)?)?;

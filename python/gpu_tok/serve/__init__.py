@@ -9,7 +9,8 @@ engine calls (HTTP over TCP and a Unix socket, and a binary framed protocol). Ne
 Modules: `protocol` (request bodies -> engine terms), `batcher` (dynamic
 batching, bounded queue), `engine` (one call for many requests, split back),
 `metrics` (Prometheus text), `app` (aiohttp handlers and lifecycle), `binary`
-(the binary protocol's listener).
+(the binary protocol's listener), `connections` (limit, timeouts and drain of
+every connection).
 """
 
 from __future__ import annotations

@@ -3,10 +3,14 @@ become one engine call.
 
 A request waits in the group of its key (its options). The group whose oldest
 request came first is sent to a worker thread when that request has waited
-`max_delay` or the group holds `max_batch_bytes` of request bodies, whichever
-comes first; it is sent only when a worker is free, so under load requests
-pile up while the engine is busy and the next call takes them all (the batch
-grows with the load, the delay only matters when the server is idle).
+`max_delay` or the group holds `max_batch_bytes` of request bodies or
+`max_batch_cells` of output (`protocol.Cost`), whichever comes first; it is
+sent only when a worker is free, so under load requests pile up while the
+engine is busy and the next call takes them all (the batch grows with the
+load, the delay only matters when the server is idle). A call takes requests
+in arrival order while both budgets hold (a request alone always runs): the
+output of merged requests padded to their longest row is all their rows x the
+widest, which the cell budget bounds.
 
 The queue is bounded (`QueueFull` past `max_queue` waiting requests: the
 server answers 503). Everything but the engine call runs on the event loop.
@@ -23,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .metrics import Metrics
+from .protocol import NO_COST, Cost, merged_cells
 
 # key, payloads -> one outcome per payload: a response body or the exception to answer with
 RunBatch = Callable[[Any, list[Any]], list[Any]]
@@ -39,19 +44,43 @@ class _Job:
     texts: int
     future: asyncio.Future[Any]
     arrived: float
+    cost: Cost
+
+
+@dataclass(slots=True)
+class _Budget:
+    """What a batch holds: request bytes and output cells (`merged_cells`)."""
+
+    size: int = 0
+    cells: int = 0
+    rows: int = 0
+    widest: int | None = None
+
+    def add(self, job: _Job, sign: int = 1) -> None:
+        self.size += sign * job.size
+        self.cells += sign * job.cost.cells
+        self.rows += sign * job.cost.rows
+        if sign > 0 and job.cost.widest is not None:  # a group's widest only grows while it waits
+            self.widest = max(self.widest or 0, job.cost.widest)
+
+    def cells_with(self, job: _Job) -> int:
+        """The batch's cells once `job` is added."""
+        widest = self.widest if job.cost.widest is None else max(self.widest or 0, job.cost.widest)
+        return merged_cells(self.rows + job.cost.rows, widest, self.cells + job.cost.cells)
 
 
 @dataclass(slots=True)
 class _Group:
     jobs: deque[_Job] = field(default_factory=deque)
-    size: int = 0
+    budget: _Budget = field(default_factory=_Budget)
 
 
 class Batcher:
     def __init__(self, run_batch: RunBatch, *, max_batch_bytes: int, max_delay_s: float, workers: int,
-                 max_queue: int, metrics: Metrics | None = None) -> None:
+                 max_queue: int, max_batch_cells: int = 2**62, metrics: Metrics | None = None) -> None:
         self._run_batch = run_batch
         self._max_batch_bytes = max_batch_bytes
+        self._max_batch_cells = max_batch_cells
         self._max_delay_s = max_delay_s
         self._max_queue = max_queue
         self._metrics = metrics
@@ -74,9 +103,10 @@ class Batcher:
         self._loop = asyncio.get_running_loop()
         self._loop_task = self._loop.create_task(self._dispatch_forever())
 
-    def submit(self, key: Hashable, payload: Any, size: int, texts: int) -> asyncio.Future[Any]:
-        """Queues one request; its future gets the outcome. Cancel the future to
-        give up on it (a timeout): a request still queued is then dropped."""
+    def submit(self, key: Hashable, payload: Any, size: int, texts: int, cost: Cost = NO_COST) -> asyncio.Future[Any]:
+        """Queues one request (`size` bytes, `cost` its output bound); its future
+        gets the outcome. Cancel the future to give up on it (a timeout): a
+        request still queued is then dropped."""
         if not self._accepting:
             raise QueueFull("the server is shutting down")
         if self._queued >= self._max_queue:
@@ -86,12 +116,17 @@ class Batcher:
         if group is None:
             group = self._groups[key] = _Group()
             self._wakeup.set()  # a group to wait for (the dispatcher may be waiting for any)
-        group.jobs.append(_Job(payload, size, texts, future, time.monotonic()))
-        group.size += size
+        job = _Job(payload, size, texts, future, time.monotonic(), cost)
+        group.jobs.append(job)
+        group.budget.add(job)
         self._queued += 1
-        if group.size >= self._max_batch_bytes:
+        if self._full(group.budget):
             self._wakeup.set()  # due now; otherwise the dispatcher's timer for the oldest group stands
         return future
+
+    def _full(self, budget: _Budget) -> bool:
+        cells = merged_cells(budget.rows, budget.widest, budget.cells)
+        return budget.size >= self._max_batch_bytes or cells >= self._max_batch_cells
 
     async def drain(self) -> None:
         """Refuses new requests, answers every queued one, then stops the workers."""
@@ -128,7 +163,7 @@ class Batcher:
                 continue
             key, group = min(self._groups.items(), key=lambda item: item[1].jobs[0].arrived)
             wait = group.jobs[0].arrived + self._max_delay_s - time.monotonic()
-            if wait > 0 and group.size < self._max_batch_bytes and self._accepting:
+            if wait > 0 and not self._full(group.budget) and self._accepting:
                 self._wakeup.clear()
                 try:
                     await asyncio.wait_for(self._wakeup.wait(), wait)
@@ -139,22 +174,25 @@ class Batcher:
 
     def _take(self, key: Hashable, group: _Group) -> list[_Job]:
         jobs: list[_Job] = []
-        size = 0
-        while group.jobs and (not jobs or size + group.jobs[0].size <= self._max_batch_bytes):
+        batch = _Budget()
+        while group.jobs and (not jobs or (batch.size + group.jobs[0].size <= self._max_batch_bytes
+                                           and batch.cells_with(group.jobs[0]) <= self._max_batch_cells)):
             job = group.jobs.popleft()
-            group.size -= job.size
+            group.budget.add(job, -1)
             self._queued -= 1
             if not job.future.done():  # skip requests that timed out while queued
                 jobs.append(job)
-                size += job.size
+                batch.add(job)
         if not group.jobs:
             del self._groups[key]
+        else:
+            group.budget.widest = max((j.cost.widest for j in group.jobs if j.cost.widest is not None), default=None)
         return jobs
 
     def _drop_cancelled(self) -> None:
         for key, group in list(self._groups.items()):
             while group.jobs and group.jobs[0].future.done():
-                group.size -= group.jobs.popleft().size
+                group.budget.add(group.jobs.popleft(), -1)
                 self._queued -= 1
             if not group.jobs:
                 del self._groups[key]

@@ -16,10 +16,16 @@ timeouts are one sweep over a deque in arrival order rather than a timer per
 request.
 
 A malformed frame (bad header, options, lengths, UTF-8) gets a 400 frame and
-the connection goes on. A frame that breaks the framing (a length too small
-to hold a request id, or over `max_request_bytes`: 413 with its id) ends the
-connection: it stops reading, writes the answers of the requests it already
-took, then closes. Other connections are not affected.
+the connection goes on; so does a request whose output is over its budget
+(413). A frame that breaks the framing (a length too small to hold a request
+id, or over `max_request_bytes`: 413 with its id) ends the connection: it
+stops reading, writes the answers of the requests it already took, then
+closes. So does a frame not whole within `body_timeout_s` of its first byte
+(408, with its id when known). Other connections are not affected.
+
+Connections are counted, timed out when idle and closed on a drain by
+`connections.Connections`, with the HTTP ones; one over the limit while all
+are busy is closed at once.
 """
 
 from __future__ import annotations
@@ -34,11 +40,11 @@ from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 
-from .._errors import EncodingError, GpuTokError
 from .._frames import ANSWER_HEAD, FLAG_PAIRS, LENGTH_AND_ID, lengths_struct
 from .batcher import QueueFull
+from .connections import Watched
 from .engine import EncodeJob
-from .protocol import BadRequest, EncodeRequest
+from .protocol import BadRequest, EncodeRequest, failure
 
 if TYPE_CHECKING:
     from .app import Service
@@ -46,16 +52,6 @@ if TYPE_CHECKING:
 ENDPOINT = "binary"  # the endpoint label of its requests in /metrics
 _BODY_HEAD = struct.Struct("<IHH")  # B, O, flags: the request head after L and the id
 _OPTIONS_CACHE = 4096
-
-
-def failure(err: BaseException) -> tuple[int, str]:
-    """The status and message for a request that failed in the batcher or engine
-    (as the HTTP handler answers them)."""
-    if isinstance(err, (ValueError, TypeError, EncodingError)):  # the library refused this input
-        return 400, str(err)
-    if isinstance(err, GpuTokError):  # the device failed (CudaError...): not the client's fault
-        return 500, f"{type(err).__name__}: {err}"
-    return 500, f"internal error: {type(err).__name__}: {err}"
 
 
 def error_frame(request_id: int, status: int, message: str) -> bytes:
@@ -77,6 +73,7 @@ class BinaryListener:
         self.max_frame = service.config.max_request_bytes
         self.timeout_s = service.config.timeout_s
         self.draining = False
+        self.watch = service.connections  # the limit, timeouts and drain of every connection
         self.connections: set[_Connection] = set()
         self._servers: list[asyncio.AbstractServer] = []
         self._options: dict[tuple[bytes, bool], tuple[tuple[str, Any], ...]] = {}
@@ -120,21 +117,14 @@ class BinaryListener:
 
     def stop_listening(self) -> None:
         """Graceful stop, first step: no new connections, and requests arriving
-        on open ones get 503 (those already taken are still answered)."""
+        on open ones get 503 (those already taken are still answered; the
+        service's `Connections.drain` closes each connection once it is quiet)."""
         self.draining = True
         for server in self._servers:
             server.close()
 
-    async def close(self, timeout_s: float) -> None:
-        """Last step, once the batcher has answered everything: the answers
-        still in callbacks are written, then every connection is closed."""
-        deadline = time.monotonic() + timeout_s
-        while any(c.pending for c in self.connections) and time.monotonic() < deadline:
-            await asyncio.sleep(0.001)
-        for connection in list(self.connections):
-            connection.close()
-        while self.connections and time.monotonic() < deadline:  # their buffered answers flushed
-            await asyncio.sleep(0.001)
+    async def close(self) -> None:
+        """Last step, once the connections are closed and the batcher drained."""
         for connection in list(self.connections):
             connection.abort()
         if self._sweeper is not None:
@@ -169,13 +159,13 @@ class BinaryListener:
         try:
             request = self.parse(data, start, end)
         except BadRequest as err:
-            return self._refuse(connection, request_id, started, 400, str(err))
+            return self._refuse(connection, request_id, started, err.status, str(err))
         try:
             future = self.batcher.submit(("encode", request.key), EncodeJob(request, True), end - start,
-                                         len(request.texts))
+                                         len(request.texts), request.cost)
         except QueueFull as err:
             return self._refuse(connection, request_id, started, 503, str(err))
-        connection.pending += 1
+        connection.busy += 1
         self._deadlines.append((time.monotonic() + self.timeout_s, future))
         future.add_done_callback(partial(self._answer, connection, request_id, started))
 
@@ -191,7 +181,7 @@ class BinaryListener:
         else:
             status = 200
             frame = ANSWER_HEAD.pack(8 + len(body), request_id, 200) + body
-        connection.pending -= 1
+        connection.answered()
         connection.send(frame)
         self.metrics.in_flight -= 1
         self.metrics.request_done(ENDPOINT, status, time.perf_counter() - started)
@@ -242,18 +232,20 @@ class BinaryListener:
                 raise BadRequest(f"{name} is not valid UTF-8: {err.reason} at byte {err.start}") from None
             at += length
         if pairs:
-            return EncodeRequest(strings[:count], strings[count:], options)
-        return EncodeRequest(strings, None, options)
+            return self.parse_options.request(strings[:count], strings[count:], options, sum(lengths))
+        return self.parse_options.request(strings, None, options, sum(lengths))
 
 
-class _Connection(asyncio.Protocol):
+class _Connection(asyncio.Protocol, Watched):
     """One client connection: cuts frames out of the byte stream, and writes
     the answers that are ready (all of one loop iteration in one write)."""
 
     def __init__(self, listener: BinaryListener) -> None:
         self.listener = listener
         self.transport: asyncio.Transport | None = None
-        self.pending = 0  # requests taken and not yet answered
+        self.busy = 0  # requests taken and not yet answered
+        self.waiting_since = self.last_read = time.monotonic()
+        self.partial_since: float | None = None  # the first byte of the frame in _chunks
         self._chunks: list[bytes] = []  # the start of a frame not yet whole
         self._have = 0
         self._need = LENGTH_AND_ID.size  # bytes in _chunks before parsing is worth trying again
@@ -263,16 +255,41 @@ class _Connection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's are not subclasses of asyncio's
+        if not self.listener.watch.admit(self):  # every connection busy: no room for this one
+            self._closed = True
+            self.transport.close()
+            return
         self.listener.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
         self._out.clear()
         self.listener.connections.discard(self)
+        self.listener.watch.remove(self)
+
+    def answered(self) -> None:
+        self.busy -= 1
+        if not self.busy:
+            self.waiting_since = time.monotonic()
+
+    def check(self, now: float) -> None:
+        watch = self.listener.watch
+        if self.partial_since is not None and now - self.partial_since > watch.body_timeout_s:
+            head = b"".join(self._chunks)[:LENGTH_AND_ID.size]
+            request_id = LENGTH_AND_ID.unpack(head)[1] if len(head) == LENGTH_AND_ID.size else None
+            self._break(request_id, 408, f"the frame did not arrive whole within {watch.body_timeout_s} s "
+                                         "(--body-timeout-s)")
+            self.flush()
+        elif not self.busy and self.partial_since is None and now - self.waiting_since > watch.idle_timeout_s:
+            self.close()
+
+    def shut(self) -> None:
+        self.close()
 
     def data_received(self, data: bytes) -> None:
-        if self._broken:
+        if self._broken or self._closed:
             return
+        now = self.last_read = time.monotonic()
         if self._chunks:
             self._chunks.append(data)
             self._have += len(data)
@@ -304,12 +321,17 @@ class _Connection(asyncio.Protocol):
             self._chunks.append(data[at:])
             self._have = size - at
             self._need = need
+            if at or self.partial_since is None:  # a new frame starts in this data
+                self.partial_since = now
+        else:
+            self.partial_since = None
 
     def _break(self, request_id: int | None, status: int, message: str) -> None:
         """Framing is lost: answer this frame if it has an id, read no more, and
         close once the requests already taken are answered."""
         self._broken = True
         self._chunks.clear()
+        self.partial_since = None
         if self.transport is not None:
             self.transport.pause_reading()
         if request_id is not None:
@@ -335,7 +357,7 @@ class _Connection(asyncio.Protocol):
         self._close_if_done()
 
     def _close_if_done(self) -> None:
-        if self._broken and not self.pending and self.transport is not None:
+        if self._broken and not self.busy and self.transport is not None:
             self.transport.close()  # after the buffered answers are written
 
     def close(self) -> None:
