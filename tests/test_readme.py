@@ -48,6 +48,17 @@ def test_every_pip_install_in_the_docs_works_from_a_checkout() -> None:
                 assert set(wanted) <= extras, f"{where}: {target!r} names an extra pyproject.toml lacks"
 
 
+def test_install_hints_in_messages_work_from_a_checkout() -> None:
+    """What the package prints when an extra is missing must install too: not
+    `pip install 'gpu_tok[serve]'` (no matching distribution) but the extra from
+    the checkout."""
+    sources = sorted((ROOT / "python" / "gpu_tok").rglob("*.py"))
+    wrong = [f"{path.relative_to(ROOT)}:{text.count(chr(10), 0, match.start()) + 1}"
+             for path in sources for text in [path.read_text(encoding="utf-8")]
+             for match in re.finditer(r"pip install\s+[\"']?gpu_tok\[", text)]
+    assert not wrong, wrong
+
+
 def api_block() -> str:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     section = readme[readme.index("## API"):readme.index("### Migrating from transformers")]

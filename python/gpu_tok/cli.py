@@ -136,7 +136,8 @@ def _parser() -> argparse.ArgumentParser:
 
     serve = sub.add_parser("serve", help="a tokenization service over HTTP (TCP and/or a Unix socket)",
                            description="Serve /encode, /decode, /info, /health, /metrics; concurrent requests "
-                                       "are merged into batches. Needs the serve extra: pip install 'gpu_tok[serve]'.")
+                                       "are merged into batches. Needs the serve extra (from the checkout: "
+                                       "pip install '.[serve]').")
     serve.add_argument("--tokenizer", help=tokenizer_help)
     serve.add_argument("--host", default="127.0.0.1", help="TCP address to listen on (default: 127.0.0.1)")
     serve.add_argument("--port", type=_port, help="TCP port, 0 for any free one (default: 8000, or none with --uds)")
@@ -182,8 +183,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Tokenize documents (.jsonl, .txt, optionally .gz/.zst, or .parquet) into shards of whole "
                     "documents, with a manifest.json of counts and sha256 checksums. Memory stays bounded; a "
                     "re-run with the same arguments skips finished shards and redoes an interrupted one. One run "
-                    "at a time per output folder. Needs the corpus extra: pip install 'gpu_tok[corpus]' (numpy; "
-                    "pyarrow for Parquet and .zst; orjson, faster JSON).")
+                    "at a time per output folder. Needs the corpus extra (from the checkout: pip install "
+                    "'.[corpus]'): numpy; pyarrow for Parquet and .zst; orjson, faster JSON.")
     tokenize.add_argument("inputs", nargs="+", metavar="INPUT", help="input files, tokenized in this order")
     tokenize.add_argument("--tokenizer", help=tokenizer_help)
     tokenize.add_argument("--output", required=True, help="output folder (created; a re-run resumes it)")
@@ -397,7 +398,8 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         from .serve import ServeConfig, run
     except ImportError as err:
-        print(f"gpu-tok serve needs the serve extra (pip install 'gpu_tok[serve]'): {err}", file=sys.stderr)
+        print(f"gpu-tok serve needs the serve extra (from the checkout: pip install '.[serve]'): {err}",
+              file=sys.stderr)
         return 1
     port = args.port if args.port is not None or args.uds else 8000
     try:  # every setting checked before the tokenizer loads
@@ -423,8 +425,8 @@ def _tokenize(args: argparse.Namespace) -> int:
     try:
         from . import corpus
     except ImportError as err:
-        print(f"gpu-tok tokenize needs the corpus extra (pip install 'gpu_tok[corpus]'; from a checkout: "
-              f"pip install '.[corpus]'): {err}", file=sys.stderr)
+        print(f"gpu-tok tokenize needs the corpus extra (from the checkout: pip install '.[corpus]'): "
+              f"{err}", file=sys.stderr)
         return 1
     if args.batch_mb <= 0:
         raise UsageError("--batch-mb must be positive")
