@@ -10,6 +10,7 @@ folder (`GPU_TOK_SHARED=/nonexistent` runs as a fresh clone does).
 
 from __future__ import annotations
 
+import ast
 import atexit
 import json
 import lzma
@@ -21,6 +22,7 @@ from functools import cache
 from pathlib import Path
 
 import gpu_tok
+import pytest
 import tokenizers
 from gpu_tok import _data
 
@@ -31,6 +33,13 @@ SHARED = Path(os.environ.get("GPU_TOK_SHARED", ROOT.parent / "shared"))
 SHARED_TOKENIZERS = SHARED / "tokenizers"
 SHARED_CORPUS = SHARED / "corpus"
 HAVE_SHARED = (SHARED_TOKENIZERS / "qwen3" / "tokenizer.json").is_file()
+
+# What a test reads that changes without ../shared: the corpus documents, and
+# whatever branches on ../shared's presence or paths. The tokenizer files, their
+# configs and the edge cases are byte-identical copies (test_parity checks them),
+# and TOKENIZER_NAMES is then a subset of the same tokenizers.
+SHARED_DEPENDENT_NAMES = frozenset({"corpus_sample", "whole_corpus", "chat_rows", "assert_whole_corpus_ids",
+                                    "HAVE_SHARED", "SHARED", "SHARED_TOKENIZERS", "SHARED_CORPUS", "tokenizer_dir"})
 
 SHARED_NAMES = ["qwen3", "deepseek_v3", "gpt-oss", "llama2", "bert-minilm", "claude"]
 FIXTURE_NAMES = ["qwen3", "llama2", "bert-minilm"]
@@ -154,3 +163,60 @@ def long_words() -> list[str]:
     return ["x" * 20000, "x" * 16384, "x" * 16383, "x" * 16385 + " and after " + "y" * 17000,
             "ab" * 10000, "abc" * 7000, "Aa" * 9000, cjk, letters, " " * 20000 + "z", " \n\n" * 7000,
             "\n" * 20000, "\U0001F600" * 5000, "-=" * 10000, "short words, then " + "é" * 9000]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--shared-dependent", action="store_true",
+                     help="only the tests whose inputs change without ../shared (CI runs them once with "
+                          "GPU_TOK_SHARED=/nonexistent, as a fresh clone does)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.getoption("--shared-dependent"):
+        return
+    kept = [item for item in items if reads_shared(item)]
+    config.hook.pytest_deselected(items=[item for item in items if not reads_shared(item)])
+    items[:] = kept
+
+
+def reads_shared(item: pytest.Item) -> bool:
+    """Whether a test's code (its function or class, decorators included, the
+    module's fixtures it takes, or a module-wide mark) reaches one of
+    SHARED_DEPENDENT_NAMES."""
+    names = shared_dependent_names(item.path)
+    function = getattr(item, "originalname", item.name)
+    own = {function} | ({item.cls.__name__} if getattr(item, "cls", None) else set())
+    return bool(names & (own | set(getattr(item, "fixturenames", ())) | {"pytestmark"}))
+
+
+@cache
+def shared_dependent_names(module: Path) -> frozenset[str]:
+    """SHARED_DEPENDENT_NAMES and the top-level names of a test module whose
+    code reads one of them, directly or through another such name (of the
+    module, or imported from a sibling test module)."""
+    tree = ast.parse(module.read_text(encoding="utf-8"))
+    tainted = set(SHARED_DEPENDENT_NAMES)
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module == "conftest":
+            tainted |= {alias.asname or alias.name for alias in node.names if alias.name in SHARED_DEPENDENT_NAMES}
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("test_"):
+            sibling = shared_dependent_names(module.with_name(f"{node.module}.py"))
+            tainted |= {alias.asname or alias.name for alias in node.names if alias.name in sibling}
+    statements = [(_bound(node), _read(node)) for node in tree.body]
+    while True:
+        grown = {name for bound, read in statements if read & tainted for name in bound} - tainted
+        if not grown:
+            return frozenset(tainted)
+        tainted |= grown
+
+
+def _bound(node: ast.stmt) -> set[str]:
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return {node.name}
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)} | \
+        {n.name for n in ast.walk(node) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)}
+
+
+def _read(node: ast.stmt) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} | \
+        {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import lzma
 from functools import cache
+from pathlib import Path
 
 import gpu_tok
 import pytest
@@ -21,6 +22,7 @@ from conftest import (
     corpus_sample,
     edge_cases,
     ours,
+    shared_dependent_names,
     tokenizer_json,
     whole_corpus,
 )
@@ -85,6 +87,17 @@ def test_committed_tokenizers_are_the_shared_ones(name: str) -> None:
     assert committed == (folder / "tokenizer.json").read_text(encoding="utf-8"), name
     config = FIXTURES / name / "tokenizer_config.json"
     assert config.read_bytes() == (folder / "tokenizer_config.json").read_bytes(), name
+
+
+def test_the_fresh_clone_run_selects_the_tests_that_read_the_corpus() -> None:
+    """CI's run with ../shared hidden (`--shared-dependent`) keeps a test whose
+    code reaches the corpus through a helper (test_reliability's texts() reads
+    corpus_sample) and leaves out those that read only committed files."""
+    tests = Path(__file__).parent
+    reliability = shared_dependent_names(tests / "test_reliability.py")
+    assert {"texts", "test_dataloader_workers_return_tokenizer_tensors"} <= reliability
+    assert "test_thread_soak_matches_the_oracle" not in reliability
+    assert not [name for name in shared_dependent_names(tests / "test_kernels_nvrtc.py") if name.startswith("test_")]
 
 
 @pytest.mark.parametrize("name", TOKENIZER_NAMES)
