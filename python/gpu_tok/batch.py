@@ -82,9 +82,9 @@ def as_tensor(value: Any, kind: str, dtype: str = "int64") -> Any:
                 "rows longer than max_length), or return_tensors=None / 'np'"
             )
         ragged = np.empty(len(value), dtype=object)
-        # int64 leaves numpy's own choice (what transformers gets) for values that are not ids.
-        chosen = None if dtype == "int64" else dtype
-        ragged[:] = [np.asarray(row, dtype=chosen) for row in value]
+        # int64 leaves numpy's own choice (what transformers gets) for values that are not ids;
+        # an empty row is int64 like the others (numpy alone, and so transformers, makes it float64).
+        ragged[:] = [np.asarray(row, dtype=None if dtype == "int64" and len(row) else dtype) for row in value]
         return ragged
     empty = isinstance(value, (list, tuple)) and (not value or all(isinstance(r, (list, tuple)) and not r
                                                                    for r in value))

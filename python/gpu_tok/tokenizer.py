@@ -697,7 +697,7 @@ class Tokenizer(_compat.TransformersNames):
         **kwargs: Any,
     ) -> Any:
         """transformers' `apply_chat_template`: renders the conversation(s) with the
-        Jinja template (jinja2, `pip install "gpu_tok[chat]"`); with `tokenize`,
+        Jinja template (jinja2: the `chat` extra); with `tokenize`,
         encodes it without adding special tokens (the template writes them) and
         returns a BatchEncoding (`return_dict`) or the ids."""
         if return_assistant_tokens_mask:
@@ -871,10 +871,10 @@ class Tokenizer(_compat.TransformersNames):
         return added
 
     def _add(self, entries: list[dict[str, Any]]) -> int:
-        """Adds `entries` (see `_added`) and swaps in the reloaded core."""
-        json_text, added = _added.append(self._core.to_json(), entries, self._core.token_to_id, len(self))
-        if json_text is not None:
-            self._core = _core.CoreTokenizer.from_str(json_text)
+        """Adds `entries` (see `_added`) and swaps in the new core."""
+        core, added = self._core.with_added_tokens(json.dumps(entries))
+        if added:
+            self._core = core
             _maps.register(self._core)
             self._set_model()  # the pad token's id may be new
         return added

@@ -65,11 +65,21 @@ impl WordModel<'_> {
         }
     }
 
-    /// (byte-fallback ids, unknown id) of the model.
-    fn special_ids(&self) -> (&[u32; 256], u32) {
+    /// (byte-fallback ids, bytes of text one covers, unknown id) of the model:
+    /// the crate's BPE gives a byte token its byte; its Unigram gives every byte
+    /// token of an unknown piece the whole piece (`token_spans`).
+    fn special_ids(&self) -> (&[u32; 256], u32, u32) {
         match self {
-            WordModel::SentencePiece(plan) => (&plan.model().byte_ids, plan.model().unk_id),
-            WordModel::Unigram(plan) => (&plan.model().byte_ids, plan.model().unk_id),
+            WordModel::SentencePiece(plan) => (
+                &plan.model().byte_ids,
+                token_spans::BYTE_LEN,
+                plan.model().unk_id,
+            ),
+            WordModel::Unigram(plan) => (
+                &plan.model().byte_ids,
+                token_spans::UNKNOWN_LEN,
+                plan.model().unk_id,
+            ),
         }
     }
 }
@@ -117,8 +127,8 @@ impl Engine {
     /// Bytes of normalized text each id of the model covers (`token_spans`).
     fn token_lens(&self, model: &WordModel<'_>) -> &[u32] {
         self.token_lens.get_or_init(|| {
-            let (byte_ids, unk_id) = model.special_ids();
-            token_spans::token_lens(&self.hf.get_vocab(false), byte_ids, unk_id)
+            let (byte_ids, byte_len, unk_id) = model.special_ids();
+            token_spans::token_lens(&self.hf.get_vocab(false), byte_ids, byte_len, unk_id)
         })
     }
 
@@ -183,7 +193,7 @@ impl Engine {
         // the crate's word, whose affixes `push_spans` leaves out.
         let affixes = model.affixes();
         let unknown_is_text = matches!(model, WordModel::Unigram(_));
-        let unk_id = model.special_ids().1;
+        let unk_id = model.special_ids().2;
         word_cache::with_cache(self.id, |cache| {
             model.each_word(pre_token, &mut |word| {
                 if !fine {
