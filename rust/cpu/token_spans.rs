@@ -3,10 +3,13 @@
 //! Unigram tokens are normalized text) less the BPE affixes it carries (the
 //! `continuing_subword_prefix` on every token after a word's first, the
 //! `end_of_word_suffix` on its last: the crate's `merge_word` looks each
-//! character up with them), a byte-fallback token one byte, the unknown
-//! token what is left of its word. A word whose spans do not add up
-//! (two unknown tokens, or a surprise) is not told: the caller takes the
-//! crate's path for it.
+//! character up with them), a byte-fallback token of SentencePiece-style BPE
+//! one byte, the unknown token what is left of its word. The crate's Unigram
+//! gives each byte token the span of the whole unknown piece it spells (its
+//! fused unknown characters): told like the unknown token, one such token
+//! takes the rest (a one-byte piece), more are not told. A word whose spans
+//! do not add up (two unknown tokens, or a surprise) is not told: the caller
+//! takes the crate's path for it.
 
 use std::collections::HashMap;
 
@@ -86,10 +89,15 @@ pub fn push_spans(
 }
 
 /// Bytes of normalized text each id covers: its token's length (from
-/// `vocab`, token -> id, affixes included), BYTE_LEN for the byte-fallback
-/// ids, UNKNOWN_LEN for the unknown token and for ids the vocabulary does
-/// not name.
-pub fn token_lens(vocab: &HashMap<String, u32>, byte_ids: &[u32; 256], unk_id: u32) -> Vec<u32> {
+/// `vocab`, token -> id, affixes included), `byte_len` for the byte-fallback
+/// ids (BYTE_LEN, or UNKNOWN_LEN where byte tokens share their piece's span),
+/// UNKNOWN_LEN for the unknown token and for ids the vocabulary does not name.
+pub fn token_lens(
+    vocab: &HashMap<String, u32>,
+    byte_ids: &[u32; 256],
+    byte_len: u32,
+    unk_id: u32,
+) -> Vec<u32> {
     let size = vocab.values().max().map_or(0, |&m| m as usize + 1);
     let mut lens = vec![UNKNOWN_LEN; size];
     for (token, &id) in vocab {
@@ -97,7 +105,7 @@ pub fn token_lens(vocab: &HashMap<String, u32>, byte_ids: &[u32; 256], unk_id: u
     }
     for &id in byte_ids {
         if let Some(len) = lens.get_mut(id as usize) {
-            *len = BYTE_LEN;
+            *len = byte_len;
         }
     }
     if let Some(len) = lens.get_mut(unk_id as usize) {
@@ -171,6 +179,30 @@ mod tests {
         assert_eq!(
             affixed(&[0, 4], &lens, affixes, 2),
             Some(vec![(0, (10, 11)), (4, (11, 12))])
+        );
+    }
+
+    #[test]
+    fn byte_tokens_that_share_their_pieces_span_are_told_only_alone() {
+        let vocab: HashMap<String, u32> = [("▁a", 0), ("<0x0A>", 1), ("<0xC3>", 2), ("<0xA9>", 3)]
+            .into_iter()
+            .map(|(t, id)| (t.to_string(), id))
+            .collect();
+        let mut byte_ids = [crate::kernels::NONE; 256];
+        (byte_ids[0x0A], byte_ids[0xC3], byte_ids[0xA9]) = (1, 2, 3);
+        let bpe = token_lens(&vocab, &byte_ids, BYTE_LEN, crate::kernels::NONE);
+        let unigram = token_lens(&vocab, &byte_ids, UNKNOWN_LEN, crate::kernels::NONE);
+        // "▁a" + "é" (two byte tokens): one byte each in BPE; the crate's Unigram gives
+        // both the span of "é", which lengths cannot tell.
+        assert_eq!(
+            spans(&[0, 2, 3], &bpe, 6),
+            Some(vec![(0, (10, 14)), (2, (14, 15)), (3, (15, 16))])
+        );
+        assert_eq!(spans(&[0, 2, 3], &unigram, 6), None);
+        // One byte token alone spells a one-byte piece: told either way.
+        assert_eq!(
+            spans(&[0, 1], &unigram, 5),
+            Some(vec![(0, (10, 14)), (1, (14, 15))])
         );
     }
 }

@@ -65,11 +65,21 @@ impl WordModel<'_> {
         }
     }
 
-    /// (byte-fallback ids, unknown id) of the model.
-    fn special_ids(&self) -> (&[u32; 256], u32) {
+    /// (byte-fallback ids, bytes of text one covers, unknown id) of the model:
+    /// the crate's BPE gives a byte token its byte; its Unigram gives every byte
+    /// token of an unknown piece the whole piece (`token_spans`).
+    fn special_ids(&self) -> (&[u32; 256], u32, u32) {
         match self {
-            WordModel::SentencePiece(plan) => (&plan.model().byte_ids, plan.model().unk_id),
-            WordModel::Unigram(plan) => (&plan.model().byte_ids, plan.model().unk_id),
+            WordModel::SentencePiece(plan) => (
+                &plan.model().byte_ids,
+                token_spans::BYTE_LEN,
+                plan.model().unk_id,
+            ),
+            WordModel::Unigram(plan) => (
+                &plan.model().byte_ids,
+                token_spans::UNKNOWN_LEN,
+                plan.model().unk_id,
+            ),
         }
     }
 }
@@ -98,7 +108,7 @@ impl Engine {
         pretokenized
             .tokenize(|normalized| {
                 let pre_token = normalized.get();
-                match self.fast_tokens(model, lens, pre_token) {
+                match self.fast_tokens(model, lens, pre_token, self.tokens_for_offsets) {
                     Some(tokens) => Ok(tokens),
                     None => hf.get_model().tokenize(pre_token),
                 }
@@ -117,8 +127,8 @@ impl Engine {
     /// Bytes of normalized text each id of the model covers (`token_spans`).
     fn token_lens(&self, model: &WordModel<'_>) -> &[u32] {
         self.token_lens.get_or_init(|| {
-            let (byte_ids, unk_id) = model.special_ids();
-            token_spans::token_lens(&self.hf.get_vocab(false), byte_ids, unk_id)
+            let (byte_ids, byte_len, unk_id) = model.special_ids();
+            token_spans::token_lens(&self.hf.get_vocab(false), byte_ids, byte_len, unk_id)
         })
     }
 
@@ -154,14 +164,27 @@ impl Engine {
         }
     }
 
+    /// A per-word plan's tokens of one pre-token, with their spans and token
+    /// strings (`maps`); None for other plans or when the spans cannot be told.
+    pub(super) fn per_word_tokens(&self, pre_token: &str) -> Option<Vec<Token>> {
+        let model = match &self.fast {
+            Ok(FastPlan::SentencePiece(plan)) => WordModel::SentencePiece(plan),
+            Ok(FastPlan::Unigram(plan)) => WordModel::Unigram(plan),
+            _ => return None,
+        };
+        let lens = self.token_lens(&model);
+        self.fast_tokens(&model, lens, pre_token, true)
+    }
+
     /// The tokens of a pre-token with their byte spans in it, on the fast
     /// model; None when a word's spans cannot be told (the crate's model then
-    /// encodes the pre-token).
+    /// encodes the pre-token). `values`: with their token strings.
     fn fast_tokens(
         &self,
         model: &WordModel<'_>,
         lens: &[u32],
         pre_token: &str,
+        values: bool,
     ) -> Option<Vec<Token>> {
         let mut tokens = Vec::new();
         let mut ids = Vec::new();
@@ -169,6 +192,8 @@ impl Engine {
         // With affixes the plan makes no cuts: each word is a whole pre-token,
         // the crate's word, whose affixes `push_spans` leaves out.
         let affixes = model.affixes();
+        let unknown_is_text = matches!(model, WordModel::Unigram(_));
+        let unk_id = model.special_ids().2;
         word_cache::with_cache(self.id, |cache| {
             model.each_word(pre_token, &mut |word| {
                 if !fine {
@@ -179,7 +204,11 @@ impl Engine {
                 fine = cache
                     .encode_word(word.as_bytes(), &mut ids, |w, s, o| model.encode(w, s, o))
                     && push_spans(&ids, lens, affixes, start, word.len(), &mut |id, span| {
-                        let value = match self.tokens_for_offsets {
+                        let value = match values {
+                            // The crate's Unigram names an unknown piece by its text.
+                            true if unknown_is_text && id == unk_id => {
+                                pre_token[span.0..span.1].to_string()
+                            }
                             true => self.hf.id_to_token(id).unwrap_or_default(),
                             false => String::new(),
                         };

@@ -40,6 +40,7 @@ use crate::kernels::{
 use aho_corasick::AhoCorasick;
 use serde_json::Value;
 use std::borrow::Cow;
+use std::sync::Arc;
 use tokenizers::utils::SysRegex;
 
 /// The regexes the hand-written scanners of cuda/gt_pretok.cuh stand for, by
@@ -316,16 +317,11 @@ pub fn alphabet() -> [char; 256] {
     out
 }
 
-/// Everything the fast engine needs for one byte-level BPE tokenizer.
+/// Everything the fast engine needs for one byte-level BPE tokenizer: its
+/// tables (shared by the tokenizers that differ only in their added tokens;
+/// read through `Deref`) and what it knows of its added tokens.
 pub struct ByteLevelPlan {
-    /// The normalizer, run on each piece between added tokens.
-    pub normalizer: PieceNormalizer,
-    /// Split steps, applied in order to every piece (Isolated behaviour).
-    pub splits: Vec<SplitStep>,
-    /// `ByteLevel(add_prefix_space=true)` on its own: a space is put before
-    /// each piece of text that does not start with one (the crate does it to
-    /// each piece between added tokens, before splitting it into words).
-    pub prefix_space: bool,
+    shared: Arc<ByteLevelTables>,
     /// Texts of the added tokens; None when there are none. A text holding
     /// none is one piece.
     pub added: Option<AhoCorasick>,
@@ -335,6 +331,27 @@ pub struct ByteLevelPlan {
     normalized_added: Option<AhoCorasick>,
     /// When every added token is plain: the crate's split, without its alignments.
     pub plain_added: Option<PlainAdded>,
+}
+
+impl std::ops::Deref for ByteLevelPlan {
+    type Target = ByteLevelTables;
+
+    fn deref(&self) -> &ByteLevelTables {
+        &self.shared
+    }
+}
+
+/// What the plan builds from the model, normalizer and pre-tokenizer: the
+/// same for every set of added tokens ([`ByteLevelPlan::with_added_tokens`]).
+pub struct ByteLevelTables {
+    /// The normalizer, run on each piece between added tokens.
+    pub normalizer: PieceNormalizer,
+    /// Split steps, applied in order to every piece (Isolated behaviour).
+    pub splits: Vec<SplitStep>,
+    /// `ByteLevel(add_prefix_space=true)` on its own: a space is put before
+    /// each piece of text that does not start with one (the crate does it to
+    /// each piece between added tokens, before splitting it into words).
+    pub prefix_space: bool,
     /// The split steps as one chain for the shared kernels (and so the
     /// GPU), when none needs Oniguruma; its tables are the steps' (host memory).
     pub chain: Option<GtChain>,
@@ -447,9 +464,9 @@ pub struct ModelTables<'a> {
 
 // SAFETY: `model` holds pointers into the Vecs and table owned alongside it,
 // which are never mutated after construction; reading them from many threads is safe.
-unsafe impl Send for ByteLevelPlan {}
+unsafe impl Send for ByteLevelTables {}
 // SAFETY: as above.
-unsafe impl Sync for ByteLevelPlan {}
+unsafe impl Sync for ByteLevelTables {}
 
 impl ByteLevelPlan {
     /// The C view of the BPE tables.
@@ -532,20 +549,34 @@ impl ByteLevelPlan {
             _pad: 0,
         };
         let steps: Option<Vec<GtChainStep>> = splits.iter().map(SplitStep::kernel_step).collect();
-        Ok(ByteLevelPlan {
+        let shared = Arc::new(ByteLevelTables {
             normalizer,
             chain: steps.and_then(|steps| GtChain::new(&steps)),
             prefix_space,
             splits,
-            added,
-            normalized_added,
-            plain_added,
             model: view,
             merges,
             words,
             vocab_words,
             token_bytes,
             chars,
+        });
+        Ok(ByteLevelPlan {
+            shared,
+            added,
+            normalized_added,
+            plain_added,
+        })
+    }
+
+    /// This plan with other added tokens: the tables shared, the rest built.
+    pub fn with_added_tokens(&self, added_tokens: &Value) -> Result<Self, String> {
+        let (added, normalized_added) = self::added_tokens(added_tokens, &self.normalizer)?;
+        Ok(ByteLevelPlan {
+            shared: Arc::clone(&self.shared),
+            added,
+            normalized_added,
+            plain_added: PlainAdded::from_spec(added_tokens),
         })
     }
 

@@ -81,6 +81,21 @@ impl FastPlan {
         }
     }
 
+    /// This plan with other added tokens (tokenizer.json's `added_tokens`, as
+    /// the crate serializes them), for the same model, normalizer and
+    /// pre-tokenizer: the tables are shared, only the added tokens' split is
+    /// built (`Tokenizer.add_tokens`). Ids still to resolve, as after `build`.
+    pub fn with_added_tokens(&self, added_tokens: &Value) -> Result<FastPlan, String> {
+        Ok(match self {
+            FastPlan::ByteLevel(plan) => FastPlan::ByteLevel(plan.with_added_tokens(added_tokens)?),
+            FastPlan::SentencePiece(plan) => {
+                FastPlan::SentencePiece(plan.with_added_tokens(added_tokens)?)
+            }
+            FastPlan::WordPiece(plan) => FastPlan::WordPiece(plan.with_added_tokens(added_tokens)?),
+            FastPlan::Unigram(plan) => FastPlan::Unigram(plan.with_added_tokens(added_tokens)?),
+        })
+    }
+
     /// Gives the plan's plain added tokens the crate's ids (`id_of`).
     pub fn resolve_added_ids(&mut self, id_of: impl Fn(&str) -> Option<u32>) -> Result<(), String> {
         match self {
@@ -349,6 +364,16 @@ impl PlainAdded {
     /// go to the exact path (`PlainAdded::split` gives None for them).
     pub fn with_irregular(tokens: &Value) -> Option<PlainAdded> {
         Self::build(tokens, true)
+    }
+
+    /// The split of a per-word plan (SentencePiece BPE, Unigram, WordPiece):
+    /// [`PlainAdded::with_irregular`], or why the plan cannot take these tokens.
+    pub fn for_word_plan(tokens: &Value) -> Result<Option<PlainAdded>, String> {
+        let plain = Self::with_irregular(tokens);
+        if plain.is_none() && tokens.as_array().is_some_and(|a| !a.is_empty()) {
+            return Err("added tokens that are normalized".into());
+        }
+        Ok(plain)
     }
 
     fn build(tokens: &Value, allow_irregular: bool) -> Option<PlainAdded> {

@@ -28,8 +28,27 @@ use crate::kernels::{
 };
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde_json::Value;
+use std::sync::Arc;
 
+/// The plan: its tables (shared by the tokenizers that differ only in their
+/// added tokens; read through `Deref`) and the split of its added tokens.
 pub struct SpmPlan {
+    shared: Arc<SpmTables>,
+    /// When every added token is plain: the crate's split, without its alignments.
+    pub plain_added: Option<PlainAdded>,
+}
+
+impl std::ops::Deref for SpmPlan {
+    type Target = SpmTables;
+
+    fn deref(&self) -> &SpmTables {
+        &self.shared
+    }
+}
+
+/// What the plan builds from the model, normalizer and pre-tokenizer: the
+/// same for every set of added tokens ([`SpmPlan::with_added_tokens`]).
+pub struct SpmTables {
     normalizer: PieceNormalizer,
     /// The pre-tokenizer's words (one per piece without one).
     pub words: Words,
@@ -41,16 +60,14 @@ pub struct SpmPlan {
     spaces_as: Option<(char, bool)>,
     /// Owned here: `model` points into them (merges, vocabulary).
     tables: (MergeTable, BytesTable),
-    /// When every added token is plain: the crate's split, without its alignments.
-    pub plain_added: Option<PlainAdded>,
     description: String,
 }
 
 // SAFETY: `model` holds pointers into the tables owned alongside it, never
 // mutated after construction; reading them from many threads is safe.
-unsafe impl Send for SpmPlan {}
+unsafe impl Send for SpmTables {}
 // SAFETY: as above.
-unsafe impl Sync for SpmPlan {}
+unsafe impl Sync for SpmTables {}
 
 impl SpmPlan {
     /// The plan, or why this tokenizer is not for it.
@@ -60,11 +77,7 @@ impl SpmPlan {
         words.check_normalizer(&normalizer)?;
         let model = &spec["model"];
         check_bpe_model(model)?;
-        let added = &spec["added_tokens"];
-        let plain_added = PlainAdded::with_irregular(added);
-        if plain_added.is_none() && added.as_array().is_some_and(|a| !a.is_empty()) {
-            return Err("added tokens that are normalized".into());
-        }
+        let plain_added = PlainAdded::for_word_plan(&spec["added_tokens"])?;
         let vocab = model["vocab"]
             .as_object()
             .ok_or("model.vocab is not a map")?;
@@ -142,15 +155,26 @@ impl SpmPlan {
                 "{split}; each word whole (ignore_merges, affixes, or merges over byte-fallback tokens)"
             ),
         };
-        Ok(SpmPlan {
+        let shared = Arc::new(SpmTables {
             normalizer,
             words,
             cuts,
             model,
             spaces_as,
             tables: (merges, table),
-            plain_added,
             description,
+        });
+        Ok(SpmPlan {
+            shared,
+            plain_added,
+        })
+    }
+
+    /// This plan with other added tokens: the tables shared, the split built.
+    pub fn with_added_tokens(&self, added_tokens: &Value) -> Result<Self, String> {
+        Ok(SpmPlan {
+            shared: Arc::clone(&self.shared),
+            plain_added: PlainAdded::for_word_plan(added_tokens)?,
         })
     }
 

@@ -11,22 +11,38 @@ use crate::kernels::{BytesTable, GtWordPieceModel};
 use serde_json::Value;
 use std::sync::Arc;
 
+/// The plan: its tables (shared by the tokenizers that differ only in their
+/// added tokens; read through `Deref`) and the split of its added tokens.
 pub struct WordPiecePlan {
+    shared: Arc<WordPieceTables>,
+    /// When every added token is plain: the crate's split, without its alignments.
+    pub plain_added: Option<PlainAdded>,
+}
+
+impl std::ops::Deref for WordPiecePlan {
+    type Target = WordPieceTables;
+
+    fn deref(&self) -> &WordPieceTables {
+        &self.shared
+    }
+}
+
+/// What the plan builds from the model, normalizer and pre-tokenizer: the
+/// same for every set of added tokens ([`WordPiecePlan::with_added_tokens`]).
+pub struct WordPieceTables {
     chars: Arc<CharTable>,
     /// The hashes of whole tokens and of continuing pieces, owned here: `model` points into them.
     vocab_tables: [BytesTable; 2],
     /// Points into `chars` and the vocabulary tables.
     model: GtWordPieceModel,
-    /// When every added token is plain: the crate's split, without its alignments.
-    pub plain_added: Option<PlainAdded>,
     description: String,
 }
 
 // SAFETY: `model` holds pointers into the tables owned alongside it, never
 // mutated after construction; reading them from many threads is safe.
-unsafe impl Send for WordPiecePlan {}
+unsafe impl Send for WordPieceTables {}
 // SAFETY: as above.
-unsafe impl Sync for WordPiecePlan {}
+unsafe impl Sync for WordPieceTables {}
 
 impl WordPiecePlan {
     /// The plan, or why this tokenizer is not for it.
@@ -46,11 +62,7 @@ impl WordPiecePlan {
             ))
             }
         };
-        let added = &spec["added_tokens"];
-        let plain_added = PlainAdded::with_irregular(added);
-        if plain_added.is_none() && added.as_array().is_some_and(|a| !a.is_empty()) {
-            return Err("added tokens that are normalized".into());
-        }
+        let plain_added = PlainAdded::for_word_plan(&spec["added_tokens"])?;
         let vocab = model["vocab"]
             .as_object()
             .ok_or("the WordPiece vocabulary is not a map")?;
@@ -90,12 +102,23 @@ impl WordPiecePlan {
             "{} as classes in the per-code-point table (cuda/gt_wordpiece.cuh)",
             super::describe(&spec["pre_tokenizer"]),
         );
-        Ok(WordPiecePlan {
+        let shared = Arc::new(WordPieceTables {
             chars,
             vocab_tables: [first, rest],
             model,
-            plain_added,
             description,
+        });
+        Ok(WordPiecePlan {
+            shared,
+            plain_added,
+        })
+    }
+
+    /// This plan with other added tokens: the tables shared, the split built.
+    pub fn with_added_tokens(&self, added_tokens: &Value) -> Result<Self, String> {
+        Ok(WordPiecePlan {
+            shared: Arc::clone(&self.shared),
+            plain_added: PlainAdded::for_word_plan(added_tokens)?,
         })
     }
 

@@ -48,7 +48,7 @@ impl Backend {
 }
 
 /// A loaded tokenizer (immutable).
-#[pyclass(frozen, module = "gpu_tok._core")]
+#[pyclass(frozen, weakref, module = "gpu_tok._core")]
 pub struct CoreTokenizer {
     engine: Arc<Engine>,
 }
@@ -173,6 +173,22 @@ impl CoreTokenizer {
         detach_work(py, || engine.to_json())
     }
 
+    /// This tokenizer with tokens added (a JSON list of `added_tokens`
+    /// entries without ids: content and the five flags), as the crate's
+    /// `add_tokens` adds them, and how many were added (GIL released).
+    fn with_added_tokens(&self, py: Python<'_>, tokens: &str) -> PyResult<(Self, usize)> {
+        let tokens: Vec<tokenizers::AddedToken> = serde_json::from_str(tokens)
+            .map_err(|err| PyValueError::new_err(format!("unreadable added tokens: {err}")))?;
+        let engine = &self.engine;
+        let (engine, added) = detach_work(py, || engine.with_added_tokens(tokens))?;
+        Ok((
+            CoreTokenizer {
+                engine: Arc::new(engine),
+            },
+            added,
+        ))
+    }
+
     /// Special tokens the post-processor adds to one sequence or a pair.
     fn num_special_tokens_to_add(&self, is_pair: bool) -> usize {
         self.engine.added_special_tokens(is_pair)
@@ -292,5 +308,12 @@ impl CoreTokenizer {
                 )
             })
             .collect()
+    }
+}
+
+impl CoreTokenizer {
+    /// The engine (for the core's other Python functions).
+    pub(super) fn engine(&self) -> &Arc<Engine> {
+        &self.engine
     }
 }
