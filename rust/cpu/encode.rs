@@ -7,7 +7,7 @@
 //! `single_word`, `lstrip`, `rstrip`, `normalized`), so the segments are
 //! exactly the crate's; the text between them goes through the fast engine.
 
-use super::word_cache;
+use super::word_cache::{self, WordScratch};
 use crate::kernels;
 use crate::plan::bytelevel::{Behavior, ByteLevelPlan, SplitStep};
 use crate::plan::Piece;
@@ -177,32 +177,41 @@ fn encode_text(
     ids: &mut Vec<u32>,
     mut spans: Option<&mut Vec<(usize, usize)>>,
 ) {
-    word_cache::with_cache(plan_id, |cache| {
-        let mut encode = |start: usize, end: usize| {
-            let first = ids.len();
-            let word = &text.as_bytes()[start..end];
-            cache.encode_word(word, ids, |w, s, o| {
-                kernels::bpe_word(plan.model(), w, &mut s.bpe, o);
-                true
-            });
-            if let Some(spans) = spans.as_deref_mut() {
-                let mut at = base + start;
-                for &id in &ids[first..] {
-                    let len = plan.token_len(id);
-                    spans.push((at, at + len));
-                    at += len;
-                }
+    let bytes = text.as_bytes();
+    ids.reserve(text.len() / 3 + 1);
+    // Words the cache and the vocabulary table lack, a chunk's together;
+    // the table holds every token of up to 15 bytes, so only longer words
+    // may still be one (ignore_merges).
+    let kernel = |text: &[u8], words: &[(usize, usize)], s: &mut WordScratch, out: &mut Vec<u32>, counts: &mut Vec<u32>| {
+        let whole_from = crate::short_words::MAX_BYTES + 1;
+        kernels::bpe_words(plan.word_model(), whole_from, text, words, &mut s.bpe, out, counts)
+    };
+    let mut emit = |start: usize, word_ids: &[u32]| {
+        ids.extend_from_slice(word_ids);
+        if let Some(spans) = spans.as_deref_mut() {
+            let mut at = base + start;
+            for &id in word_ids {
+                let len = plan.token_len(id);
+                spans.push((at, at + len));
+                at += len;
             }
+        }
+    };
+    word_cache::with_cache(plan_id, |cache| {
+        let vocab = Some(plan.short_vocab());
+        let mut found = |start: usize, end: usize| {
+            cache.push_word(bytes, (start, end), vocab, &kernel, &mut emit)
         };
         match &plan.scanner_chain {
             // Every step a scanner: the shared kernel logic splits (as on the GPU).
-            Some(chain) => kernels::split_words(chain, text, &mut encode),
+            Some(chain) => kernels::split_words(chain, text, &mut found),
             None => for_each_word(&plan.splits, text, &mut |word: &str| {
                 // `word` is a slice of `text`: its position is the pointer difference.
                 let start = word.as_ptr() as usize - text.as_ptr() as usize;
-                encode(start, start + word.len())
+                found(start, start + word.len())
             }),
         }
+        cache.finish(bytes, vocab, &kernel, &mut emit);
     });
 }
 

@@ -31,6 +31,7 @@
 use super::normal_form::StableChars;
 use super::PlainAdded;
 use crate::kernels::{self, BytesTable, GtBpeModel, GtPairSlot, GtPairTable, GtSplits};
+use crate::short_words::{self, ShortWords};
 use aho_corasick::AhoCorasick;
 use serde_json::Value;
 use std::borrow::Cow;
@@ -177,6 +178,20 @@ pub struct ByteLevelPlan {
     merges: MergeTable,
     /// Whole-word table the model view points into (empty without ignore_merges).
     words: BytesTable,
+    /// The ranks `model.byte_pair_ranks` points to.
+    byte_pair_ranks: Vec<u32>,
+    /// The model words are encoded with: `model`, but looking each word of
+    /// over 15 bytes up first in the tokens that are their own BPE
+    /// (`own_words`), so a word that is one token skips the merge loop;
+    /// exact either way (shorter words are in `short_vocab`).
+    word_model: GtBpeModel,
+    /// The tokens of over 15 bytes that are their own BPE, without
+    /// ignore_merges (with it, `words` holds every token and `word_model`
+    /// is `model`).
+    own_words: Option<BytesTable>,
+    /// Every token of up to 15 bytes -> the ids BPE gives its bytes: the
+    /// CPU's first answer for a word its cache has not seen.
+    short_vocab: ShortWords,
     /// Without ignore_merges: every vocabulary token as bytes, with its id.
     vocab_words: Vec<(Vec<u8>, u32)>,
     /// Bytes of text each vocabulary token stands for, by id (for offsets).
@@ -186,6 +201,8 @@ pub struct ByteLevelPlan {
 /// The arrays behind [`GtBpeModel`], for copying to a device.
 pub struct ModelTables<'a> {
     pub merges: &'a MergeTable,
+    /// Rank of each two bytes' merge (`GtBpeModel.byte_pair_ranks`).
+    pub byte_pair_ranks: &'a [u32],
     /// Whole words (every token with ignore_merges, else empty).
     pub words: &'a BytesTable,
 }
@@ -250,7 +267,7 @@ impl ByteLevelPlan {
 
         let merges = merge_table(&model["merges"], id_of)?;
         let ignore_merges = model["ignore_merges"].as_bool().unwrap_or(false);
-        let mut vocab_words: Vec<(Vec<u8>, u32)> = vocab
+        let vocab_words: Vec<(Vec<u8>, u32)> = vocab
             .iter()
             .filter_map(|(t, id)| Some((decode(t)?, id.as_u64()? as u32)))
             .collect();
@@ -267,12 +284,17 @@ impl ByteLevelPlan {
         }
         let whole_words: &[(Vec<u8>, u32)] = if ignore_merges { &vocab_words } else { &[] };
         let words = BytesTable::build(whole_words.iter().map(|(b, id)| (b.as_slice(), *id)));
-        if ignore_merges {
-            vocab_words = Vec::new(); // `words` holds them
-        }
+        let merges_view = merges.view();
+        let byte_pair_ranks: Vec<u32> = (0..1usize << 16)
+            .map(|pair| {
+                let (a, b) = (byte_ids[pair >> 8], byte_ids[pair & 0xFF]);
+                kernels::pair_rank(&merges_view, a, b).unwrap_or(kernels::NONE)
+            })
+            .collect();
         let view = GtBpeModel {
-            merges: merges.view(),
+            merges: merges_view,
             vocab: words.view(),
+            byte_pair_ranks: byte_pair_ranks.as_ptr(),
             byte_ids,
             ignore_merges: u32::from(ignore_merges),
             _pad: 0,
@@ -284,7 +306,7 @@ impl ByteLevelPlan {
                 SplitStep::Regex(_) | SplitStep::Behaved { .. } => None,
             })
             .collect();
-        Ok(ByteLevelPlan {
+        let mut plan = ByteLevelPlan {
             normal_forms,
             scanner_chain: scanners.and_then(|p| GtSplits::new(&p)),
             prefix_space,
@@ -294,9 +316,66 @@ impl ByteLevelPlan {
             model: view,
             merges,
             words,
+            byte_pair_ranks,
+            word_model: view,
+            own_words: None,
+            short_vocab: ShortWords::with_slots(2),
             vocab_words,
             token_bytes,
-        })
+        };
+        // Every token's own BPE: the short ones make the vocabulary table,
+        // the longer ones that are one token the word model's lookup.
+        let bpe = plan.bpe_of_each(&plan.vocab_words);
+        let short = plan.vocab_words.iter().zip(&bpe);
+        plan.short_vocab = ShortWords::of(
+            short
+                .filter(|((bytes, _), _)| bytes.len() <= short_words::MAX_BYTES)
+                .map(|((bytes, _), ids)| (bytes.as_slice(), ids.as_slice()))
+                .collect::<Vec<_>>()
+                .into_iter(),
+        );
+        if !ignore_merges {
+            let own = plan.vocab_words.iter().zip(&bpe).filter(|((bytes, id), ids)| {
+                bytes.len() > short_words::MAX_BYTES && ids.as_slice() == [*id]
+            });
+            let own = BytesTable::build(own.map(|((bytes, id), _)| (bytes.as_slice(), *id)).collect::<Vec<_>>().into_iter());
+            plan.word_model.vocab = own.view();
+            plan.word_model.ignore_merges = 1;
+            plan.own_words = Some(own);
+        } else {
+            plan.vocab_words = Vec::new(); // `words` holds them
+        }
+        Ok(plan)
+    }
+
+    /// Every token of up to 15 bytes with the ids BPE gives its bytes.
+    pub fn short_vocab(&self) -> &ShortWords {
+        &self.short_vocab
+    }
+
+    /// The BPE of each token's bytes with the model (on the pool).
+    fn bpe_of_each(&self, tokens: &[(Vec<u8>, u32)]) -> Vec<Vec<u32>> {
+        const PER_TASK: usize = 4096;
+        let tasks = tokens.len().div_ceil(PER_TASK);
+        let parts: Vec<Vec<Vec<u32>>> = crate::pool::current()
+            .map(tasks, |t| {
+                let mut scratch = kernels::Scratch::default();
+                let end = ((t + 1) * PER_TASK).min(tokens.len());
+                let bpe = tokens[t * PER_TASK..end].iter().map(|(bytes, _)| {
+                    let mut ids = Vec::new();
+                    kernels::bpe_word(self.model(), bytes, &mut scratch, &mut ids);
+                    ids
+                });
+                Ok::<_, ()>(bpe.collect())
+            })
+            .unwrap_or_default();
+        parts.into_iter().flatten().collect()
+    }
+
+    /// The model to encode words with: [`Self::model`]'s ids, each word that is
+    /// one token found by a lookup instead of the merge loop.
+    pub fn word_model(&self) -> &GtBpeModel {
+        &self.word_model
     }
 
     /// The vocabulary tokens whose bytes BPE-encode to exactly that token. A
@@ -308,31 +387,10 @@ impl ByteLevelPlan {
         if self.model.ignore_merges != 0 {
             return None;
         }
-        const PER_TASK: usize = 4096;
-        let tasks = self.vocab_words.len().div_ceil(PER_TASK);
-        let kept: Vec<Vec<usize>> = crate::pool::current()
-            .map(tasks, |t| {
-                let (mut scratch, mut ids) = (kernels::Scratch::default(), Vec::new());
-                let end = ((t + 1) * PER_TASK).min(self.vocab_words.len());
-                let mut kept = Vec::new();
-                for i in t * PER_TASK..end {
-                    let (bytes, id) = &self.vocab_words[i];
-                    ids.clear();
-                    kernels::bpe_word(self.model(), bytes, &mut scratch, &mut ids);
-                    if ids == [*id] {
-                        kept.push(i);
-                    }
-                }
-                Ok::<_, ()>(kept)
-            })
-            .unwrap_or_default();
-        let entries: Vec<&(Vec<u8>, u32)> = kept
-            .iter()
-            .flatten()
-            .map(|&i| &self.vocab_words[i])
-            .collect();
+        let bpe = self.bpe_of_each(&self.vocab_words);
+        let own = self.vocab_words.iter().zip(&bpe).filter(|((_, id), ids)| ids.as_slice() == [*id]);
         Some(BytesTable::build(
-            entries.iter().map(|(b, id)| (b.as_slice(), *id)),
+            own.map(|((bytes, id), _)| (bytes.as_slice(), *id)).collect::<Vec<_>>().into_iter(),
         ))
     }
 
@@ -340,6 +398,7 @@ impl ByteLevelPlan {
     pub fn tables(&self) -> ModelTables<'_> {
         ModelTables {
             merges: &self.merges,
+            byte_pair_ranks: &self.byte_pair_ranks,
             words: &self.words,
         }
     }
@@ -547,8 +606,11 @@ pub(super) fn check_bpe_model(model: &Value) -> Result<(), String> {
     Ok(())
 }
 
-/// The arrays of a `GtPairTable`: slots (left id, right id) -> (rank, id of
-/// the joined token), and each merge's id by rank.
+/// The arrays of a `GtPairTable`: slots (left id, right id) -> rank, and
+/// each merge's id by rank; or, when the merges' ids rise with their ranks
+/// (tokens numbered in merge order, as most vocabularies are), slots ->
+/// the merged id itself, which then orders merges as their ranks do, and no
+/// second array (`merged_of_rank` empty: the merge loop reads one table).
 pub struct MergeTable {
     pub slots: Vec<GtPairSlot>,
     pub merged_of_rank: Vec<u32>,
@@ -560,7 +622,10 @@ impl MergeTable {
         GtPairTable {
             slots: self.slots.as_ptr(),
             mask: self.slots.len() as u64 - 1,
-            merged_of_rank: self.merged_of_rank.as_ptr(),
+            merged_of_rank: match self.merged_of_rank.is_empty() {
+                true => std::ptr::null(),
+                false => self.merged_of_rank.as_ptr(),
+            },
         }
     }
 }
@@ -571,11 +636,16 @@ pub(super) fn merge_table(
     id_of: impl Fn(&str) -> Option<u32>,
 ) -> Result<MergeTable, String> {
     let merges = merges.as_array().ok_or("model.merges is not a list")?;
-    let capacity = (2 * merges.len()).next_power_of_two().max(2);
-    let mut slots = vec![GtPairSlot::default(); capacity];
-    let mut merged_of_rank = Vec::with_capacity(merges.len());
+    if merges.len() >= kernels::PAIR_RANK_LIMIT as usize {
+        return Err(format!(
+            "{} merges: the fast engine's merge table holds fewer than {}",
+            merges.len(),
+            kernels::PAIR_RANK_LIMIT
+        ));
+    }
+    let mut pairs = Vec::with_capacity(merges.len());
     let mut joined = String::new();
-    for (rank, merge) in merges.iter().enumerate() {
+    for merge in merges {
         let (a, b) = merge_parts(merge)?;
         joined.clear();
         joined.push_str(a);
@@ -585,9 +655,25 @@ pub(super) fn merge_table(
                 "merge {a:?} {b:?} uses tokens outside the vocabulary"
             ));
         };
-        kernels::pair_insert(&mut slots, (ia, ib), rank as u32, im);
-        merged_of_rank.push(im);
+        if ia.max(ib).max(im) >= kernels::PAIR_ID_LIMIT {
+            return Err(format!(
+                "token ids from {} on do not fit the fast engine's merge table",
+                kernels::PAIR_ID_LIMIT
+            ));
+        }
+        pairs.push((ia, ib, im));
     }
+    let ids_are_ranks = pairs.windows(2).all(|w| w[0].2 < w[1].2);
+    let capacity = (2 * pairs.len()).next_power_of_two().max(2);
+    let mut slots = crate::memory_hints::filled(capacity, GtPairSlot::default());
+    for (rank, &(ia, ib, im)) in pairs.iter().enumerate() {
+        let value = if ids_are_ranks { im } else { rank as u32 };
+        kernels::pair_insert(&mut slots, (ia, ib), value);
+    }
+    let merged_of_rank = match ids_are_ranks {
+        true => Vec::new(),
+        false => pairs.iter().map(|&(_, _, im)| im).collect(),
+    };
     Ok(MergeTable {
         slots,
         merged_of_rank,
