@@ -5,7 +5,9 @@ bytes before every call), libraries interleaved in one process, the corpus
 cut into disjoint document sets that each library meets once, in a rotated
 order (round r: library i encodes set (r + i) mod S). Reported: MB/s per
 round (median, and all bytes over all time) and gpu_tok / peer ratios of
-both, from the same run. Parity of every library against `tokenizers` is
+both, from the same run; also MB per CPU-second of the process
+(`process_time`, all its threads: steadier than wall time when other jobs
+share the cores, though a pool's spinning threads count too). Parity of every library against `tokenizers` is
 checked first on the whole corpus (ids identical, per document).
 
     python benches/fresh_engine_bench.py --tok qwen3,gpt-oss --mode batch
@@ -161,6 +163,7 @@ def run(name: str, mode: str, sets: list[list[bytes]], peers: list[str]) -> dict
     libs = engines(name, mode, peers)
     names = list(libs)
     times: dict[str, list[float]] = {lib: [] for lib in names}
+    cpu_times: dict[str, list[float]] = {lib: [] for lib in names}
     sizes: dict[str, list[int]] = {lib: [] for lib in names}
     # One untimed warm-up call per library on a tiny text (loads tables, spawns pools).
     for lib in names:
@@ -169,15 +172,18 @@ def run(name: str, mode: str, sets: list[list[bytes]], peers: list[str]) -> dict
         for i, lib in enumerate(names):
             chosen = sets[(r + i) % len(sets)]
             texts = [d.decode() for d in chosen]  # new str objects, no cached UTF-8
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             libs[lib](texts)
             times[lib].append(time.perf_counter() - t0)
+            cpu_times[lib].append(time.process_time() - c0)
             sizes[lib].append(sum(map(len, chosen)))
     result: dict[str, Any] = {}
     for lib in names:
         rates = [b / t / 1e6 for b, t in zip(sizes[lib], times[lib])]
+        cpu_rates = [b / t / 1e6 for b, t in zip(sizes[lib], cpu_times[lib])]
         result[lib] = {"median_mb_s": statistics.median(rates), "total_mb_s": sum(sizes[lib]) / sum(times[lib]) / 1e6,
-                       "rounds_mb_s": [round(x, 1) for x in rates]}
+                       "rounds_mb_s": [round(x, 1) for x in rates],
+                       "median_mb_per_cpu_s": statistics.median(cpu_rates)}
     return result
 
 
@@ -227,8 +233,10 @@ def main() -> None:
             if peer in speed:
                 entry[f"ratio_vs_{peer}"] = {
                     "median": speed["gpu_tok"]["median_mb_s"] / speed[peer]["median_mb_s"],
-                    "total": speed["gpu_tok"]["total_mb_s"] / speed[peer]["total_mb_s"]}
-                line += f"  x{entry[f'ratio_vs_{peer}']['median']:.2f} vs {peer}"
+                    "total": speed["gpu_tok"]["total_mb_s"] / speed[peer]["total_mb_s"],
+                    "cpu": speed["gpu_tok"]["median_mb_per_cpu_s"] / speed[peer]["median_mb_per_cpu_s"]}
+                ratio = entry[f"ratio_vs_{peer}"]
+                line += f"  x{ratio['median']:.2f} (cpu x{ratio['cpu']:.2f}) vs {peer}"
         if "parity" in entry:
             line += f"  parity {entry['parity']}"
         print(line, flush=True)
