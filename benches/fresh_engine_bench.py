@@ -154,7 +154,7 @@ def parity(name: str, sets: list[list[bytes]], peers: list[str]) -> dict[str, st
             pass
     out = {}
     for lib, rows in got.items():
-        same = sum(list(a) == list(b) for a, b in zip(ref, rows))
+        same = sum(list(a) == list(b) for a, b in zip(ref, rows, strict=True))
         out[lib] = f"{same}/{len(docs)}"
     return out
 
@@ -179,8 +179,8 @@ def run(name: str, mode: str, sets: list[list[bytes]], peers: list[str]) -> dict
             sizes[lib].append(sum(map(len, chosen)))
     result: dict[str, Any] = {}
     for lib in names:
-        rates = [b / t / 1e6 for b, t in zip(sizes[lib], times[lib])]
-        cpu_rates = [b / t / 1e6 for b, t in zip(sizes[lib], cpu_times[lib])]
+        rates = [b / t / 1e6 for b, t in zip(sizes[lib], times[lib], strict=True)]
+        cpu_rates = [b / t / 1e6 for b, t in zip(sizes[lib], cpu_times[lib], strict=True)]
         result[lib] = {"median_mb_s": statistics.median(rates), "total_mb_s": sum(sizes[lib]) / sum(times[lib]) / 1e6,
                        "rounds_mb_s": [round(x, 1) for x in rates],
                        "median_mb_per_cpu_s": statistics.median(cpu_rates)}

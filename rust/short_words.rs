@@ -27,8 +27,14 @@ pub fn packed(word: &[u8]) -> Option<u128> {
     let n = word.len();
     let first8 = |w: &[u8]| w.first_chunk::<8>().map_or(0, |c| u64::from_le_bytes(*c));
     let last8 = |w: &[u8]| w.last_chunk::<8>().map_or(0, |c| u64::from_le_bytes(*c));
-    let first4 = |w: &[u8]| w.first_chunk::<4>().map_or(0, |c| u64::from(u32::from_le_bytes(*c)));
-    let last4 = |w: &[u8]| w.last_chunk::<4>().map_or(0, |c| u64::from(u32::from_le_bytes(*c)));
+    let first4 = |w: &[u8]| {
+        w.first_chunk::<4>()
+            .map_or(0, |c| u64::from(u32::from_le_bytes(*c)))
+    };
+    let last4 = |w: &[u8]| {
+        w.last_chunk::<4>()
+            .map_or(0, |c| u64::from(u32::from_le_bytes(*c)))
+    };
     let (low, high) = match n {
         1..=3 => {
             let at = |i: usize| u64::from(word[i]) << (8 * i);
@@ -233,7 +239,11 @@ mod tests {
     #[test]
     fn holds_ids_inline_and_spilled_pending_marks_and_grows() {
         let mut table = ShortWords::with_slots(4);
-        let (a, b, c) = (packed(b"a").unwrap(), packed(b"bb").unwrap(), packed(b"ccc").unwrap());
+        let (a, b, c) = (
+            packed(b"a").unwrap(),
+            packed(b"bb").unwrap(),
+            packed(b"ccc").unwrap(),
+        );
         table.insert(a, &[1]);
         assert!(matches!(table.lookup(a), Lookup::Ids([1])));
         assert!(matches!(table.lookup(b), Lookup::Absent));

@@ -182,9 +182,21 @@ fn encode_text(
     // Words the cache and the vocabulary table lack, a chunk's together;
     // the table holds every token of up to 15 bytes, so only longer words
     // may still be one (ignore_merges).
-    let kernel = |text: &[u8], words: &[(usize, usize)], s: &mut WordScratch, out: &mut Vec<u32>, counts: &mut Vec<u32>| {
+    let kernel = |text: &[u8],
+                  words: &[(usize, usize)],
+                  s: &mut WordScratch,
+                  out: &mut Vec<u32>,
+                  counts: &mut Vec<u32>| {
         let whole_from = crate::short_words::MAX_BYTES + 1;
-        kernels::bpe_words(plan.word_model(), whole_from, text, words, &mut s.bpe, out, counts)
+        kernels::bpe_words(
+            plan.word_model(),
+            whole_from,
+            text,
+            words,
+            &mut s.bpe,
+            out,
+            counts,
+        )
     };
     let mut emit = |start: usize, word_ids: &[u32]| {
         ids.extend_from_slice(word_ids);

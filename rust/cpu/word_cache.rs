@@ -339,7 +339,11 @@ impl WordCache {
                 &mut chunk.miss_counts,
             );
         }
-        assert_eq!(chunk.miss_counts.len(), chunk.miss_spans.len(), "the batch kernel encodes every word");
+        assert_eq!(
+            chunk.miss_counts.len(),
+            chunk.miss_spans.len(),
+            "the batch kernel encodes every word"
+        );
         chunk.miss_starts.clear();
         let mut at = 0;
         for (miss, &count) in chunk.miss_counts.iter().enumerate() {

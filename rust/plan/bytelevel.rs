@@ -335,10 +335,18 @@ impl ByteLevelPlan {
                 .into_iter(),
         );
         if !ignore_merges {
-            let own = plan.vocab_words.iter().zip(&bpe).filter(|((bytes, id), ids)| {
-                bytes.len() > short_words::MAX_BYTES && ids.as_slice() == [*id]
-            });
-            let own = BytesTable::build(own.map(|((bytes, id), _)| (bytes.as_slice(), *id)).collect::<Vec<_>>().into_iter());
+            let own = plan
+                .vocab_words
+                .iter()
+                .zip(&bpe)
+                .filter(|((bytes, id), ids)| {
+                    bytes.len() > short_words::MAX_BYTES && ids.as_slice() == [*id]
+                });
+            let own = BytesTable::build(
+                own.map(|((bytes, id), _)| (bytes.as_slice(), *id))
+                    .collect::<Vec<_>>()
+                    .into_iter(),
+            );
             plan.word_model.vocab = own.view();
             plan.word_model.ignore_merges = 1;
             plan.own_words = Some(own);
@@ -388,9 +396,15 @@ impl ByteLevelPlan {
             return None;
         }
         let bpe = self.bpe_of_each(&self.vocab_words);
-        let own = self.vocab_words.iter().zip(&bpe).filter(|((_, id), ids)| ids.as_slice() == [*id]);
+        let own = self
+            .vocab_words
+            .iter()
+            .zip(&bpe)
+            .filter(|((_, id), ids)| ids.as_slice() == [*id]);
         Some(BytesTable::build(
-            own.map(|((bytes, id), _)| (bytes.as_slice(), *id)).collect::<Vec<_>>().into_iter(),
+            own.map(|((bytes, id), _)| (bytes.as_slice(), *id))
+                .collect::<Vec<_>>()
+                .into_iter(),
         ))
     }
 
