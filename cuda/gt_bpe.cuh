@@ -139,7 +139,7 @@ GT_HD void gt_bpe_link(GtBpeScratch s, gt_u32 n) {
 // queue also looked the popped pair up again and popped stale entries.
 #define GT_SHORT_MERGE 32u
 
-// The merge loop over the 2 <= n <= GT_SHORT_MERGE symbols ids[0..n), whose
+// The merge loop over the n >= 2 symbols ids[0..n), whose
 // pairs' ranks are rank[0..n-1) (GT_NONE: no merge), in place: returns how
 // many symbols remain.
 GT_HD gt_u32 gt_bpe_merge_ranked(const GtPairTable* merges, gt_u32* ids, gt_u32* rank, gt_u32 n) {
@@ -225,9 +225,15 @@ GT_HD gt_u32 gt_bpe_word(const GtBpeModel* m, const gt_u8* bytes, gt_u32 n, GtBp
 // Each word goes through exactly the steps of gt_bpe_merge_ranked, in the
 // same order: only the words interleave, so the ids are the same.
 #define GT_TURN_LANES 16u
+// Longest word (in bytes) a lane takes. A lane's arrays are on the host
+// thread's stack, so it can be longer than GT_SHORT_MERGE (which bounds the
+// arrays of a device thread): on the host the scan's n^2 compares of ranks
+// in L1 cost less than the queue's chain of table probes up to here (most
+// words of 33-128 bytes are CJK runs and long identifiers).
+#define GT_TURN_MAX 128u
 
 struct GtTurnLane {
-    gt_u32 ids[GT_SHORT_MERGE], rank[GT_SHORT_MERGE];
+    gt_u32 ids[GT_TURN_MAX], rank[GT_TURN_MAX];
     gt_u32 n;       // symbols left
     gt_u32 at;      // where the last merge was applied (its two pairs to look up), or GT_NONE
     gt_u32 best;    // the merge chosen, before it is applied
@@ -257,7 +263,7 @@ GT_HD void gt_merged_prefetch(const GtPairTable* t, gt_u32 rank) {
 #endif
 }
 
-// Byte-level BPE of k words of 1..GT_SHORT_MERGE bytes, the merge loop only:
+// Byte-level BPE of k words of 1..GT_TURN_MAX bytes, the merge loop only:
 // word i is bytes[starts[i], starts[i] + lens[i]); its ids go to
 // out[rooms[i]...] (room for lens[i]) and their count to counts[i]. No
 // whole-word shortcut: the caller has looked the words up already.

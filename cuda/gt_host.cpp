@@ -23,7 +23,7 @@ void gt_host_bpe_words_turns(const GtBpeModel* model, const gt_u8* bytes, const 
     gt_bpe_words_turns(model, bytes, starts, lens, k, out, rooms, counts);
 }
 
-gt_u32 gt_host_short_merge() { return GT_SHORT_MERGE; }
+gt_u32 gt_host_turn_max() { return GT_TURN_MAX; }
 
 gt_u32 gt_host_spm_word(const GtSpmModel* model, const gt_u8* bytes, gt_u32 n, GtBpeScratch scratch, gt_u32* out) {
     if (n < GT_LONG_WORD) return gt_spm_word(model, bytes, n, scratch, out);

@@ -28,7 +28,7 @@ extern "C" {
         rooms: *const u32,
         counts: *mut u32,
     );
-    fn gt_host_short_merge() -> u32;
+    fn gt_host_turn_max() -> u32;
     fn gt_host_spm_word(
         model: *const GtSpmModel,
         bytes: *const u8,
@@ -231,15 +231,15 @@ struct Turns {
     whole: Vec<u32>,
 }
 
-/// Longest word (in bytes) `bpe_words` merges in turns (`GT_SHORT_MERGE`).
-pub fn short_merge() -> usize {
+/// Longest word (in bytes) `bpe_words` merges in turns (`GT_TURN_MAX`).
+pub fn turn_max() -> usize {
     // SAFETY: returns a constant.
-    unsafe { gt_host_short_merge() as usize }
+    unsafe { gt_host_turn_max() as usize }
 }
 
 /// Byte-level BPE of the words `text[start..end)` of `spans` with `model`
 /// (`gt_bpe_word`'s ids): appends each word's ids to `ids` and their count
-/// to `counts`, in order. Words of at most `short_merge()` bytes go through
+/// to `counts`, in order. Words of at most `turn_max()` bytes go through
 /// the merge loop side by side (`gt_bpe_words_turns`), after the whole-word
 /// lookup of the model's ignore_merges for those of `whole_from` bytes or
 /// more (the caller has looked the shorter ones up). Longer words go through
@@ -253,8 +253,11 @@ pub fn bpe_words(
     ids: &mut Vec<u32>,
     counts: &mut Vec<u32>,
 ) {
-    assert!(text.len() < u32::MAX as usize, "pieces are limited to 4 GiB");
-    let short = short_merge();
+    assert!(
+        text.len() < u32::MAX as usize,
+        "pieces are limited to 4 GiB"
+    );
+    let short = turn_max();
     let t = &mut scratch.turns;
     t.starts.clear();
     t.lens.clear();
@@ -262,10 +265,15 @@ pub fn bpe_words(
     t.whole.clear();
     let mut room = 0u32;
     for &(start, end) in spans {
-        assert!(start < end && end <= text.len(), "a word must be a non-empty span of the text");
+        assert!(
+            start < end && end <= text.len(),
+            "a word must be a non-empty span of the text"
+        );
         let whole = match model.ignore_merges != 0 && end - start >= whole_from {
             // SAFETY: the model's tables outlive the call; reads the word's bytes.
-            true => unsafe { gt_host_bytes_find(&model.vocab, text[start..].as_ptr(), (end - start) as u32) },
+            true => unsafe {
+                gt_host_bytes_find(&model.vocab, text[start..].as_ptr(), (end - start) as u32)
+            },
             false => NONE,
         };
         t.whole.push(whole);
