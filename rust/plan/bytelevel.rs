@@ -941,4 +941,99 @@ mod tests {
             .unwrap()
             .contains("Lowercase"));
     }
+
+    /// The oracle's rule written plainly: merge the lowest-ranked pair,
+    /// leftmost on ties, until none merges.
+    fn reference(p: &ByteLevelPlan, merges: &[&str], word: &[u8]) -> Vec<u32> {
+        let id = |t: &str| {
+            p.vocab_words
+                .iter()
+                .find(|(b, _)| b.as_slice() == t.as_bytes())
+                .unwrap()
+                .1
+        };
+        let table: std::collections::HashMap<(u32, u32), (usize, u32)> = merges
+            .iter()
+            .enumerate()
+            .map(|(rank, m)| {
+                let (a, b) = m.split_once(' ').unwrap();
+                ((id(a), id(b)), (rank, id(&format!("{a}{b}"))))
+            })
+            .collect();
+        let mut ids: Vec<u32> = word
+            .iter()
+            .map(|&b| p.model().byte_ids[b as usize])
+            .collect();
+        loop {
+            let best = (0..ids.len().saturating_sub(1))
+                .filter_map(|i| {
+                    table
+                        .get(&(ids[i], ids[i + 1]))
+                        .map(|&(rank, made)| (rank, i, made))
+                })
+                .min();
+            let Some((_, i, made)) = best else { return ids };
+            ids[i] = made;
+            ids.remove(i + 1);
+        }
+    }
+
+    #[test]
+    fn words_merged_in_turns_match_one_by_one_and_the_plain_rule() {
+        // Chains of merges over "abc" (and "x", which never merges), words of
+        // 1..=200 bytes: past GT_SHORT_MERGE (32) and GT_TURN_MAX (128), so
+        // the short merge, the turns and the queue all meet the plain rule.
+        // Tokens listed in merge order (the slots hold merged ids), then in
+        // the reverse order (the slots hold ranks).
+        let merges = [
+            "a b", "b c", "a a", "c a", "ab c", "aa b", "bc a", "abc a", "aa aa", "ca b", "x x",
+        ];
+        let tokens = [
+            "ab", "bc", "aa", "ca", "abc", "aab", "bca", "abca", "aaaa", "cab", "xx",
+        ];
+        let reversed: Vec<&str> = tokens.iter().rev().copied().collect();
+        for extra in [tokens.as_slice(), reversed.as_slice()] {
+            let p = plan(extra, &merges, false);
+            let mut seed = 36u64;
+            let mut text = Vec::new();
+            let mut spans = Vec::new();
+            for n in (1..=200).chain(1..=200) {
+                let start = text.len();
+                for _ in 0..n {
+                    seed = seed
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    text.push(b"aaabbcx"[(seed >> 33) as usize % 7]);
+                }
+                spans.push((start, text.len()));
+            }
+            let (mut ids, mut counts) = (Vec::new(), Vec::new());
+            let mut scratch = Scratch::default();
+            crate::kernels::bpe_words(
+                p.model(),
+                usize::MAX,
+                &text,
+                &spans,
+                &mut scratch,
+                &mut ids,
+                &mut counts,
+            );
+            let mut at = 0;
+            for (&(start, end), &count) in spans.iter().zip(&counts) {
+                let word = &text[start..end];
+                let got = &ids[at..at + count as usize];
+                at += count as usize;
+                let mut one = Vec::new();
+                bpe_word(p.model(), word, &mut scratch, &mut one);
+                assert_eq!(got, one.as_slice(), "{:?}", std::str::from_utf8(word));
+                assert_eq!(
+                    one,
+                    reference(&p, &merges, word),
+                    "{:?}",
+                    std::str::from_utf8(word)
+                );
+            }
+            assert_eq!(at, ids.len());
+        }
+    }
 }
