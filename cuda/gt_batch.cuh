@@ -190,11 +190,14 @@ GT_HD gt_u32 gt_long_word_of_block(const GtWords* x, gt_u32 b) {
 #define GT_BLOCK_OF_THREAD(i) ((i) % GT_LANES ? GT_NONE : (i) / GT_LANES)
 #endif
 
-// Byte-level BPE over the words the scanners found.
+// Byte-level BPE over the words the scanners found. round_share: the long
+// words' schedule (gt_bpe_rounds; GT_ROUND_SHARE_GPU unless a test asks for another).
 struct GtBpeArgs {
     GtBpeModel model;
     GtWords words;
     GtMergeScratch scratch;
+    gt_u32 round_share;
+    gt_u32 pad_;
 };
 
 GT_HD void gt_bpe_words_thread(const GtBpeArgs* a, gt_u32 i) {
@@ -212,6 +215,8 @@ struct GtSpmArgs {
     GtSpmModel model;
     GtWords words;
     GtMergeScratch scratch;
+    gt_u32 round_share;  // as in GtBpeArgs
+    gt_u32 pad_;
 };
 
 GT_HD void gt_spm_words_thread(const GtSpmArgs* a, gt_u32 i) {
@@ -233,7 +238,7 @@ GT_HD void gt_long_words_thread(const Args* a, gt_u32 i) {
     if (w == GT_NONE) return;  // the whole block
     gt_u32 start = x->word_starts[w];
     GtBpeScratch s = gt_merge_scratch_at(&a->scratch, start);
-    gt_long_word(&a->model, x->text + start, x->word_lens[w], s, x->out + start, &x->tok_counts[w]);
+    gt_long_word(&a->model, x->text + start, x->word_lens[w], s, x->out + start, &x->tok_counts[w], a->round_share);
 }
 
 GT_HD void gt_bpe_long_words_thread(const GtBpeArgs* a, gt_u32 i) { gt_long_words_thread(a, i); }
@@ -411,7 +416,7 @@ struct GtPackArgs {
     const gt_u32* part_starts;  // scanned: first raw token of each part
     const gt_u32* lengths;
     const gt_u64* row_starts;  // the chunk's rows' starts in the whole output (n_rows + 1)
-    gt_u64 row_base;           // row_starts[0]: the outputs point there, e counts from it
+    gt_u64 row_base;           // this launch's first element (row_starts[0] or after): outputs and e start there
     gt_u32 n_rows;
     gt_u32 value_bytes;        // 8: int64 outputs, 4: int32
     const gt_u32* raw_ids;

@@ -333,30 +333,41 @@ GT_HD void gt_bpe_words_turns(const GtBpeModel* m, const gt_u8* bytes, const gt_
 // merges it in rounds (byte-level BPE here, SentencePiece BPE in gt_spm.cuh;
 // the CPU backend too, one thread running the lanes: a run of one symbol
 // then takes linear time, not n log n). A round finds the lowest rank r among
-// the word's pairs and applies every merge of rank r at once, the leftmost
+// the word's pairs and applies the merges of rank r at once, the leftmost
 // first where pairs overlap (a run "a a a a" of one symbol merges its 1st and
 // 3rd pair).
-// That is what the oracle's queue does, as long as no merge of the round
-// makes a pair of lower rank than r (the queue would take that one next, and
-// it could take a symbol another merge of the round used): the next round's
-// lowest rank tells, and a round that did is undone (merges written by
-// training make only pairs of higher rank; lists converted from ranks, such
-// as gpt-oss's, do not always). A round is applied when it merges a share
-// of the symbols (GT_ROUND_SHARE), so together the rounds read the word a
-// bounded number of times; then lane 0 finishes with the heap merge (gt_bpe_merge), which
-// from a state where every merge of rank <= r is done gives what it gives
-// from the start.
+//
+// Why that is the oracle's result. From a state the oracle's queue passes
+// through whose lowest pair rank is r, the queue merges the rank-r pairs left
+// to right for as long as no merge makes a pair of lower rank. A merge of rank
+// r makes a token t and two pairs: (its left neighbour, t) and (t, its right
+// neighbour), where, when the queue gets to it, the merges left of it are done
+// and those right of it are not: the left neighbour is the one after the
+// round, the right one the one before it. (Neither pair has rank r: t is
+// longer than each side of that merge.) The round looks both pairs up for
+// every merge. If none ranks below r, the round is exactly the queue's
+// merges of rank r. If one does, the queue takes that pair right after the
+// merge that made it (it may take a symbol a later merge of rank r wanted), so
+// the round applies its merges up to that one only: a state the queue passes
+// through, whose lowest rank, below r, the next round takes, as the queue does.
+// Merge lists written by training never do this; lists rebuilt from ranks
+// (gpt-oss's, Mistral's) can, and so does Llama-2's "▁" before a run of one
+// letter.
+//
+// A round looks up every pair, which the lanes share, while the heap merge
+// looks up only around each merge: a round is applied when it merges at least
+// 1/share of the symbols (GT_ROUND_SHARE_GPU on a GPU; GT_ROUND_SHARE_HOST on
+// the host, where one thread does all of a round's look-ups), so together
+// the rounds read the word a bounded number of times. A round cut short, and
+// the round after it (which takes the lower-rank pairs it left), are applied
+// whatever they merge, GT_ROUND_REPAIRS times at most. Then lane 0 finishes
+// with the heap merge (gt_bpe_merge_queued), seeded with the ranks the last
+// round looked up: from a state the oracle passes through, it gives the
+// oracle's result.
 #define GT_LONG_WORD 16384u
-
-// A round is applied when it merges at least 1/GT_ROUND_SHARE of the
-// symbols: it looks up every pair, which 256 lanes share on a GPU, while the
-// heap merge looks up only around each merge; on the host one thread does a
-// round's lookups alone.
-#if defined(__CUDA_ARCH__)
-#define GT_ROUND_SHARE 32u
-#else
-#define GT_ROUND_SHARE 4u
-#endif
+#define GT_ROUND_SHARE_GPU 32u
+#define GT_ROUND_SHARE_HOST 4u
+#define GT_ROUND_REPAIRS 8u
 
 // Lane `lane`'s share [*lo, *hi) of `count` items, in contiguous stripes.
 GT_HD void gt_lane_share(gt_u32 count, gt_u32 lane, gt_u32* lo, gt_u32* hi) {
@@ -365,43 +376,51 @@ GT_HD void gt_lane_share(gt_u32 count, gt_u32 lane, gt_u32* lo, gt_u32* hi) {
     *hi = (gt_u32)(at + per < count ? at + per : count);
 }
 
+// True when the pair (left, right) merges with a rank below r.
+GT_HD int gt_ranks_below(const GtPairTable* merges, gt_u32 left, gt_u32 right, gt_u32 r) {
+    return gt_pair_rank(merges, left, right) < r;  // GT_NONE (no merge) is above every rank
+}
+
 // Merges the k > 0 symbols in s.ids (written before a GT_SYNC) into out
 // (room for k ids) and their count into *count, with the block's GT_LANES
-// lanes (see above). The rounds use s.ids, s.prev and s.next as three arrays
-// of k u32; the heap merge then takes its scratch back.
-GT_HD void gt_bpe_rounds(const GtPairTable* merges, GtBpeScratch s, gt_u32 k, gt_u32* out, gt_u32* count) {
-    GT_SHARED gt_u32 lane_a[GT_LANES], lane_b[GT_LANES], lane_c[GT_LANES];
-    GT_SHARED gt_u32 symbols, lowest, productive;
-    gt_u32* cur = s.ids;              // the symbols
-    gt_u32* next = (gt_u32*)s.prev;  // the symbols after a round (then: before it)
-    gt_u32* pair = (gt_u32*)s.next;  // each pair's rank, then 1 where it merges
+// lanes and the schedule `share` (see above). The rounds use s.ids, s.prev
+// and s.next as three arrays of k u32, and out for which pairs merge; the
+// heap merge then takes its scratch back.
+GT_HD void gt_bpe_rounds(const GtPairTable* merges, GtBpeScratch s, gt_u32 k, gt_u32* out, gt_u32* count,
+                         gt_u32 share) {
+    GT_SHARED gt_u32 lane_a_[GT_LANES], lane_b_[GT_LANES], lane_c_[GT_LANES], told_[4];
+    // Each lane's partial results, and what lane 0 tells every lane.
+    GtLaneMem<gt_u32> lane_a = lane_a_, lane_b = lane_b_, lane_c = lane_c_;
+    GtLaneMem<gt_u32> lowest = told_, productive = told_ + 1, cut = told_ + 2, symbols = told_ + 3;
+    GtLaneMem<gt_u32> cur = s.ids;              // the symbols
+    GtLaneMem<gt_u32> next = (gt_u32*)s.prev;  // the symbols after a round
+    GtLaneMem<gt_u32> pair = (gt_u32*)s.next;  // each pair's rank
+    GtLaneMem<gt_u32> merging = out;           // 1 where a pair merges this round
     // Every lane holds the same copies of these (read from shared memory).
-    gt_u32 last = GT_NONE, before = 0, done = 0, ranked = 0;  // ranked: pair[] holds cur's ranks
+    gt_u32 last = GT_NONE, repairs = GT_ROUND_REPAIRS, done = 0, in_ids = 1;  // in_ids: cur is s.ids
     for (;;) {
         // Each pair's rank; the lowest of each lane's share (lane_a).
         GT_EACH_LANE(lane) {
-            gt_u32 lo, hi, low = GT_NONE, rank, merged;
+            gt_u32 lo, hi, low = GT_NONE;
             gt_lane_share(k - 1, lane, &lo, &hi);
             for (gt_u32 j = lo; j < hi; ++j) {
-                pair[j] = gt_pair_find(merges, cur[j], cur[j + 1], &rank, &merged) ? rank : GT_NONE;
-                low = pair[j] < low ? pair[j] : low;
+                gt_u32 p = gt_pair_rank(merges, cur[j], cur[j + 1]);
+                pair[j] = p;
+                low = p < low ? p : low;
             }
             lane_a[lane] = low;
         }
         GT_SYNC();
         GT_LANE_ZERO {
-            lowest = GT_NONE;
-            for (gt_u32 l = 0; l < GT_LANES; ++l) lowest = lane_a[l] < lowest ? lane_a[l] : lowest;
+            gt_u32 low = GT_NONE;
+            for (gt_u32 l = 0; l < GT_LANES; ++l) {
+                gt_u32 its = lane_a[l];
+                low = its < low ? its : low;
+            }
+            *lowest = low;
         }
         GT_SYNC();
-        gt_u32 r = lowest;
-        if (last != GT_NONE && r < last) {  // the last round made a pair of lower rank: undone
-            gt_u32* made = cur;
-            cur = next;
-            next = made;
-            k = before;
-            break;
-        }
+        gt_u32 r = *lowest;
         if (r == GT_NONE) {
             done = 1;
             break;
@@ -421,48 +440,62 @@ GT_HD void gt_bpe_rounds(const GtPairTable* merges, GtBpeScratch s, gt_u32 k, gt
             gt_u32 run = 0, lo, hi;
             for (gt_u32 l = 0; l < GT_LANES; ++l) {
                 gt_lane_share(k - 1, l, &lo, &hi);
+                gt_u32 lead = lane_a[l], tail = lane_b[l];
                 lane_c[l] = run;
-                run = lane_a[l] == hi - lo ? run + (hi - lo) : lane_b[l];
+                run = lead == hi - lo ? run + lead : tail;
             }
         }
         GT_SYNC();
-        // The pairs that merge: the 1st, 3rd, ... of each run. Counted first
-        // (lane_a): a round that merges little is not applied, and the heap
-        // merge goes on from here with the ranks found.
+        // The pairs that merge: the 1st, 3rd, ... of each run; counted (lane_a).
         GT_EACH_LANE(lane) {
-            gt_u32 lo, hi, run = lane_c[lane], merging = 0;
+            gt_u32 lo, hi, run = lane_c[lane], merges_here = 0;
             gt_lane_share(k - 1, lane, &lo, &hi);
             for (gt_u32 j = lo; j < hi; ++j) {
                 run = pair[j] == r ? run + 1 : 0;
-                merging += run & 1;
+                merging[j] = run & 1;
+                merges_here += run & 1;
             }
-            lane_a[lane] = merging;
+            lane_a[lane] = merges_here;
+        }
+        GT_SYNC();
+        // The first merge that makes a pair of rank below r, with its left
+        // neighbour after the round or its right one before it (lane_b).
+        GT_EACH_LANE(lane) {
+            gt_u32 lo, hi, first = GT_NONE, made = gt_pair_merged(merges, r);
+            gt_lane_share(k - 1, lane, &lo, &hi);
+            for (gt_u32 j = lo; j < hi && first == GT_NONE; ++j) {
+                if (!merging[j]) continue;
+                gt_u32 left = j >= 2 && merging[j - 2] ? made : j >= 1 ? (gt_u32)cur[j - 1] : GT_NONE;
+                if ((left != GT_NONE && gt_ranks_below(merges, left, made, r)) ||
+                    (j + 2 < k && gt_ranks_below(merges, made, cur[j + 2], r))) {
+                    first = j;
+                }
+            }
+            lane_b[lane] = first;
         }
         GT_SYNC();
         GT_LANE_ZERO {
-            gt_u32 merging = 0;
-            for (gt_u32 l = 0; l < GT_LANES; ++l) merging += lane_a[l];
-            productive = merging >= k / GT_ROUND_SHARE;
-        }
-        GT_SYNC();
-        if (!productive) {
-            ranked = 1;
-            break;
-        }
-        GT_EACH_LANE(lane) {
-            gt_u32 lo, hi, run = lane_c[lane];
-            gt_lane_share(k - 1, lane, &lo, &hi);
-            for (gt_u32 j = lo; j < hi; ++j) {
-                run = pair[j] == r ? run + 1 : 0;
-                pair[j] = run & 1;
+            gt_u32 merges_all = 0, first = GT_NONE;
+            for (gt_u32 l = 0; l < GT_LANES; ++l) {
+                gt_u32 its = lane_b[l];
+                merges_all += lane_a[l];
+                first = its < first ? its : first;
             }
+            // A round right after one cut short takes the pairs it left (r < last).
+            gt_u32 go = merges_all >= k / share || (last != GT_NONE && r < last);
+            if (first != GT_NONE && repairs == 0) go = 0;
+            *productive = go;
+            *cut = first;
         }
         GT_SYNC();
+        if (!*productive) break;  // the heap merge goes on from here, with the ranks found
+        gt_u32 upto = *cut;       // the merges at pairs up to here are applied
+        if (upto != GT_NONE) --repairs;
         // Symbols kept (all but the right one of a merging pair), per share (lane_b).
         GT_EACH_LANE(lane) {
             gt_u32 lo, hi, kept = 0;
             gt_lane_share(k, lane, &lo, &hi);
-            for (gt_u32 i = lo; i < hi; ++i) kept += !(i > 0 && pair[i - 1]);
+            for (gt_u32 i = lo; i < hi; ++i) kept += !(i > 0 && i - 1 <= upto && merging[i - 1]);
             lane_b[lane] = kept;
         }
         GT_SYNC();
@@ -472,71 +505,76 @@ GT_HD void gt_bpe_rounds(const GtPairTable* merges, GtBpeScratch s, gt_u32 k, gt
                 lane_c[l] = at;
                 at += lane_b[l];
             }
-            symbols = at;
+            *symbols = at;
         }
         GT_SYNC();
         // The round's symbols, each share's from where it starts (lane_c).
         GT_EACH_LANE(lane) {
-            gt_u32 lo, hi, at = lane_c[lane];
+            gt_u32 lo, hi, at = lane_c[lane], made = gt_pair_merged(merges, r);
             gt_lane_share(k, lane, &lo, &hi);
             for (gt_u32 i = lo; i < hi; ++i) {
-                if (i > 0 && pair[i - 1]) continue;
-                next[at++] = i + 1 < k && pair[i] ? gt_pair_merged(merges, r) : cur[i];
+                if (i > 0 && i - 1 <= upto && merging[i - 1]) continue;
+                next[at++] = i + 1 < k && i <= upto && merging[i] ? made : (gt_u32)cur[i];
             }
         }
         GT_SYNC();
-        gt_u32* was = cur;
+        GtLaneMem<gt_u32> was = cur;
         cur = next;
         next = was;
-        before = k;
-        k = symbols;
+        in_ids = !in_ids;
+        k = *symbols;
         last = r;
     }
     if (done) {  // no merge left: the symbols are the ids
+        GtLaneMem<gt_u32> ids = out;
         GT_EACH_LANE(lane) {
             gt_u32 lo, hi;
             gt_lane_share(k, lane, &lo, &hi);
-            for (gt_u32 i = lo; i < hi; ++i) out[i] = cur[i];
+            for (gt_u32 i = lo; i < hi; ++i) ids[i] = cur[i];
         }
         GT_LANE_ZERO *count = k;
         return;
     }
-    // The rest on one lane, from the last state the oracle also reaches.
-    if (cur != s.ids) {
+    // The rest on one lane, from the last state (the oracle's too).
+    if (!in_ids) {
+        GtLaneMem<gt_u32> ids = s.ids;
         GT_EACH_LANE(lane) {
             gt_u32 lo, hi;
             gt_lane_share(k, lane, &lo, &hi);
-            for (gt_u32 i = lo; i < hi; ++i) s.ids[i] = cur[i];
+            for (gt_u32 i = lo; i < hi; ++i) ids[i] = cur[i];
         }
         GT_SYNC();
     }
     GT_LANE_ZERO {
         gt_u32 queued = 0;
-        for (gt_u32 j = 0; ranked && j + 1 < k; ++j) {
-            GtMergeEntry e = {pair[j], j};
-            if (pair[j] != GT_NONE) gt_heap_push(s.heap, &queued, e);
+        for (gt_u32 j = 0; j + 1 < k; ++j) {
+            GtMergeEntry e = {(gt_u32)pair[j], j};
+            if (e.rank != GT_NONE) gt_heap_push(s.heap, &queued, e);
         }
-        gt_bpe_link(s, k);  // (pair[] is s.next)
-        *count = ranked ? gt_bpe_merge_queued(merges, s, queued, out) : gt_bpe_merge(merges, s, k, out);
+        GT_LANE_READS(s.ids, k);  // the heap merge reads them through plain pointers
+        gt_bpe_link(s, k);        // (pair[] is s.next)
+        *count = gt_bpe_merge_queued(merges, s, queued, out);
     }
 }
 
 // Byte-level BPE of a long word bytes[0..n) (as gt_bpe_word gives it) into
-// out (room for n ids) and its id count into *count, by a block.
+// out (room for n ids) and its id count into *count, by a block whose rounds
+// take `share` (gt_bpe_rounds).
 GT_HD void gt_long_word(const GtBpeModel* m, const gt_u8* bytes, gt_u32 n, GtBpeScratch s, gt_u32* out,
-                        gt_u32* count) {
-    GT_SHARED gt_u32 whole;
+                        gt_u32* count, gt_u32 share) {
+    GT_SHARED gt_u32 whole_;
+    GtLaneMem<gt_u32> whole = &whole_, ids = s.ids;
     GT_LANE_ZERO {
-        whole = m->ignore_merges && gt_whole_word(&m->vocab, bytes, n, out);
-        if (whole) *count = 1;
+        *whole = m->ignore_merges && gt_whole_word(&m->vocab, bytes, n, out);
+        if (*whole) *count = 1;
     }
     GT_SYNC();
-    if (whole) return;
+    if (*whole) return;
     GT_EACH_LANE(lane) {
         gt_u32 lo, hi;
         gt_lane_share(n, lane, &lo, &hi);
-        for (gt_u32 i = lo; i < hi; ++i) s.ids[i] = m->byte_ids[bytes[i]];
+        for (gt_u32 i = lo; i < hi; ++i) ids[i] = m->byte_ids[bytes[i]];
     }
     GT_SYNC();
-    gt_bpe_rounds(&m->merges, s, n, out, count);
+    gt_bpe_rounds(&m->merges, s, n, out, count, share);
 }

@@ -10,11 +10,13 @@
 extern "C" {
 
 // A long word goes through a block's rounds as on the device (this thread
-// runs the lanes): runs of one symbol then merge in linear time.
-gt_u32 gt_host_bpe_word(const GtBpeModel* model, const gt_u8* bytes, gt_u32 n, GtBpeScratch scratch, gt_u32* out) {
+// runs the lanes), with the schedule `share` (gt_bpe_rounds): runs of one
+// symbol then merge in linear time.
+gt_u32 gt_host_bpe_word(const GtBpeModel* model, const gt_u8* bytes, gt_u32 n, GtBpeScratch scratch, gt_u32* out,
+                        gt_u32 share) {
     if (n < GT_LONG_WORD) return gt_bpe_word(model, bytes, n, scratch, out);
     gt_u32 count;
-    gt_long_word(model, bytes, n, scratch, out, &count);
+    gt_long_word(model, bytes, n, scratch, out, &count, share);
     return count;
 }
 
@@ -25,12 +27,24 @@ void gt_host_bpe_words_turns(const GtBpeModel* model, const gt_u8* bytes, const 
 
 gt_u32 gt_host_turn_max() { return GT_TURN_MAX; }
 
-gt_u32 gt_host_spm_word(const GtSpmModel* model, const gt_u8* bytes, gt_u32 n, GtBpeScratch scratch, gt_u32* out) {
+gt_u32 gt_host_spm_word(const GtSpmModel* model, const gt_u8* bytes, gt_u32 n, GtBpeScratch scratch, gt_u32* out,
+                        gt_u32 share) {
     if (n < GT_LONG_WORD) return gt_spm_word(model, bytes, n, scratch, out);
     gt_u32 count;
-    gt_long_word(model, bytes, n, scratch, out, &count);
+    gt_long_word(model, bytes, n, scratch, out, &count, share);
     return count;
 }
+
+gt_u32 gt_host_chars_kept(const GtCharTable* table, const gt_u8* text, gt_u32 n, gt_u32 pos) {
+    return gt_chars_kept(table, text, n, pos);
+}
+
+gt_u32 gt_host_chars_normalize(const GtCharTable* table, const gt_u8* text, gt_u32 n, gt_u8* out, gt_u32* from,
+                               gt_u32* to) {
+    return gt_chars_normalize(table, text, n, out, from, to);
+}
+
+gt_u32 gt_host_spm_room(const GtSpmModel* model, gt_u32 n) { return gt_spm_room(model, n); }
 
 gt_u32 gt_host_unigram_word(const GtUnigramModel* model, const gt_u8* bytes, gt_u32 n, GtUnigramScratch scratch,
                             gt_u32* out) {
@@ -91,7 +105,7 @@ struct GtHostWpEmit {
 };
 gt_u32 gt_host_wordpiece_words(const GtWordPieceModel* model, const gt_u8* text, gt_u32 n, gt_u8* norm,
                                GtWpWordCallback word, void* ctx) {
-    gt_u32 k = gt_wp_normalize(&model->chars, text, n, norm, 0, 0);
+    gt_u32 k = gt_chars_normalize(&model->chars, text, n, norm, 0, 0);
     if (k == GT_NONE) return GT_NONE;
     GtHostWpEmit emit = {word, ctx, norm};
     gt_wp_words(model, norm, k, emit);
@@ -132,11 +146,14 @@ int gt_host_run(gt_u32 kernel, const void* args, gt_u32 begin, gt_u32 end) {
     return -1;
 }
 
-// The constants Rust mirrors (rust/kernels/abi.rs): GT_WORK_CLASSES, GT_LANES, GT_LONG_WORD.
+// The constants Rust mirrors (rust/kernels/abi.rs): GT_WORK_CLASSES, GT_LANES,
+// GT_LONG_WORD, GT_ROUND_SHARE_HOST, GT_ROUND_SHARE_GPU.
 void gt_host_constants(gt_u32* out) {
     out[0] = GT_WORK_CLASSES;
     out[1] = GT_LANES;
     out[2] = GT_LONG_WORD;
+    out[3] = GT_ROUND_SHARE_HOST;
+    out[4] = GT_ROUND_SHARE_GPU;
 }
 
 // sizeof of each kernel's argument struct (kernel order), then of the other

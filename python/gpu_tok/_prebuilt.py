@@ -31,10 +31,15 @@ ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120")
 WHEEL_FOLDER = "gpu_tok/kernels/"
 
 
-def build(out: Path, archs: Sequence[str] = ARCHS) -> list[tuple[str, Path]]:
+def build(out: Path, archs: Sequence[str] = ARCHS, nvrtc: str | None = None) -> list[tuple[str, Path]]:
     """Compiles the built-in kernels for each of `archs` into `out`, replacing
-    the CUBINs there; returns the core's listing of `out` ((arch, path))."""
+    the CUBINs there; returns the core's listing of `out` ((arch, path)).
+    With `nvrtc` ("13.0"), refuses to compile with any other NVRTC version."""
     _nvrtc.load()
+    found = "{}.{}".format(*_nvrtc.version())
+    if nvrtc is not None and found != nvrtc:
+        raise RuntimeError(f"NVRTC {found} was loaded, {nvrtc} was asked for: a driver of CUDA {nvrtc} "
+                           f"refuses CUBINs of a newer NVRTC (put NVRTC {nvrtc}'s wheel first on PYTHONPATH)")
     out.mkdir(parents=True, exist_ok=True)
     for old in out.glob("*.cubin"):  # other sources or archs no longer shipped
         old.unlink()
@@ -66,13 +71,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("archs", nargs="*", default=list(ARCHS), help=f"SMs (default: {' '.join(ARCHS)})")
     parser.add_argument("--out", type=Path, help="the folder to fill (python/gpu_tok/kernels when building a wheel)")
     parser.add_argument("--check", type=Path, metavar="WHEEL", help="check that WHEEL carries them instead")
+    parser.add_argument("--nvrtc", metavar="MAJOR.MINOR",
+                        help="the NVRTC version to compile with (the oldest of the CUDA major: 13.0); any other fails")
     args = parser.parse_args(argv)
     if args.check:
         print(f"{args.check}: prebuilt kernels for {' '.join(check_wheel(args.check, args.archs))}")
         return 0
     if args.out is None:
         parser.error("--out is required (the package's kernels/ folder of the source tree being packaged)")
-    for arch, path in build(args.out, args.archs):
+    for arch, path in build(args.out, args.archs, args.nvrtc):
         print(f"{arch}: {path} ({path.stat().st_size} bytes)")
     return 0
 

@@ -121,7 +121,8 @@ pub struct Timings {
     pub prepare_ms: f64,
     /// Rows the host encoded whole (the device could not take their text).
     pub rows_on_host: usize,
-    /// Time the host emulator spent doing the device's work (None on a GPU).
+    /// Time the calling thread spent on the emulated device's behalf:
+    /// waiting for its streams, filling its memory (None on a GPU).
     pub emulated_device_ms: Option<f64>,
     /// The most device memory the emulator had in use at once (None on a GPU).
     pub emulated_peak_bytes: Option<usize>,
@@ -272,6 +273,10 @@ pub fn upload_tables(dev: &dyn DeviceStream, plan: &FastPlan) -> Result<DeviceTa
             DeviceModel::WordPiece(model, plan.growth() as u64)
         }
     };
+    // Every call reads them from here on (and the emulator checks that none writes them).
+    for buf in &bufs {
+        dev.read_only(buf);
+    }
     Ok(DeviceTables {
         model,
         _buffers: bufs,
@@ -411,13 +416,9 @@ pub fn encode(dev: &dyn DeviceStream, job: &Job<'_>) -> Result<DeviceBatch> {
     for chunk in &chunks {
         let (first, end) = (chunk.rows.start, chunk.rows.end);
         let base = row_starts[first] as usize;
-        let elements = u32::try_from(row_starts[end] as usize - base).map_err(|_| {
-            Error::InvalidArgument(
-                "a device call is limited to 2^32 output tokens per chunk".into(),
-            )
-        })?;
+        let elements = row_starts[end] as usize - base;
         let padding = job.padding;
-        let args = GtPackArgs {
+        let mut args = GtPackArgs {
             spans: chunk.spans.ptr(),
             parts: chunk.parts.ptr(),
             part_starts: chunk.part_starts.ptr(),
@@ -439,7 +440,18 @@ pub fn encode(dev: &dyn DeviceStream, job: &Job<'_>) -> Result<DeviceBatch> {
             type_ids: out("token_type_ids", base),
             special_tokens_mask: out("special_tokens_mask", base),
         };
-        dev.run(Kernel::Pack, &args, elements)?;
+        // A launch's threads are counted in u32: a padded chunk of more
+        // elements is packed in several launches, each from its own element.
+        let most = pack_launch_elements();
+        for from in (0..elements).step_by(most) {
+            let at = base + from;
+            args.row_base = at as u64;
+            args.ids = out("input_ids", at);
+            args.attention_mask = out("attention_mask", at);
+            args.type_ids = out("token_type_ids", at);
+            args.special_tokens_mask = out("special_tokens_mask", at);
+            dev.run(Kernel::Pack, &args, (elements - from).min(most) as u32)?;
+        }
     }
     let lengths: Vec<i64> = lengths.iter().map(|&n| n as i64).collect();
     let lengths_buf = upload_staged(dev, &lengths)?;
@@ -465,6 +477,23 @@ pub fn encode(dev: &dyn DeviceStream, job: &Job<'_>) -> Result<DeviceBatch> {
             ..Timings::default()
         },
     })
+}
+
+/// The most output elements one `gt_pack` launch writes (its thread count is a u32).
+const PACK_LAUNCH_ELEMENTS: usize = u32::MAX as usize;
+
+#[cfg(test)]
+thread_local! {
+    /// Tests pack in launches of fewer elements (`PACK_LAUNCH_ELEMENTS` otherwise).
+    pub static PACK_ELEMENTS_FOR_TESTS: std::cell::Cell<usize> =
+        const { std::cell::Cell::new(PACK_LAUNCH_ELEMENTS) };
+}
+
+fn pack_launch_elements() -> usize {
+    #[cfg(test)]
+    return PACK_ELEMENTS_FOR_TESTS.with(|most| most.get());
+    #[cfg(not(test))]
+    PACK_LAUNCH_ELEMENTS
 }
 
 /// Rows grouped so that each group's text fits `chunk_bytes` (a longer row
@@ -847,6 +876,8 @@ fn tokenize_chunk(
             order: order.ptr(),
             class_counts: inputs.class_counts,
         };
+        // The long words' schedule (gt_bpe_rounds): the GPU's, unless a test sets another.
+        let round_share = crate::kernels::round_shares().1;
         // The BPE families' merge scratch (see gt_bpe_words).
         let merge_scratch = || -> Result<(Vec<DevBuf>, GtMergeScratch)> {
             let heap = scratch(2 * std::mem::size_of::<GtMergeEntry>())?;
@@ -896,6 +927,8 @@ fn tokenize_chunk(
                     model,
                     words,
                     scratch,
+                    round_share,
+                    _pad: 0,
                 };
                 dev.run(Kernel::SpmWords, &args, n_words)?;
                 run_long_words(dev, Kernel::SpmLongWords, &args, text_len)?;
@@ -907,6 +940,8 @@ fn tokenize_chunk(
                     model,
                     words,
                     scratch,
+                    round_share,
+                    _pad: 0,
                 };
                 dev.run(Kernel::BpeWords, &args, n_words)?;
                 run_long_words(dev, Kernel::BpeLongWords, &args, text_len)?;

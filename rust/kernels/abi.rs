@@ -184,8 +184,16 @@ c_mirror! {
         pub space_len: u32,
         pub space_utf8: [u8; 4],
         pub _pad: u32,
+        pub prefix_len: u32,
+        pub suffix_len: u32,
+        pub prefix: [u8; AFFIX_MAX],
+        pub suffix: [u8; AFFIX_MAX],
     }
 }
+
+/// `GT_AFFIX_MAX` (cuda/gt_spm.cuh): the longest continuing_subword_prefix or
+/// end_of_word_suffix a `GtSpmModel` holds, in bytes.
+pub const AFFIX_MAX: usize = 16;
 
 c_mirror! {
     /// `GtUnigramModel` (cuda/gt_unigram.cuh).
@@ -211,7 +219,7 @@ c_mirror! {
 }
 
 c_mirror! {
-    /// `GtCharTable` (cuda/gt_wordpiece.cuh): per-code-point normalizer and pre-tokenizer entries.
+    /// `GtCharTable` (cuda/gt_normalize.cuh): per-code-point normalizer and pre-tokenizer entries.
     pub struct GtCharTable {
         pub blocks: *const u16,
         pub entries: *const u32,
@@ -437,6 +445,79 @@ pub const LANES: u32 = 256;
 /// `GT_LONG_WORD`: bytes from which a word is long (the last work class),
 /// which a block merges (`gt_long_word`).
 pub const LONG_WORD: usize = 16384;
+/// `GT_ROUND_SHARE_HOST` and `GT_ROUND_SHARE_GPU`: a long word's round is
+/// applied when it merges at least 1/share of the symbols (`gt_bpe_rounds`):
+/// the CPU backend's share, and a device's (a GPU's lanes share a round's
+/// look-ups). The emulator runs the GPU's.
+pub const ROUND_SHARE_HOST: u32 = 4;
+pub const ROUND_SHARE_GPU: u32 = 32;
+
+c_mirror! {
+    /// `GtLaneCheck` (cuda/gt_lane_check.h): what an emulated launch asks of
+    /// the check of block lanes.
+    pub struct GtLaneCheck {
+        /// > 0: the barrier (GT_SYNC) of this id does nothing (tests).
+        pub removed: u32,
+        pub _pad: u32,
+        /// The lanes' shuffled orders.
+        pub seed: u64,
+    }
+}
+
+c_mirror! {
+    /// `GtLaneHazard` (cuda/gt_lane_check.h): a race the check found (if
+    /// `found`) between two lanes of one block in one phase.
+    pub struct GtLaneHazard {
+        pub found: u32,
+        /// 1: the second access was a write.
+        pub write: u32,
+        /// The lane that touched the location first, then the one that raced with it.
+        pub first: u32,
+        pub second: u32,
+        pub block: u32,
+        /// GT_SYNCs the block had passed.
+        pub phase: u32,
+        /// The most GT_SYNCs a block of the launch passed.
+        pub syncs: u32,
+        /// The distinct barriers the launch passed (ids: line and file).
+        pub n_barriers: u32,
+        pub barriers: [u32; LANE_BARRIERS],
+    }
+}
+
+/// `GT_LANE_BARRIERS`: the most distinct barriers a launch reports.
+pub const LANE_BARRIERS: usize = 16;
+
+// As cuda/gt_host_checked.cpp asserts for the C side.
+const _: () =
+    assert!(std::mem::size_of::<GtLaneCheck>() == 16 && std::mem::size_of::<GtLaneHazard>() == 96);
+
+/// `GT_LANE_EVERY` and `GT_LANE_SEVERAL`: lane numbers of a hazard that
+/// stand for code every lane runs, and for reads by several lanes.
+pub const LANE_EVERY: u32 = 0xFFFE;
+pub const LANE_SEVERAL: u32 = 0xFFFD;
+
+impl std::fmt::Display for GtLaneHazard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let who = |lane: u32| match lane {
+            LANE_EVERY => "every lane".to_string(),
+            LANE_SEVERAL => "several lanes".to_string(),
+            lane => format!("lane {lane}"),
+        };
+        let (done, did) = match self.write {
+            1 => ("touched", "wrote"),
+            _ => ("wrote", "read"),
+        };
+        write!(
+            f,
+            "{} {did} a location {} {done} in the same phase (block {}, after {} barriers)",
+            who(self.second),
+            who(self.first),
+            self.block,
+            self.phase
+        )
+    }
+}
 
 c_mirror! {
     /// `GtMergeScratch` (cuda/gt_batch.cuh): the BPE families' scratch.
@@ -453,6 +534,9 @@ c_mirror! {
         pub model: GtBpeModel,
         pub words: GtWords,
         pub scratch: GtMergeScratch,
+        /// The long words' schedule (`round_shares`).
+        pub round_share: u32,
+        pub _pad: u32,
     }
 }
 
@@ -461,6 +545,9 @@ c_mirror! {
         pub model: GtSpmModel,
         pub words: GtWords,
         pub scratch: GtMergeScratch,
+        /// The long words' schedule (`round_shares`).
+        pub round_share: u32,
+        pub _pad: u32,
     }
 }
 
@@ -647,7 +734,16 @@ mod tests {
             .collect();
         assert_eq!(c, rust);
         let constants = super::super::host::c_constants();
-        assert_eq!(constants, [WORK_CLASSES as u32, LANES, LONG_WORD as u32]);
+        assert_eq!(
+            constants,
+            [
+                WORK_CLASSES as u32,
+                LANES,
+                LONG_WORD as u32,
+                ROUND_SHARE_HOST,
+                ROUND_SHARE_GPU
+            ]
+        );
     }
 
     #[test]

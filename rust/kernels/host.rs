@@ -4,11 +4,13 @@
 //! them.
 
 use super::abi::{
-    GtBpeModel, GtBpeScratch, GtBytesSlot, GtBytesTable, GtMergeEntry, GtPairSlot, GtPairTable,
-    GtSplits, GtSpmCuts, GtSpmModel, GtUnigramModel, GtUnigramScratch, GtWordPieceModel,
-    GtWpScratch, Kernel, NONE, PAIR_ID_LIMIT, PAIR_RANK_LIMIT,
+    GtBpeModel, GtBpeScratch, GtBytesSlot, GtBytesTable, GtCharTable, GtLaneCheck, GtLaneHazard,
+    GtMergeEntry, GtPairSlot, GtPairTable, GtSplits, GtSpmCuts, GtSpmModel, GtUnigramModel,
+    GtUnigramScratch, GtWordPieceModel, GtWpScratch, Kernel, AFFIX_MAX, NONE, PAIR_ID_LIMIT,
+    PAIR_RANK_LIMIT, ROUND_SHARE_GPU, ROUND_SHARE_HOST,
 };
 use std::ffi::c_void;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 extern "C" {
     fn gt_host_bpe_word(
@@ -17,6 +19,7 @@ extern "C" {
         n: u32,
         scratch: GtBpeScratch,
         out: *mut u32,
+        share: u32,
     ) -> u32;
     fn gt_host_bpe_words_turns(
         model: *const GtBpeModel,
@@ -35,6 +38,17 @@ extern "C" {
         n: u32,
         scratch: GtBpeScratch,
         out: *mut u32,
+        share: u32,
+    ) -> u32;
+    fn gt_host_spm_room(model: *const GtSpmModel, n: u32) -> u32;
+    fn gt_host_chars_kept(table: *const GtCharTable, text: *const u8, n: u32, pos: u32) -> u32;
+    fn gt_host_chars_normalize(
+        table: *const GtCharTable,
+        text: *const u8,
+        n: u32,
+        out: *mut u8,
+        from: *mut u32,
+        to: *mut u32,
     ) -> u32;
     fn gt_host_unigram_word(
         model: *const GtUnigramModel,
@@ -96,6 +110,14 @@ extern "C" {
     fn gt_host_chain_can_cut(splits: *const GtSplits) -> i32;
     fn gt_host_class(cp: u32) -> u32;
     fn gt_host_run(kernel: u32, args: *const u8, begin: u32, end: u32) -> i32;
+    fn gt_host_run_checked(
+        kernel: u32,
+        args: *const u8,
+        begin: u32,
+        end: u32,
+        check: *const GtLaneCheck,
+        found: *mut GtLaneHazard,
+    ) -> i32;
     fn gt_host_struct_sizes(out: *mut u64, n: u32) -> u32;
     #[cfg(test)]
     fn gt_host_constants(out: *mut u32);
@@ -334,13 +356,50 @@ impl Scratch {
     }
 }
 
+/// The long words' schedules in use (`gt_bpe_rounds`' share): the CPU
+/// backend's, and the devices' (a GPU's and the emulator's).
+static HOST_SHARE: AtomicU32 = AtomicU32::new(ROUND_SHARE_HOST);
+static DEVICE_SHARE: AtomicU32 = AtomicU32::new(ROUND_SHARE_GPU);
+/// The largest share a test may set: 1/share of a long word's symbols is at least one.
+pub const MAX_ROUND_SHARE: u32 = 1024;
+
+/// The shares long words are merged with: (CPU backend, devices).
+pub fn round_shares() -> (u32, u32) {
+    (
+        HOST_SHARE.load(Ordering::Relaxed),
+        DEVICE_SHARE.load(Ordering::Relaxed),
+    )
+}
+
+/// Sets the CPU backend's and the devices' shares (those given), so that
+/// tests run each backend with the other's schedule; returns the previous
+/// ones. Results never depend on them, only the work does.
+pub fn set_round_shares(host: Option<u32>, device: Option<u32>) -> Result<(u32, u32), String> {
+    for share in [host, device].into_iter().flatten() {
+        if !(1..=MAX_ROUND_SHARE).contains(&share) {
+            return Err(format!(
+                "a round share must be between 1 and {MAX_ROUND_SHARE}, not {share}"
+            ));
+        }
+    }
+    let before = round_shares();
+    if let Some(share) = host {
+        HOST_SHARE.store(share, Ordering::Relaxed);
+    }
+    if let Some(share) = device {
+        DEVICE_SHARE.store(share, Ordering::Relaxed);
+    }
+    Ok(before)
+}
+
 /// BPE of one word (`gt_bpe_word`): appends its ids to `out`.
 pub fn bpe_word(model: &GtBpeModel, word: &[u8], scratch: &mut Scratch, out: &mut Vec<u32>) {
+    let share = round_shares().0;
     // SAFETY: the model's tables outlive the call (owned by the plan);
     // gt_bpe_word writes at most n ids and uses only the scratch it is given.
     let done = unsafe {
-        run_word(word, scratch, out, |bytes, n, s, ids| {
-            gt_host_bpe_word(model, bytes, n, s, ids)
+        run_word(word, word.len(), scratch, out, |bytes, n, s, ids| {
+            gt_host_bpe_word(model, bytes, n, s, ids, share)
         })
     };
     assert!(done, "word too long for the BPE kernel");
@@ -354,22 +413,31 @@ pub fn spm_word(
     scratch: &mut Scratch,
     out: &mut Vec<u32>,
 ) -> bool {
-    // SAFETY: as for `bpe_word` (gt_spm_word has the same contract).
+    let share = round_shares().0;
+    if word.len() >= u32::MAX as usize / 4 / (1 + AFFIX_MAX) {
+        return false;
+    }
+    // SAFETY: reads the model's two affix lengths.
+    let room = unsafe { gt_host_spm_room(model, word.len() as u32) } as usize;
+    // SAFETY: as for `bpe_word`: gt_spm_word writes at most `room` ids
+    // (gt_spm_room) and uses only the scratch it is given.
     unsafe {
-        run_word(word, scratch, out, |bytes, n, s, ids| {
-            gt_host_spm_word(model, bytes, n, s, ids)
+        run_word(word, room, scratch, out, |bytes, n, s, ids| {
+            gt_host_spm_word(model, bytes, n, s, ids, share)
         })
     }
 }
 
-/// Runs a per-word kernel given n bytes, scratch for n symbols (2n heap
-/// entries) and room for n ids; it returns how many ids it wrote. False,
-/// running nothing, for a word too long for the scratch's u32 indices.
+/// Runs a per-word kernel given n bytes, scratch for `room` symbols (twice
+/// as many heap entries) and room for `room` ids; it returns how many ids it
+/// wrote. False, running nothing, for a word too long for the scratch's u32
+/// indices.
 ///
 /// # Safety
-/// `kernel` must write at most n ids and use only the scratch it is given.
+/// `kernel` must write at most `room` ids and use only the scratch it is given.
 unsafe fn run_word(
     word: &[u8],
+    room: usize,
     scratch: &mut Scratch,
     out: &mut Vec<u32>,
     kernel: impl FnOnce(*const u8, u32, GtBpeScratch, *mut u32) -> u32,
@@ -378,12 +446,12 @@ unsafe fn run_word(
     if n == 0 {
         return true;
     }
-    if n >= u32::MAX as usize / 4 {
+    if room >= u32::MAX as usize / 4 {
         return false;
     }
-    scratch.reserve(n);
+    scratch.reserve(room);
     let at = out.len();
-    out.resize(at + n, 0);
+    out.resize(at + room, 0);
     let s = GtBpeScratch {
         ids: scratch.ids.as_mut_ptr(),
         prev: scratch.prev.as_mut_ptr(),
@@ -448,7 +516,7 @@ pub fn unigram_word(
 
 /// The words of `text` after WordPiece's normalizer and pre-tokenizer (whose
 /// normalized form is at most `growth` times as long), each passed to `emit`
-/// (`gt_wp_normalize`, `gt_wp_words`). False, calling nothing, when only the
+/// (`gt_chars_normalize`, `gt_wp_words`). False, calling nothing, when only the
 /// exact path can encode the text.
 pub fn wordpiece_words(
     model: &GtWordPieceModel,
@@ -507,6 +575,75 @@ pub fn wordpiece_needs_exact(model: &GtWordPieceModel, text: &[u8]) -> bool {
     };
     // SAFETY: the model's tables outlive the call (owned by the plan); reads n bytes of text.
     unsafe { gt_host_wp_needs_exact(model, text.as_ptr(), n) != 0 }
+}
+
+/// `text` through a per-code-point table (`gt_chars_normalize`) whose
+/// output is at most `growth` bytes per byte of input: Some(None) when the
+/// table leaves it as it is, None at a code point it flags (or for a text of
+/// 4 GiB).
+pub fn chars_normalize(table: &GtCharTable, growth: usize, text: &str) -> Option<Option<String>> {
+    u32::try_from(text.len().checked_mul(growth)?).ok()?;
+    // SAFETY: the table's arrays outlive the call (owned by the plan); reads
+    // the text's bytes.
+    let kept = unsafe { gt_host_chars_kept(table, text.as_ptr(), text.len() as u32, 0) } as usize;
+    if kept == text.len() {
+        return Some(None);
+    }
+    let rest = &text.as_bytes()[kept..];
+    let mut out = Vec::with_capacity(kept + rest.len() * growth);
+    out.extend_from_slice(&text.as_bytes()[..kept]);
+    // SAFETY: `out` has room for `growth` bytes per byte of `rest` past
+    // `kept` (the most the table writes); without spans the kernel writes no
+    // from/to.
+    let written = unsafe {
+        gt_host_chars_normalize(
+            table,
+            rest.as_ptr(),
+            rest.len() as u32,
+            out.as_mut_ptr().add(kept),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        )
+    };
+    if written == NONE {
+        return None;
+    }
+    // SAFETY: the kernel wrote `written` bytes past `kept`.
+    unsafe { out.set_len(kept + written as usize) };
+    // The table writes whole characters: kept ones and valid UTF-8 replacements.
+    String::from_utf8(out).ok().map(Some)
+}
+
+/// [`chars_normalize`] with the span in `text` of the code point each output
+/// byte comes from (`from`, `to`); the output even when unchanged. None at
+/// a code point the table flags.
+pub fn chars_normalize_aligned(
+    table: &GtCharTable,
+    growth: usize,
+    text: &str,
+) -> Option<(String, Vec<u32>, Vec<u32>)> {
+    let room = u32::try_from(text.len().checked_mul(growth)?).ok()? as usize;
+    let (mut out, mut from, mut to) = (vec![0u8; room], vec![0u32; room], vec![0u32; room]);
+    // SAFETY: the table's arrays outlive the call; out, from and to hold
+    // `growth` entries per byte of text, the most the table writes.
+    let written = unsafe {
+        gt_host_chars_normalize(
+            table,
+            text.as_ptr(),
+            text.len() as u32,
+            out.as_mut_ptr(),
+            from.as_mut_ptr(),
+            to.as_mut_ptr(),
+        )
+    };
+    if written == NONE {
+        return None;
+    }
+    let written = written as usize;
+    out.truncate(written);
+    from.truncate(written);
+    to.truncate(written);
+    Some((String::from_utf8(out).ok()?, from, to))
 }
 
 /// Per-thread buffers for [`wordpiece_text`], grown to the longest text seen.
@@ -706,6 +843,48 @@ pub unsafe fn host_run(kernel: Kernel, args: &[u8], begin: u32, end: u32) {
     assert_eq!(rc, 0, "the host build lacks kernel {}", kernel.name());
 }
 
+/// Runs threads `[begin, end)` of batch kernel `kernel` as [`host_run`]
+/// does, from the emulator's build (cuda/gt_host_checked.cpp): the lanes of
+/// block-cooperative code run shuffled, phase by phase, and their shared
+/// accesses are checked (cuda/gt_lane_check.h) as `check` asks. `begin` is a
+/// multiple of `LANES` for a block-cooperative kernel. Returns what the check
+/// found (`found` is 0 when nothing).
+///
+/// # Safety
+/// As for [`host_run`].
+pub unsafe fn host_run_checked(
+    kernel: Kernel,
+    args: &[u8],
+    begin: u32,
+    end: u32,
+    check: &GtLaneCheck,
+) -> GtLaneHazard {
+    let mut found = GtLaneHazard {
+        found: 0,
+        write: 0,
+        first: 0,
+        second: 0,
+        block: 0,
+        phase: 0,
+        syncs: 0,
+        n_barriers: 0,
+        barriers: [0; super::abi::LANE_BARRIERS],
+    };
+    // SAFETY: the caller's contract; `check` and `found` are live structs of the C layout.
+    let rc = unsafe {
+        gt_host_run_checked(
+            kernel.number(),
+            args.as_ptr(),
+            begin,
+            end,
+            check,
+            &mut found,
+        )
+    };
+    assert_eq!(rc, 0, "the host build lacks kernel {}", kernel.name());
+    found
+}
+
 /// The C compiler's sizes of the mirrored structs, in the order of
 /// `gt_host_struct_sizes` (cuda/gt_host.cpp).
 pub fn c_struct_sizes() -> Vec<u64> {
@@ -716,12 +895,12 @@ pub fn c_struct_sizes() -> Vec<u64> {
     sizes
 }
 
-/// The C side's `GT_WORK_CLASSES`, `GT_LANES` and `GT_LONG_WORD`, which
-/// Rust mirrors.
+/// The C side's `GT_WORK_CLASSES`, `GT_LANES`, `GT_LONG_WORD`,
+/// `GT_ROUND_SHARE_HOST` and `GT_ROUND_SHARE_GPU`, which Rust mirrors.
 #[cfg(test)]
-pub fn c_constants() -> [u32; 3] {
-    let mut out = [0u32; 3];
-    // SAFETY: writes 3 entries.
+pub fn c_constants() -> [u32; 5] {
+    let mut out = [0u32; 5];
+    // SAFETY: writes 5 entries.
     unsafe { gt_host_constants(out.as_mut_ptr()) };
     out
 }

@@ -83,11 +83,24 @@ pub fn emulator_releases_for_tests() -> Vec<(usize, Vec<u64>)> {
         .collect()
 }
 
+/// The shares long words are merged with (`gt_bpe_rounds`): (CPU backend,
+/// devices). Sets those given first, for tests that run each backend with the
+/// other's schedule; returns the shares before. Results never depend on them.
+#[pyfunction]
+#[pyo3(signature = (host=None, device=None))]
+pub fn long_word_round_shares_for_tests(
+    host: Option<u32>,
+    device: Option<u32>,
+) -> PyResult<(u32, u32)> {
+    crate::kernels::set_round_shares(host, device).map_err(pyo3::exceptions::PyValueError::new_err)
+}
+
 /// Sets up CUDA device `ordinal` for the batch kernels (context, kernels
 /// compiled or loaded from the cache) and describes it.
 #[pyfunction]
 pub fn cuda_device(py: Python<'_>, ordinal: usize) -> PyResult<Bound<'_, PyDict>> {
-    let gpu = detach_work(py, || crate::cuda::driver::gpu(ordinal))?;
+    let device = detach_work(py, || crate::cuda::driver::gpu(ordinal))?;
+    let gpu = &device.driver;
     let d = PyDict::new(py);
     d.set_item("ordinal", gpu.ordinal)?;
     d.set_item("name", &gpu.name)?;

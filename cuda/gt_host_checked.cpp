@@ -1,0 +1,206 @@
+// gt_host_checked.cpp: the emulator's build of the batch kernels. The same
+// functions as gt_host.cpp's (cuda/gt_batch.cuh), compiled with GT_LANE_CHECK
+// so that block-cooperative code runs its lanes shuffled, phase by phase, and
+// has every shared access checked (gt_lane_check.h). They live in a namespace
+// of their own: the CPU backend keeps the unchecked build, at full speed.
+// Compiled by build.rs; called through rust/kernels/host.rs.
+#include <stdlib.h>
+#include <string.h>
+
+#include "gt_lane_check.h"
+
+namespace gt_checked {
+#define GT_LANE_CHECK 1
+#include "gt_batch.cuh"
+}  // namespace gt_checked
+
+static_assert(sizeof(GtLaneCheck) == 16 && sizeof(GtLaneHazard) == 96, "as rust/kernels/abi.rs mirrors them");
+
+namespace {
+
+const uint16_t NOBODY = 0xFFFF;          // no access yet
+const uint16_t EVERY = GT_LANE_EVERY;    // code every lane runs
+const uint16_t SEVERAL = GT_LANE_SEVERAL;  // reads by more than one lane
+
+// One 4-byte word's accesses in the current phase (entries of older phases
+// are free slots).
+struct Shadow {
+    uint64_t key;
+    uint32_t phase;
+    uint16_t writer;
+    uint16_t reader;
+};
+
+// The checker's state on one host thread, which runs whole blocks.
+struct LaneState {
+    Shadow* slots = nullptr;
+    uint64_t capacity = 0, used = 0;
+    uint32_t phase = 1;  // slots of another phase are free
+    uint16_t lane = EVERY;
+    uint32_t syncs = 0, block = 0;
+    uint64_t rng = 1, order_a = 1, order_b = 0;
+    GtLaneCheck check = {0, 0, 0};
+    GtLaneHazard hazard = {};
+    ~LaneState() { free(slots); }
+};
+
+thread_local LaneState state;
+
+uint64_t next_random(LaneState& st) {
+    st.rng ^= st.rng << 13;
+    st.rng ^= st.rng >> 7;
+    st.rng ^= st.rng << 17;
+    return st.rng;
+}
+
+void clear_slots(LaneState& st, uint64_t capacity) {
+    free(st.slots);
+    st.slots = static_cast<Shadow*>(calloc(capacity, sizeof(Shadow)));
+    if (!st.slots) abort();  // out of host memory: nothing sensible is left to do
+    st.capacity = capacity;
+    st.used = 0;
+}
+
+uint64_t slot_of(const LaneState& st, uint64_t key) { return (key * 0x9E3779B97F4A7C15ull) & (st.capacity - 1); }
+
+// The shadow of word `key` in this phase (a fresh one if untouched so far).
+Shadow& shadow(LaneState& st, uint64_t key) {
+    if (2 * (st.used + 1) > st.capacity) {  // grow, keeping this phase's entries
+        Shadow* old = st.slots;
+        uint64_t old_capacity = st.capacity;
+        st.slots = nullptr;  // (not freed by clear_slots)
+        clear_slots(st, 2 * old_capacity);
+        for (uint64_t i = 0; i < old_capacity; ++i) {
+            if (old[i].phase != st.phase) continue;
+            uint64_t at = slot_of(st, old[i].key);
+            while (st.slots[at].phase == st.phase) at = (at + 1) & (st.capacity - 1);
+            st.slots[at] = old[i];
+            ++st.used;
+        }
+        free(old);
+    }
+    for (uint64_t at = slot_of(st, key);; at = (at + 1) & (st.capacity - 1)) {
+        Shadow& s = st.slots[at];
+        if (s.phase != st.phase) {
+            s.key = key;
+            s.phase = st.phase;
+            s.writer = s.reader = NOBODY;
+            ++st.used;
+            return s;
+        }
+        if (s.key == key) return s;
+    }
+}
+
+// True when an access recorded as `by` is another lane's than `lane`'s.
+bool other(uint16_t by, uint16_t lane) {
+    return by != NOBODY && (by != lane || lane == EVERY || by == SEVERAL);
+}
+
+void report(LaneState& st, uint16_t first, int write) {
+    if (st.hazard.found) return;
+    st.hazard.found = 1;
+    st.hazard.write = (uint32_t)write;
+    st.hazard.first = first;
+    st.hazard.second = st.lane;
+    st.hazard.block = st.block;
+    st.hazard.phase = st.syncs;
+}
+
+void new_phase(LaneState& st) {
+    if (++st.phase == 0) {  // wrapped: every slot is old anyway
+        memset(st.slots, 0, st.capacity * sizeof(Shadow));
+        st.phase = 1;
+    }
+    st.used = 0;
+}
+
+}  // namespace
+
+void gt_lane_touch(const void* p, uint64_t bytes, int write) {
+    LaneState& st = state;
+    uint64_t first = (uint64_t)(uintptr_t)p >> 2, last = ((uint64_t)(uintptr_t)p + bytes + 3) >> 2;
+    for (uint64_t key = first; key < last; ++key) {
+        Shadow& s = shadow(st, key);
+        if (write) {
+            if (other(s.writer, st.lane)) report(st, s.writer, 1);
+            else if (other(s.reader, st.lane)) report(st, s.reader, 1);
+            s.writer = st.lane;
+        } else {
+            if (other(s.writer, st.lane)) report(st, s.writer, 0);
+            s.reader = s.reader == NOBODY || s.reader == st.lane ? st.lane : SEVERAL;
+        }
+    }
+}
+
+uint32_t gt_lane_barrier(const char* file, uint32_t line) {
+    const char* name = file;
+    for (const char* c = file; *c; ++c)
+        if (*c == '/' || *c == '\\') name = c + 1;
+    uint32_t h = 2166136261u;
+    for (; *name; ++name) h = (h ^ (uint8_t)*name) * 16777619u;
+    return (h & 0xFFFF0000u) | (line & 0xFFFFu);
+}
+
+void gt_lane_sync(const char* file, uint32_t line) {
+    LaneState& st = state;
+    uint32_t id = gt_lane_barrier(file, line);
+    GtLaneHazard& h = st.hazard;
+    uint32_t k = 0;
+    while (k < h.n_barriers && h.barriers[k] != id) ++k;
+    if (k == h.n_barriers && k < GT_LANE_BARRIERS) h.barriers[h.n_barriers++] = id;
+    ++st.syncs;
+    if (st.syncs > h.syncs) h.syncs = st.syncs;
+    if (id != st.check.removed) new_phase(st);
+}
+
+uint32_t gt_lane_enter(uint32_t lane) {
+    uint32_t before = state.lane;
+    state.lane = (uint16_t)lane;
+    return before;
+}
+
+void gt_lane_shuffle() {
+    LaneState& st = state;
+    st.order_a = next_random(st) | 1;  // odd: k -> a k + b is a permutation mod a power of two
+    st.order_b = next_random(st);
+}
+
+uint32_t gt_lane_shuffled(uint32_t k, uint32_t n) {
+    return (uint32_t)((state.order_a * k + state.order_b) & (n - 1));
+}
+
+extern "C" {
+
+// Runs threads [begin, end) of batch kernel number `kernel` with `args`, as
+// gt_host_run does, with block-cooperative code checked as `check` asks (a
+// block is started by its thread whose index is a multiple of GT_LANES);
+// writes what the checker found to *found. Returns 0, or -1 for an unknown kernel.
+int gt_host_run_checked(uint32_t kernel, const void* args, uint32_t begin, uint32_t end, const GtLaneCheck* check,
+                        GtLaneHazard* found) {
+    LaneState& st = state;
+    st.check = *check;
+    st.hazard = GtLaneHazard{};
+    if (st.capacity > (1u << 22)) clear_slots(st, 4096);  // do not keep a huge table between launches
+    if (!st.capacity) clear_slots(st, 4096);
+    int rc = -1;
+    uint32_t number = 0;
+#define GT_CHECKED_KERNEL(name, Args)                                            \
+    if (kernel == number++) {                                                    \
+        for (uint32_t i = begin; i < end; ++i) {                                 \
+            st.block = i / GT_LANES;                                             \
+            st.syncs = 0;                                                        \
+            st.lane = EVERY;                                                     \
+            st.rng = (check->seed ^ (0x9E3779B97F4A7C15ull * (i + 1))) | 1;      \
+            new_phase(st);                                                       \
+            gt_checked::name##_thread((const gt_checked::Args*)args, i);          \
+        }                                                                        \
+        rc = 0;                                                                  \
+    }
+    GT_BATCH_KERNELS(GT_CHECKED_KERNEL)
+#undef GT_CHECKED_KERNEL
+    *found = st.hazard;
+    return rc;
+}
+
+}
