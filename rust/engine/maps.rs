@@ -25,7 +25,6 @@ use crate::pool;
 use std::sync::OnceLock;
 use tokenizers::{AddedVocabulary, Encoding, Model, OffsetType, PreTokenizer, Token};
 
-
 /// Bytes a crate `Encoding` holds per token: ids, type ids, masks, word,
 /// offsets and the token's string (a copy of the pad token's in padding).
 const ENCODING_BYTES_PER_TOKEN: usize = 160;

@@ -25,9 +25,7 @@ use crate::error::{Error, Result};
 use crate::layout::{Batch, Outputs};
 use crate::plan::{FastPlan, PlanReport};
 use crate::pool;
-use tokenizers::{
-    AddedToken, Encoding, PaddingParams, PostProcessor, Tokenizer, TruncationParams,
-};
+use tokenizers::{AddedToken, Encoding, PaddingParams, PostProcessor, Tokenizer, TruncationParams};
 
 /// Per-call settings.
 #[derive(Clone, Debug, Default)]

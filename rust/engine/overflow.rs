@@ -233,7 +233,11 @@ pub fn check_budget(windows: u128, tokens: u128, params: &TruncationParams) -> R
             params.max_length, params.stride
         )
     };
-    crate::memory::check("the overflowing windows", usize::try_from(bytes).ok(), cause)
+    crate::memory::check(
+        "the overflowing windows",
+        usize::try_from(bytes).ok(),
+        cause,
+    )
 }
 
 #[cfg(test)]
