@@ -210,6 +210,26 @@ def test_an_overflow_too_big_for_memory_is_refused_before_it_is_built() -> None:
     assert len(tok([doc], [doc], truncation=True, max_length=16, stride=4)["input_ids"][0]) == 16
 
 
+def test_the_rich_path_refuses_device_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rich path runs on the CPU: device="cuda" is refused, never answered
+    with host tensors (it returned them silently): without a GPU as every
+    device="cuda" call is, with one (placement stubbed) with a typed error."""
+    tok = ours("bert-minilm")
+    rich = dict(truncation=True, max_length=8, stride=2, return_overflowing_tokens=True, return_tensors="pt")
+    from gpu_tok import _placement
+
+    if not _placement.cuda_usable():
+        with pytest.raises(gpu_tok.CudaUnavailableError):
+            tok(["a b c d e f g h i j k"], device="cuda", **rich)
+    monkeypatch.setattr(_placement, "resolve", lambda *a, **k: _placement.Placement("cuda:0"))
+    with pytest.raises(gpu_tok.InvalidInputError, match="device='cuda'"):
+        tok(["a b c d e f g h i j k"], device="cuda", **rich)
+    with pytest.raises(gpu_tok.InvalidInputError, match="cannot be in device memory"):
+        tok([["a", "b"]], is_split_into_words=True, device="cuda:0")
+    monkeypatch.undo()
+    assert tok(["a b c d e f g h i j k"], device="cpu", padding="max_length", **rich)["input_ids"].shape[1] == 8
+
+
 def _maps_of(batch: Any, rows: int) -> list[tuple[Any, ...]]:
     return [(batch.word_ids(i), batch.tokens(i), batch.sequence_ids(i), batch.char_to_token(i, 2),
              batch.encodings[i].offsets) for i in range(rows)]

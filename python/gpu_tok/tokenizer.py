@@ -30,6 +30,7 @@ from . import _added, _chat, _compat, _config, _core, _maps, _pad, _placement, _
 from ._errors import (
     CpuFallbackWarning,
     CudaOutOfMemoryError,
+    InvalidInputError,
     InvalidTokenizerError,
     TokenizerNotFoundError,
     UnsupportedTokenizerError,
@@ -603,6 +604,14 @@ class Tokenizer(_compat.TransformersNames):
                        pretokenized=is_split_into_words, split_special_tokens=split_special_tokens)
         if is_split_into_words or return_overflowing_tokens or split_special_tokens:
             # The maps are computed anyway: the core's rich path, which keeps them.
+            # It runs on the CPU: a call that asked for device memory is refused,
+            # not answered in host memory.
+            placement = _placement.resolve(device, None, packable=False)
+            if placement.core != "cpu" and not placement.to_host:
+                raise InvalidInputError(
+                    "return_overflowing_tokens, is_split_into_words and split_special_tokens are computed on "
+                    f"the CPU, so their results cannot be in device memory (device={device!r}): pass "
+                    "device='cpu' or 'auto', then move the tensors")
             core, maps, total_ms = _maps.encode(self._core, texts, pairs, overflow=return_overflowing_tokens,
                                                 attention_mask=wanted["attention_mask"],
                                                 type_ids=wanted["token_type_ids"],
