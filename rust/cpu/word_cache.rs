@@ -8,14 +8,15 @@
 //! Words of up to 15 bytes (nearly all) are kept in a [`ShortWords`] table,
 //! longer ones in a map. On text seen once a tenth of the words are new, and
 //! each lookup of an 8 MB table, and each table read of a new word's merge
-//! loop, is a trip to memory; so the byte-level engine gives its words a
-//! chunk at a time ([`WordCache::push_word`]): the cache line of each word
+//! loop, is a trip to memory; so the byte-level engine (a plan with a token
+//! for every byte) gives its words a chunk at a time ([`WordCache::push_word`]): the cache line of each word
 //! is asked for as the word is found, the words the cache lacks are looked
 //! up in the plan's vocabulary table (`vocab`: every short token, with the
 //! ids the kernel gives it), and those still unknown go to a kernel that
 //! encodes them all side by side, which overlaps their table reads. The
-//! words come out in their order. Other families give words one at a time
-//! ([`WordCache::encode_word`]).
+//! words come out in their order. Other families, and byte-level plans
+//! that read characters (affixes, byte fallback, an unknown token), give
+//! words one at a time ([`WordCache::encode_word`]).
 
 use super::encode::Encoded;
 use super::Part;
