@@ -101,7 +101,6 @@ GT_HD gt_u32 gt_spm_word(const GtSpmModel* m, const gt_u8* bytes, gt_u32 n, GtBp
     if (m->ignore_merges && gt_whole_word(&m->vocab, bytes, n, out)) return 1;
     gt_u32 k = gt_spm_symbols(m, bytes, n, s.ids);
     if (k == 0) return 0;
-    gt_bpe_link(s, k);
     return gt_bpe_merge(&m->merges, s, k, out);
 }
 

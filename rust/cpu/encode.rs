@@ -8,7 +8,7 @@
 //! exactly the crate's; the text between them is normalized piece by piece,
 //! as the crate does, and goes through the fast engine.
 
-use super::word_cache;
+use super::word_cache::{self, WordScratch};
 use crate::kernels;
 use crate::plan::bytelevel::{ByteLevelPlan, Matcher, SplitStep};
 use crate::plan::normalize::Aligns;
@@ -240,6 +240,73 @@ fn encode_text(
     base: usize,
     align: Option<&[(u32, u32)]>,
     ids: &mut Vec<u32>,
+    spans: Option<&mut Vec<(usize, usize)>>,
+) -> bool {
+    match plan.one_token_per_byte() {
+        true => encode_words_batched(plan, plan_id, text, base, align, ids, spans),
+        false => encode_words_one_by_one(plan, plan_id, text, base, align, ids, spans),
+    }
+}
+
+/// `encode_text` for a model with a token for every byte (`gt_bpe_word`):
+/// the words a chunk's cache and the plan's vocabulary table lack are
+/// encoded together (`kernels::bpe_words`). Always true.
+fn encode_words_batched(
+    plan: &ByteLevelPlan,
+    plan_id: u64,
+    text: &str,
+    base: usize,
+    align: Option<&[(u32, u32)]>,
+    ids: &mut Vec<u32>,
+    mut spans: Option<&mut Vec<(usize, usize)>>,
+) -> bool {
+    let bytes = text.as_bytes();
+    ids.reserve(text.len() / 3 + 1);
+    // The table holds every token of up to 15 bytes, so only longer words
+    // may still be one (ignore_merges).
+    let kernel = |text: &[u8],
+                  words: &[(usize, usize)],
+                  s: &mut WordScratch,
+                  out: &mut Vec<u32>,
+                  counts: &mut Vec<u32>| {
+        let whole_from = crate::short_words::MAX_BYTES + 1;
+        kernels::bpe_words(
+            plan.word_model(),
+            whole_from,
+            text,
+            words,
+            &mut s.bpe,
+            out,
+            counts,
+        )
+    };
+    let mut emit = |start: usize, word_ids: &[u32]| {
+        ids.extend_from_slice(word_ids);
+        if let Some(spans) = spans.as_deref_mut() {
+            let lens = word_ids.iter().map(|&id| plan.token_len(id));
+            push_spans(spans, base, align, start, lens);
+        }
+    };
+    word_cache::with_cache(plan_id, |cache| {
+        let vocab = Some(plan.short_vocab());
+        let mut found = |start: usize, end: usize| {
+            cache.push_word(bytes, (start, end), vocab, &kernel, &mut emit)
+        };
+        each_word(plan, text, &mut found);
+        cache.finish(bytes, vocab, &kernel, &mut emit);
+    });
+    true
+}
+
+/// `encode_text` for a model that reads characters (affixes, byte fallback,
+/// the unknown token): each word through the cache and `plan.encode_word`.
+fn encode_words_one_by_one(
+    plan: &ByteLevelPlan,
+    plan_id: u64,
+    text: &str,
+    base: usize,
+    align: Option<&[(u32, u32)]>,
+    ids: &mut Vec<u32>,
     mut spans: Option<&mut Vec<(usize, usize)>>,
 ) -> bool {
     let mut fine = true;
@@ -251,31 +318,12 @@ fn encode_text(
             let Some(spans) = spans.as_deref_mut() else {
                 return;
             };
-            let Some(lens) = plan.token_lens(&ids[first..], end - start) else {
-                fine = false;
-                return;
-            };
-            let mut at = start;
-            for len in lens {
-                spans.push(match align {
-                    Some(align) => (
-                        base + align[at].0 as usize,
-                        base + align[at + len - 1].1 as usize,
-                    ),
-                    None => (base + at, base + at + len),
-                });
-                at += len;
+            match plan.token_lens(&ids[first..], end - start) {
+                Some(lens) => push_spans(spans, base, align, start, lens.into_iter()),
+                None => fine = false,
             }
         };
-        match &plan.chain {
-            // No step needs Oniguruma: the shared kernel logic splits (as on the GPU).
-            Some(chain) => kernels::chain_words(chain, text, &mut encode),
-            None => for_each_word(&plan.splits, text, &mut |word: &str| {
-                // `word` is a slice of `text`: its position is the pointer difference.
-                let start = word.as_ptr() as usize - text.as_ptr() as usize;
-                encode(start, start + word.len())
-            }),
-        }
+        each_word(plan, text, &mut encode);
     });
     fine
 }
@@ -287,6 +335,44 @@ pub fn split_words(splits: &[SplitStep], text: &str, emit: &mut dyn FnMut(usize,
         let start = word.as_ptr() as usize - text.as_ptr() as usize;
         emit(start, start + word.len())
     });
+}
+
+/// Calls `found(start, end)` with each word of `text` in order, split by
+/// the plan's steps.
+fn each_word(plan: &ByteLevelPlan, text: &str, found: &mut impl FnMut(usize, usize)) {
+    match &plan.chain {
+        // No step needs Oniguruma: the shared kernel logic splits (as on the GPU).
+        Some(chain) => kernels::chain_words(chain, text, found),
+        None => for_each_word(&plan.splits, text, &mut |word: &str| {
+            // `word` is a slice of `text`: its position is the pointer difference.
+            let start = word.as_ptr() as usize - text.as_ptr() as usize;
+            found(start, start + word.len())
+        }),
+    }
+}
+
+/// Appends the byte span in the original text of each token of a word at
+/// byte `start` of a piece, the tokens covering `lens` bytes of it in turn:
+/// the piece is at byte `base` of the text, each of its bytes from its
+/// source (`align`; none: itself).
+fn push_spans(
+    spans: &mut Vec<(usize, usize)>,
+    base: usize,
+    align: Option<&[(u32, u32)]>,
+    start: usize,
+    lens: impl Iterator<Item = usize>,
+) {
+    let mut at = start;
+    for len in lens {
+        spans.push(match align {
+            Some(align) => (
+                base + align[at].0 as usize,
+                base + align[at + len - 1].1 as usize,
+            ),
+            None => (base + at, base + at + len),
+        });
+        at += len;
+    }
 }
 
 /// Calls `emit` with each non-empty word (for chains with an Oniguruma step,

@@ -5,9 +5,9 @@
 
 use super::abi::{
     GtBpeModel, GtBpeScratch, GtBytesSlot, GtBytesTable, GtChain, GtChainStep, GtCharTable,
-    GtLaneCheck, GtLaneHazard, GtMergeEntry, GtPairSlot, GtRegex, GtSpmCuts, GtSpmModel,
-    GtUnigramModel, GtUnigramScratch, GtWordPieceModel, GtWpScratch, Kernel, AFFIX_MAX, NONE,
-    ROUND_SHARE_GPU, ROUND_SHARE_HOST,
+    GtLaneCheck, GtLaneHazard, GtMergeEntry, GtPairSlot, GtPairTable, GtRegex, GtSpmCuts,
+    GtSpmModel, GtUnigramModel, GtUnigramScratch, GtWordPieceModel, GtWpScratch, Kernel, AFFIX_MAX,
+    NONE, PAIR_ID_LIMIT, PAIR_RANK_LIMIT, ROUND_SHARE_GPU, ROUND_SHARE_HOST,
 };
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -21,6 +21,17 @@ extern "C" {
         out: *mut u32,
         share: u32,
     ) -> u32;
+    fn gt_host_bpe_words_turns(
+        model: *const GtBpeModel,
+        bytes: *const u8,
+        starts: *const u32,
+        lens: *const u32,
+        k: u32,
+        out: *mut u32,
+        rooms: *const u32,
+        counts: *mut u32,
+    );
+    fn gt_host_turn_max() -> u32;
     fn gt_host_spm_word(
         model: *const GtSpmModel,
         bytes: *const u8,
@@ -46,14 +57,7 @@ extern "C" {
         scratch: GtUnigramScratch,
         out: *mut u32,
     ) -> u32;
-    fn gt_host_pair_insert(
-        slots: *mut GtPairSlot,
-        mask: u64,
-        left: u32,
-        right: u32,
-        rank: u32,
-        merged_id: u32,
-    );
+    fn gt_host_pair_insert(slots: *mut GtPairSlot, mask: u64, left: u32, right: u32, rank: u32);
     fn gt_host_bytes_insert(
         slots: *mut GtBytesSlot,
         mask: u64,
@@ -68,6 +72,7 @@ extern "C" {
     fn gt_host_is_white_space(cp: u32) -> i32;
     #[cfg(test)]
     fn gt_host_spm_cut_between(cuts: *const GtSpmCuts, a: u32, b: u32) -> i32;
+    fn gt_host_pair_rank(table: *const GtPairTable, left: u32, right: u32) -> u32;
     fn gt_host_bytes_find(table: *const GtBytesTable, bytes: *const u8, n: u32) -> u32;
     fn gt_host_find(pattern: u32, text: *const u8, end: u32, pos: u32, start: *mut u32) -> u32;
     fn gt_host_chain_words(
@@ -326,13 +331,119 @@ pub fn find(pattern: u32, text: &str, pos: usize) -> Option<(usize, usize)> {
     (end != NONE).then_some((start as usize, end as usize))
 }
 
-/// Per-thread scratch for `bpe_word`, grown to the longest word seen.
+/// Per-thread scratch for `bpe_word`, grown to the longest word seen, and
+/// for `bpe_words`.
 #[derive(Default)]
 pub struct Scratch {
     ids: Vec<u32>,
     prev: Vec<i32>,
     next: Vec<i32>,
     heap: Vec<GtMergeEntry>,
+    turns: Turns,
+}
+
+/// The arrays `gt_bpe_words_turns` reads and writes.
+#[derive(Default)]
+struct Turns {
+    starts: Vec<u32>,
+    lens: Vec<u32>,
+    rooms: Vec<u32>,
+    counts: Vec<u32>,
+    out: Vec<u32>,
+    /// Each word's id when it is one vocabulary token (ignore_merges), else NONE.
+    whole: Vec<u32>,
+}
+
+/// Longest word (in bytes) `bpe_words` merges in turns (`GT_TURN_MAX`).
+pub fn turn_max() -> usize {
+    // SAFETY: returns a constant.
+    unsafe { gt_host_turn_max() as usize }
+}
+
+/// Byte-level BPE of the words `text[start..end)` of `spans` with `model`
+/// (`gt_bpe_word`'s ids): appends each word's ids to `ids` and their count
+/// to `counts`, in order. Words of at most `turn_max()` bytes go through
+/// the merge loop side by side (`gt_bpe_words_turns`), after the whole-word
+/// lookup of the model's ignore_merges for those of `whole_from` bytes or
+/// more (the caller has looked the shorter ones up). Longer words go through
+/// `gt_bpe_word` one by one.
+pub fn bpe_words(
+    model: &GtBpeModel,
+    whole_from: usize,
+    text: &[u8],
+    spans: &[(usize, usize)],
+    scratch: &mut Scratch,
+    ids: &mut Vec<u32>,
+    counts: &mut Vec<u32>,
+) {
+    assert!(
+        text.len() < u32::MAX as usize,
+        "pieces are limited to 4 GiB"
+    );
+    let short = turn_max();
+    let t = &mut scratch.turns;
+    t.starts.clear();
+    t.lens.clear();
+    t.rooms.clear();
+    t.whole.clear();
+    let mut room = 0u32;
+    for &(start, end) in spans {
+        assert!(
+            start < end && end <= text.len(),
+            "a word must be a non-empty span of the text"
+        );
+        let whole = match model.ignore_merges != 0 && end - start >= whole_from {
+            // SAFETY: the model's tables outlive the call; reads the word's bytes.
+            true => unsafe {
+                gt_host_bytes_find(&model.vocab, text[start..].as_ptr(), (end - start) as u32)
+            },
+            false => NONE,
+        };
+        t.whole.push(whole);
+        if whole == NONE && end - start <= short {
+            t.starts.push(start as u32);
+            t.lens.push((end - start) as u32);
+            t.rooms.push(room);
+            room += (end - start) as u32;
+        }
+    }
+    let k = t.lens.len();
+    t.counts.clear();
+    t.counts.resize(k, 0);
+    t.out.clear();
+    t.out.resize(room as usize, 0);
+    if k > 0 {
+        // SAFETY: each word lies inside `text` (checked) and has 1..=short
+        // bytes; `out` holds each word's room (its length) at its offset;
+        // `counts` holds k entries; the model's tables outlive the call.
+        unsafe {
+            gt_host_bpe_words_turns(
+                model,
+                text.as_ptr(),
+                t.starts.as_ptr(),
+                t.lens.as_ptr(),
+                k as u32,
+                t.out.as_mut_ptr(),
+                t.rooms.as_ptr(),
+                t.counts.as_mut_ptr(),
+            )
+        }
+    }
+    let mut turn = 0;
+    for (i, &(start, end)) in spans.iter().enumerate() {
+        let at = ids.len();
+        if scratch.turns.whole[i] != NONE {
+            ids.push(scratch.turns.whole[i]);
+        } else if end - start <= short {
+            let room = scratch.turns.rooms[turn] as usize;
+            let count = scratch.turns.counts[turn] as usize;
+            ids.extend_from_slice(&scratch.turns.out[room..room + count]);
+            turn += 1;
+        } else {
+            bpe_word(model, &text[start..end], scratch, ids);
+        }
+        counts.push((ids.len() - at) as u32);
+    }
 }
 
 impl Scratch {
@@ -717,9 +828,20 @@ pub fn wordpiece_text(
     true
 }
 
-/// Inserts a merge into a pair table (`gt_pair_insert`); the last insert of a pair wins.
-pub fn pair_insert(slots: &mut [GtPairSlot], pair: (u32, u32), rank: u32, id: u32) {
+/// Rank of the pair (left, right) in a pair table (`gt_pair_rank`), or None.
+pub fn pair_rank(table: &GtPairTable, left: u32, right: u32) -> Option<u32> {
+    // SAFETY: `table` views live slots (its owner's) with free slots left, so
+    // the probe ends inside them.
+    let rank = unsafe { gt_host_pair_rank(table, left, right) };
+    (rank != NONE).then_some(rank)
+}
+
+/// Inserts a pair into a pair table (`gt_pair_insert`); the last insert of a
+/// pair wins. Ids must be below `PAIR_ID_LIMIT` and the rank below
+/// `PAIR_RANK_LIMIT` (checked: the packed slot has no room for more).
+pub fn pair_insert(slots: &mut [GtPairSlot], pair: (u32, u32), rank: u32) {
     assert!(slots.len().is_power_of_two());
+    assert!(pair.0 < PAIR_ID_LIMIT && pair.1 < PAIR_ID_LIMIT && rank < PAIR_RANK_LIMIT);
     // SAFETY: a power-of-two slot array (checked) that the caller sized to keep
     // free slots, so the probe ends inside it.
     unsafe {
@@ -729,7 +851,6 @@ pub fn pair_insert(slots: &mut [GtPairSlot], pair: (u32, u32), rank: u32, id: u3
             pair.0,
             pair.1,
             rank,
-            id,
         )
     }
 }

@@ -37,6 +37,7 @@ use crate::kernels::{
     self, BytesTable, GtBpeModel, GtChain, GtChainStep, GtPairSlot, GtPairTable, GtRegex,
     GtSpmModel, NONE,
 };
+use crate::short_words::{self, ShortWords};
 use aho_corasick::AhoCorasick;
 use serde_json::Value;
 use std::borrow::Cow;
@@ -359,6 +360,20 @@ pub struct ByteLevelTables {
     merges: MergeTable,
     /// Whole-word table the model view points into (empty without ignore_merges).
     words: BytesTable,
+    /// The ranks `model.byte_pair_ranks` points to.
+    byte_pair_ranks: Vec<u32>,
+    /// The model words are encoded with: `model`, but looking each word of
+    /// over 15 bytes up first in the tokens that are their own BPE
+    /// (`own_words`), so a word that is one token skips the merge loop;
+    /// exact either way (shorter words are in `short_vocab`).
+    word_model: GtBpeModel,
+    /// The tokens of over 15 bytes that are their own BPE, without
+    /// ignore_merges (with it, `words` holds every token and `word_model`
+    /// is `model`).
+    own_words: Option<BytesTable>,
+    /// Every token of up to 15 bytes -> the ids BPE gives its bytes: the
+    /// CPU's first answer for a word its cache has not seen.
+    short_vocab: ShortWords,
     /// Without ignore_merges: every vocabulary token as bytes, with its id.
     vocab_words: Vec<(Vec<u8>, u32)>,
     /// Bytes of text each vocabulary token stands for, by id (for offsets).
@@ -458,6 +473,8 @@ impl CharsModel {
 /// The arrays behind [`GtBpeModel`], for copying to a device.
 pub struct ModelTables<'a> {
     pub merges: &'a MergeTable,
+    /// Rank of each two bytes' merge (`GtBpeModel.byte_pair_ranks`).
+    pub byte_pair_ranks: &'a [u32],
     /// Whole words (every token with ignore_merges, else empty).
     pub words: &'a BytesTable,
 }
@@ -467,6 +484,80 @@ pub struct ModelTables<'a> {
 unsafe impl Send for ByteLevelTables {}
 // SAFETY: as above.
 unsafe impl Sync for ByteLevelTables {}
+
+impl ByteLevelTables {
+    /// The CPU's tables for words it has not seen, for a model with a token
+    /// for every byte (the others encode each word with `chars`): every
+    /// token of up to 15 bytes with the ids BPE gives its bytes
+    /// (`short_vocab`), and the longer tokens that are their own BPE, looked
+    /// up by `word_model` before its merge loop (with ignore_merges, `words`
+    /// holds every token already).
+    fn build_word_tables(&mut self) {
+        let ignore_merges = self.model.ignore_merges != 0;
+        if self.chars.is_none() {
+            let bpe = self.bpe_of_each(&self.vocab_words);
+            let short = self.vocab_words.iter().zip(&bpe);
+            self.short_vocab = ShortWords::of(
+                short
+                    .filter(|((bytes, _), _)| bytes.len() <= short_words::MAX_BYTES)
+                    .map(|((bytes, _), ids)| (bytes.as_slice(), ids.as_slice()))
+                    .collect::<Vec<_>>()
+                    .into_iter(),
+            );
+            if !ignore_merges {
+                let own = self
+                    .vocab_words
+                    .iter()
+                    .zip(&bpe)
+                    .filter(|((bytes, id), ids)| {
+                        bytes.len() > short_words::MAX_BYTES && ids.as_slice() == [*id]
+                    });
+                let own = BytesTable::build(
+                    own.map(|((bytes, id), _)| (bytes.as_slice(), *id))
+                        .collect::<Vec<_>>()
+                        .into_iter(),
+                );
+                self.word_model.vocab = own.view();
+                self.word_model.ignore_merges = 1;
+                self.own_words = Some(own);
+            }
+        }
+        if ignore_merges {
+            self.vocab_words = Vec::new(); // `words` holds them
+        }
+    }
+
+    /// The BPE of each token's bytes with the model (on the pool).
+    fn bpe_of_each(&self, tokens: &[(Vec<u8>, u32)]) -> Vec<Vec<u32>> {
+        const PER_TASK: usize = 4096;
+        let tasks = tokens.len().div_ceil(PER_TASK);
+        let parts: Vec<Vec<Vec<u32>>> = crate::pool::current()
+            .map(tasks, |t| {
+                let mut scratch = kernels::Scratch::default();
+                let end = ((t + 1) * PER_TASK).min(tokens.len());
+                let bpe = tokens[t * PER_TASK..end].iter().map(|(bytes, _)| {
+                    let mut ids = Vec::new();
+                    kernels::bpe_word(&self.model, bytes, &mut scratch, &mut ids);
+                    ids
+                });
+                Ok::<_, ()>(bpe.collect())
+            })
+            .unwrap_or_default();
+        parts.into_iter().flatten().collect()
+    }
+
+    /// Every token of up to 15 bytes with the ids BPE gives its bytes (empty
+    /// for a model that reads characters, `chars`).
+    pub fn short_vocab(&self) -> &ShortWords {
+        &self.short_vocab
+    }
+
+    /// The model to encode words with: `model`'s ids, each word that is
+    /// one token found by a lookup instead of the merge loop.
+    pub fn word_model(&self) -> &GtBpeModel {
+        &self.word_model
+    }
+}
 
 impl ByteLevelPlan {
     /// The C view of the BPE tables.
@@ -521,7 +612,7 @@ impl ByteLevelPlan {
             true => Some(CharsModel::build(model, &ids, &merges, ignore_merges)?),
             false => None,
         };
-        let mut vocab_words: Vec<(Vec<u8>, u32)> = vocab
+        let vocab_words: Vec<(Vec<u8>, u32)> = vocab
             .iter()
             .filter_map(|(t, id)| Some((decode(t)?, id.as_u64()? as u32)))
             .collect();
@@ -538,18 +629,30 @@ impl ByteLevelPlan {
         }
         let whole_words: &[(Vec<u8>, u32)] = if ignore_merges { &vocab_words } else { &[] };
         let words = BytesTable::build(whole_words.iter().map(|(b, id)| (b.as_slice(), *id)));
-        if ignore_merges {
-            vocab_words = Vec::new(); // `words` holds them
-        }
+        let merges_view = merges.view();
+        // Only a model with a token for every byte reads them (`gt_bpe_word`).
+        let byte_pair_ranks: Vec<u32> = match chars {
+            Some(_) => Vec::new(),
+            None => (0..1usize << 16)
+                .map(|pair| {
+                    let (a, b) = (byte_ids[pair >> 8], byte_ids[pair & 0xFF]);
+                    kernels::pair_rank(&merges_view, a, b).unwrap_or(NONE)
+                })
+                .collect(),
+        };
         let view = GtBpeModel {
-            merges: merges.view(),
+            merges: merges_view,
             vocab: words.view(),
+            byte_pair_ranks: match byte_pair_ranks.is_empty() {
+                true => std::ptr::null(),
+                false => byte_pair_ranks.as_ptr(),
+            },
             byte_ids,
             ignore_merges: u32::from(ignore_merges),
             _pad: 0,
         };
         let steps: Option<Vec<GtChainStep>> = splits.iter().map(SplitStep::kernel_step).collect();
-        let shared = Arc::new(ByteLevelTables {
+        let mut tables = ByteLevelTables {
             normalizer,
             chain: steps.and_then(|steps| GtChain::new(&steps)),
             prefix_space,
@@ -557,12 +660,19 @@ impl ByteLevelPlan {
             model: view,
             merges,
             words,
+            byte_pair_ranks,
+            word_model: view,
+            own_words: None,
+            short_vocab: ShortWords::with_slots(2),
             vocab_words,
             token_bytes,
             chars,
-        });
+        };
+        // Built before the tables are shared: every plan with other added
+        // tokens (`with_added_tokens`) reads the same.
+        tables.build_word_tables();
         Ok(ByteLevelPlan {
-            shared,
+            shared: Arc::new(tables),
             added,
             normalized_added,
             plain_added,
@@ -646,31 +756,16 @@ impl ByteLevelPlan {
         if self.model.ignore_merges != 0 {
             return None;
         }
-        const PER_TASK: usize = 4096;
-        let tasks = self.vocab_words.len().div_ceil(PER_TASK);
-        let kept: Vec<Vec<usize>> = crate::pool::current()
-            .map(tasks, |t| {
-                let (mut scratch, mut ids) = (kernels::Scratch::default(), Vec::new());
-                let end = ((t + 1) * PER_TASK).min(self.vocab_words.len());
-                let mut kept = Vec::new();
-                for i in t * PER_TASK..end {
-                    let (bytes, id) = &self.vocab_words[i];
-                    ids.clear();
-                    kernels::bpe_word(self.model(), bytes, &mut scratch, &mut ids);
-                    if ids == [*id] {
-                        kept.push(i);
-                    }
-                }
-                Ok::<_, ()>(kept)
-            })
-            .unwrap_or_default();
-        let entries: Vec<&(Vec<u8>, u32)> = kept
+        let bpe = self.bpe_of_each(&self.vocab_words);
+        let own = self
+            .vocab_words
             .iter()
-            .flatten()
-            .map(|&i| &self.vocab_words[i])
-            .collect();
+            .zip(&bpe)
+            .filter(|((_, id), ids)| ids.as_slice() == [*id]);
         Some(BytesTable::build(
-            entries.iter().map(|(b, id)| (b.as_slice(), *id)),
+            own.map(|((bytes, id), _)| (bytes.as_slice(), *id))
+                .collect::<Vec<_>>()
+                .into_iter(),
         ))
     }
 
@@ -678,6 +773,7 @@ impl ByteLevelPlan {
     pub fn tables(&self) -> ModelTables<'_> {
         ModelTables {
             merges: &self.merges,
+            byte_pair_ranks: &self.byte_pair_ranks,
             words: &self.words,
         }
     }
@@ -932,8 +1028,11 @@ pub(super) fn affixes(model: &Value) -> (&str, &str) {
     )
 }
 
-/// The arrays of a `GtPairTable`: slots (left id, right id) -> (rank, id of
-/// the joined token), and each merge's id by rank.
+/// The arrays of a `GtPairTable`: slots (left id, right id) -> rank, and
+/// each merge's id by rank; or, when the merges' ids rise with their ranks
+/// (tokens numbered in merge order, as most vocabularies are), slots ->
+/// the merged id itself, which then orders merges as their ranks do, and no
+/// second array (`merged_of_rank` empty: the merge loop reads one table).
 pub struct MergeTable {
     pub slots: Vec<GtPairSlot>,
     pub merged_of_rank: Vec<u32>,
@@ -945,7 +1044,10 @@ impl MergeTable {
         GtPairTable {
             slots: self.slots.as_ptr(),
             mask: self.slots.len() as u64 - 1,
-            merged_of_rank: self.merged_of_rank.as_ptr(),
+            merged_of_rank: match self.merged_of_rank.is_empty() {
+                true => std::ptr::null(),
+                false => self.merged_of_rank.as_ptr(),
+            },
         }
     }
 }
@@ -959,11 +1061,16 @@ pub(super) fn merge_table(
     prefix_len: usize,
 ) -> Result<MergeTable, String> {
     let merges = merges.as_array().ok_or("model.merges is not a list")?;
-    let capacity = (2 * merges.len()).next_power_of_two().max(2);
-    let mut slots = vec![GtPairSlot::default(); capacity];
-    let mut merged_of_rank = Vec::with_capacity(merges.len());
+    if merges.len() >= kernels::PAIR_RANK_LIMIT as usize {
+        return Err(format!(
+            "{} merges: the fast engine's merge table holds fewer than {}",
+            merges.len(),
+            kernels::PAIR_RANK_LIMIT
+        ));
+    }
+    let mut pairs = Vec::with_capacity(merges.len());
     let mut joined = String::new();
-    for (rank, merge) in merges.iter().enumerate() {
+    for merge in merges {
         let (a, b) = merge_parts(merge)?;
         joined.clear();
         joined.push_str(a);
@@ -976,9 +1083,25 @@ pub(super) fn merge_table(
                 "merge {a:?} {b:?} uses tokens outside the vocabulary"
             ));
         };
-        kernels::pair_insert(&mut slots, (ia, ib), rank as u32, im);
-        merged_of_rank.push(im);
+        if ia.max(ib).max(im) >= kernels::PAIR_ID_LIMIT {
+            return Err(format!(
+                "token ids from {} on do not fit the fast engine's merge table",
+                kernels::PAIR_ID_LIMIT
+            ));
+        }
+        pairs.push((ia, ib, im));
     }
+    let ids_are_ranks = pairs.windows(2).all(|w| w[0].2 < w[1].2);
+    let capacity = (2 * pairs.len()).next_power_of_two().max(2);
+    let mut slots = crate::memory_hints::filled(capacity, GtPairSlot::default());
+    for (rank, &(ia, ib, im)) in pairs.iter().enumerate() {
+        let value = if ids_are_ranks { im } else { rank as u32 };
+        kernels::pair_insert(&mut slots, (ia, ib), value);
+    }
+    let merged_of_rank = match ids_are_ranks {
+        true => Vec::new(),
+        false => pairs.iter().map(|&(_, _, im)| im).collect(),
+    };
     Ok(MergeTable {
         slots,
         merged_of_rank,
@@ -1219,5 +1342,100 @@ mod tests {
             .err()
             .unwrap()
             .contains("pre-tokenizer"));
+    }
+
+    /// The oracle's rule written plainly: merge the lowest-ranked pair,
+    /// leftmost on ties, until none merges.
+    fn reference(p: &ByteLevelPlan, merges: &[&str], word: &[u8]) -> Vec<u32> {
+        let id = |t: &str| {
+            p.vocab_words
+                .iter()
+                .find(|(b, _)| b.as_slice() == t.as_bytes())
+                .unwrap()
+                .1
+        };
+        let table: std::collections::HashMap<(u32, u32), (usize, u32)> = merges
+            .iter()
+            .enumerate()
+            .map(|(rank, m)| {
+                let (a, b) = m.split_once(' ').unwrap();
+                ((id(a), id(b)), (rank, id(&format!("{a}{b}"))))
+            })
+            .collect();
+        let mut ids: Vec<u32> = word
+            .iter()
+            .map(|&b| p.model().byte_ids[b as usize])
+            .collect();
+        loop {
+            let best = (0..ids.len().saturating_sub(1))
+                .filter_map(|i| {
+                    table
+                        .get(&(ids[i], ids[i + 1]))
+                        .map(|&(rank, made)| (rank, i, made))
+                })
+                .min();
+            let Some((_, i, made)) = best else { return ids };
+            ids[i] = made;
+            ids.remove(i + 1);
+        }
+    }
+
+    #[test]
+    fn words_merged_in_turns_match_one_by_one_and_the_plain_rule() {
+        // Chains of merges over "abc" (and "x", which never merges), words of
+        // 1..=200 bytes: past GT_SHORT_MERGE (32) and GT_TURN_MAX (128), so
+        // the short merge, the turns and the queue all meet the plain rule.
+        // Tokens listed in merge order (the slots hold merged ids), then in
+        // the reverse order (the slots hold ranks).
+        let merges = [
+            "a b", "b c", "a a", "c a", "ab c", "aa b", "bc a", "abc a", "aa aa", "ca b", "x x",
+        ];
+        let tokens = [
+            "ab", "bc", "aa", "ca", "abc", "aab", "bca", "abca", "aaaa", "cab", "xx",
+        ];
+        let reversed: Vec<&str> = tokens.iter().rev().copied().collect();
+        for extra in [tokens.as_slice(), reversed.as_slice()] {
+            let p = plan(extra, &merges, false);
+            let mut seed = 36u64;
+            let mut text = Vec::new();
+            let mut spans = Vec::new();
+            for n in (1..=200).chain(1..=200) {
+                let start = text.len();
+                for _ in 0..n {
+                    seed = seed
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    text.push(b"aaabbcx"[(seed >> 33) as usize % 7]);
+                }
+                spans.push((start, text.len()));
+            }
+            let (mut ids, mut counts) = (Vec::new(), Vec::new());
+            let mut scratch = Scratch::default();
+            crate::kernels::bpe_words(
+                p.model(),
+                usize::MAX,
+                &text,
+                &spans,
+                &mut scratch,
+                &mut ids,
+                &mut counts,
+            );
+            let mut at = 0;
+            for (&(start, end), &count) in spans.iter().zip(&counts) {
+                let word = &text[start..end];
+                let got = &ids[at..at + count as usize];
+                at += count as usize;
+                let mut one = Vec::new();
+                bpe_word(p.model(), word, &mut scratch, &mut one);
+                assert_eq!(got, one.as_slice(), "{:?}", std::str::from_utf8(word));
+                assert_eq!(
+                    one,
+                    reference(&p, &merges, word),
+                    "{:?}",
+                    std::str::from_utf8(word)
+                );
+            }
+            assert_eq!(at, ids.len());
+        }
     }
 }

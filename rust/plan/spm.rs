@@ -343,7 +343,7 @@ impl Cuts {
         }
         let mut slots = vec![GtPairSlot::default(); (2 * joined.len()).next_power_of_two().max(2)];
         for pair in joined {
-            kernels::pair_insert(&mut slots, pair, 0, 0);
+            kernels::pair_insert(&mut slots, pair, 0);
         }
         Some(Cuts {
             bits,
