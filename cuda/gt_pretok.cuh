@@ -417,68 +417,13 @@ GT_HD_CALL gt_u32 gt_find(gt_u32 pattern, const gt_u8* s, gt_u32 end, gt_u32 pos
     return GT_NONE;
 }
 
-// ---- Chained Split steps -------------------------------------------------
-// A tokenizer's pre-tokenizer may be several Split(Isolated) steps in a row
-// (DeepSeek-V3 has three): each match and each gap between matches of step k
-// is split again by step k + 1; the pieces left after the last step are the
-// words. GT_MAX_SPLITS bounds the chain (longer chains keep the crate's path).
-#define GT_MAX_SPLITS 4
-
-struct GtSplits {
-    gt_u32 n;                         // steps in use
-    gt_u32 patterns[GT_MAX_SPLITS];  // GT_PAT_* of each step, in order
-};
-
-// Calls emit(start, end) for each non-empty word of s[begin, end) after steps
-// STEP.. of `splits`, in order. Offsets are into `s`; each piece is scanned as
-// a subject of its own (its end is the end of text for lookaheads).
-template <int STEP, class Emit>
-GT_HD void gt_split_words(const GtSplits* splits, const gt_u8* s, gt_u32 begin, gt_u32 end, Emit& emit) {
-    if (begin == end) return;
-    if constexpr (STEP == GT_MAX_SPLITS) {
-        emit(begin, end);
-    } else {
-        if ((gt_u32)STEP >= splits->n) {
-            emit(begin, end);
-            return;
-        }
-        gt_u32 pattern = splits->patterns[STEP], n = end - begin, pos = 0, prev = 0, start;
-        const gt_u8* piece = s + begin;
-        while (pos < n) {
-            gt_u32 match_end = gt_find(pattern, piece, n, pos, &start);
-            if (match_end == GT_NONE) break;
-            gt_split_words<STEP + 1>(splits, s, begin + prev, begin + start, emit);  // the gap, if any
-            gt_split_words<STEP + 1>(splits, s, begin + start, begin + match_end, emit);
-            prev = pos = match_end;
-        }
-        gt_split_words<STEP + 1>(splits, s, begin + prev, end, emit);
-    }
-}
-
 // ---- Safe cut points ------------------------------------------------------
-// A long document is cut into pieces that threads scan independently. Position
-// p is safe for every GT_PAT_* chain when s[p] is an ASCII space after a
-// character that is not white space (printable ASCII, or non-ASCII outside
-// White_Space; gt_ends_in_non_space): no alternative of any of these patterns
-// matches a non-space followed by ' ' (words end in letters, digits, marks, punctuation
-// or [\r\n/]; whitespace runs hold only whitespace), a whitespace run cannot end
-// at p, so no lookahead looks across it, and every last step matches at a space
-// (`\s+`), so p starts a word. Hence the words of s[a, p) then s[p, b) are the
-// words of s[a, b), for chains that gt_chain_can_cut accepts.
-//
-// Whether a chain has a step that matches at every space (the last part of
-// the argument above): only such chains may be cut. A chain of DeepSeek's
-// digit or CJK steps alone leaves "ab cd" one word, which a cut would split.
-GT_HD int gt_chain_can_cut(const GtSplits* splits) {
-    for (gt_u32 i = 0; i < splits->n && i < GT_MAX_SPLITS; ++i) {
-        switch (splits->patterns[i]) {
-            case GT_PAT_GPT2: case GT_PAT_CL100K: case GT_PAT_QWEN: case GT_PAT_O200K: case GT_PAT_DS_WORDS:
-                return 1;
-            default: break;
-        }
-    }
-    return 0;
-}
+// A long document is cut into pieces that threads scan independently, at
+// positions p where s[p] is an ASCII space after a character that is not
+// white space (gt_ends_in_non_space). Which chains may be cut there is proven
+// per step from its automaton when the plan is built (GtChain.can_cut in
+// rust/kernels/host.rs: no match crosses such a p, and one starts there), so
+// the words of s[a, p) then s[p, b) are the words of s[a, b).
 
 // True when the character that ends just before s[p] (p >= 1, valid UTF-8
 // from s) is printable ASCII other than a space, or non-ASCII and not white
