@@ -75,7 +75,11 @@ mod tests {
         // row goes through the per-document `Encoding` (`encode_one`).
         let long = template.replace(
             r#""ids": [0], "tokens": ["[CLS]"]"#,
-            &format!(r#""ids": [{}], "tokens": [{}]"#, ["0"; 9].join(","), [r#""[CLS]""#; 9].join(",")),
+            &format!(
+                r#""ids": [{}], "tokens": [{}]"#,
+                ["0"; 9].join(","),
+                [r#""[CLS]""#; 9].join(",")
+            ),
         );
         assert!(word_level(&long).cached_single_template(true).is_none());
         for post in [template, "null", &long] {
@@ -83,7 +87,11 @@ mod tests {
             for text in ["", "a b c", "c x  a", "[CLS] b"] {
                 for special in [false, true] {
                     let got = engine.encode_ids(text, special).unwrap();
-                    assert_eq!(got, batch_row(&engine, text, special), "{post} {text:?} {special}");
+                    assert_eq!(
+                        got,
+                        batch_row(&engine, text, special),
+                        "{post} {text:?} {special}"
+                    );
                 }
             }
         }

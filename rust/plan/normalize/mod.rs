@@ -365,9 +365,11 @@ impl PieceNormalizer {
                 Stage::Forms { stable, compat, .. } => {
                     match stable.iter().all(|s| s.all_stable(&text)) {
                         true => text,
-                        false => Cow::Owned(compat.iter().fold(text.into_owned(), |text, &nfkc| {
-                            normal_form(&text, nfkc)
-                        })),
+                        false => Cow::Owned(
+                            compat
+                                .iter()
+                                .fold(text.into_owned(), |text, &nfkc| normal_form(&text, nfkc)),
+                        ),
                     }
                 }
                 Stage::Prepend(p) if !text.is_empty() => Cow::Owned(format!("{p}{text}")),
