@@ -15,6 +15,9 @@ checked first on the whole corpus (ids identical, per document).
 
 `--mode batch` encodes a set in one call (all cores); `--mode single` one
 document per call (set the thread counts to 1 for a one-thread figure).
+`--tok` takes the names under ../shared/tokenizers and the committed
+fixtures' (tests/fixtures: unigram-xlmr); `--peers tokenizers` adds the
+oracle itself (the only exact peer of WordPiece and Unigram forms here).
 Results go to stdout as JSON (one object) after the table.
 """
 
@@ -51,7 +54,14 @@ def tokenizer_json(name: str) -> str:
         import gpu_tok
 
         return gpu_tok.Tokenizer.default()._core.to_json()
-    return (SHARED / "tokenizers" / name / "tokenizer.json").read_text(encoding="utf-8")
+    shared = SHARED / "tokenizers" / name / "tokenizer.json"
+    if shared.is_file():
+        return shared.read_text(encoding="utf-8")
+    # A family ../shared has none of (unigram-xlmr): the committed fixture.
+    import lzma
+
+    fixture = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / name / "tokenizer.json.xz"
+    return lzma.decompress(fixture.read_bytes()).decode("utf-8")
 
 
 def gpu_tok_engine(module: Any, json_text: str, mode: str) -> Callable[[list[str]], Any]:

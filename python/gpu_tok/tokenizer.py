@@ -454,6 +454,12 @@ class Tokenizer(_compat.TransformersNames):
                return_tensors: str | None = None, **kwargs: Any) -> Any:
         """Token ids of `text` (and `text_pair`), as transformers' `encode`: the
         arguments alone decide (tokenizer.json's truncation and padding do not apply)."""
+        if (type(text) is str and text_pair is None and padding is False and max_length is None
+                and (truncation is None or truncation is False) and type(stride) is int and stride == 0
+                and padding_side is None and return_tensors is None and not kwargs
+                and type(add_special_tokens) is bool and not self._model.split_special_tokens):
+            # The plain case on the calling thread: the ids of the call below (no truncation, no padding).
+            return self._core.encode_ids(text, add_special_tokens)
         if not isinstance(text, (str, list, tuple)):
             raise TypeError(f"text must be str, not {type(text).__name__}")
         return self(text, text_pair, add_special_tokens=add_special_tokens, padding=padding, truncation=truncation,

@@ -18,6 +18,7 @@ pub mod maps;
 pub mod offload;
 pub mod overflow;
 pub mod pack;
+mod single;
 pub mod template;
 
 use crate::cpu;
@@ -66,6 +67,9 @@ pub struct Engine {
     rich: maps::RichState,
     /// Every id's decoded form, built at the first decode (None: the crate's decoder).
     decode_forms: std::sync::OnceLock<Option<decode::Forms>>,
+    /// `single_template` without and with special tokens, asked once (the
+    /// post-processor is fixed for the engine's life).
+    single_templates: [std::sync::OnceLock<Option<crate::kernels::GtTemplate>>; 2],
 }
 
 static NEXT_ENGINE_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -118,6 +122,7 @@ impl Engine {
             token_lens: Default::default(),
             rich: Default::default(),
             decode_forms: Default::default(),
+            single_templates: Default::default(),
         }
     }
 

@@ -7,6 +7,7 @@ mod arrow;
 mod batch;
 mod compat;
 mod decode;
+mod encode_one;
 mod errors;
 mod info;
 mod inputs;

@@ -14,7 +14,7 @@ use crate::layout::{Dtype, Outputs};
 use crate::plan;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::{PyDict, PyList, PyString};
 use std::sync::Arc;
 
 /// The backend a call runs on.
@@ -155,6 +155,18 @@ impl CoreTokenizer {
                 Ok(CoreBatch::from_device(batch))
             }
         }
+    }
+
+    /// The ids of one text as a list, on the calling thread: what
+    /// `encode_batch([text], add_special_tokens=...)` gives as its only row
+    /// with no truncation or padding (`encode_one`).
+    fn encode_ids<'py>(
+        &self,
+        py: Python<'py>,
+        text: &Bound<'py, PyString>,
+        add_special_tokens: bool,
+    ) -> PyResult<Bound<'py, PyList>> {
+        super::encode_one::encode_ids(py, &self.engine, text, add_special_tokens)
     }
 
     /// Truncation stored in tokenizer.json, or None.

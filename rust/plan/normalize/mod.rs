@@ -65,6 +65,10 @@ enum Stage {
     },
     Forms {
         stable: Vec<&'static StableChars>,
+        /// Each step: NFKC (true) or NFC, run without alignments when no
+        /// offsets are asked for (`normal_form`).
+        compat: Vec<bool>,
+        /// The same steps as the crate's objects, for offsets.
         steps: Vec<NormalizerWrapper>,
     },
     Prepend(String),
@@ -137,7 +141,11 @@ impl PieceNormalizer {
                 })
                 .collect();
             let stage = match forms {
-                Some(stable) => Stage::Forms { stable, steps },
+                Some(stable) => Stage::Forms {
+                    compat: char_steps.iter().map(|s| *s == CharStep::Nfkc).collect(),
+                    stable,
+                    steps,
+                },
                 None => match CharTable::shared(&char_steps, Splitter::None) {
                     Ok(table) => Stage::Chars {
                         table,
@@ -296,7 +304,7 @@ impl PieceNormalizer {
                     }
                     continue;
                 }
-                Stage::Forms { stable, steps } => {
+                Stage::Forms { stable, steps, .. } => {
                     if !stable.iter().all(|s| s.all_stable(&text)) {
                         for step in steps {
                             (text, align) = crate_aligned(step, &text, &align)?;
@@ -354,10 +362,14 @@ impl PieceNormalizer {
                         None => Cow::Owned(crate_normalized(steps, &text)?),
                     }
                 }
-                Stage::Forms { stable, steps } => {
+                Stage::Forms { stable, compat, .. } => {
                     match stable.iter().all(|s| s.all_stable(&text)) {
                         true => text,
-                        false => Cow::Owned(crate_normalized(steps, &text)?),
+                        false => Cow::Owned(
+                            compat
+                                .iter()
+                                .fold(text.into_owned(), |text, &nfkc| normal_form(&text, nfkc)),
+                        ),
                     }
                 }
                 Stage::Prepend(p) if !text.is_empty() => Cow::Owned(format!("{p}{text}")),
@@ -471,6 +483,20 @@ fn crate_normalized(steps: &[NormalizerWrapper], text: &str) -> Option<String> {
         step.normalize(&mut normalized).ok()?;
     }
     Some(normalized.get().to_string())
+}
+
+/// `text` in NFKC (`nfkc`) or NFC: the characters the crate's
+/// `NormalizedString::nfkc`/`nfc` write (the same iterator of the same
+/// crate, `unicode-normalization-alignments`), without the alignments it
+/// records for each (offsets, which only `normalize_aligned` needs).
+fn normal_form(text: &str, nfkc: bool) -> String {
+    use unicode_normalization_alignments::UnicodeNormalization;
+    let mut out = String::with_capacity(text.len());
+    match nfkc {
+        true => out.extend(text.nfkc().map(|(c, _)| c)),
+        false => out.extend(text.nfc().map(|(c, _)| c)),
+    }
+    out
 }
 
 /// `text` (whose bytes come from `align`) through the crate's `step`, with
@@ -693,6 +719,8 @@ mod tests {
             r#"{"type": "Sequence", "normalizers": [{"type": "Nmt"}, {"type": "NFKC"}, {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "}, {"type": "ByteLevel"}]}"#,
             r#"{"type": "BertNormalizer", "clean_text": true, "handle_chinese_chars": true, "strip_accents": null, "lowercase": true}"#,
             r#"{"type": "Sequence", "normalizers": [{"type": "Strip", "strip_left": false, "strip_right": true}, {"type": "NFD"}, {"type": "Lowercase"}, {"type": "NFC"}]}"#,
+            r#"{"type": "NFKC"}"#,
+            r#"{"type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "NFKC"}]}"#,
         ];
         let mut texts = crate::test_texts::sample_texts(4);
         texts.extend(
@@ -708,6 +736,7 @@ mod tests {
                 "東京 x\n\n y\r\n",
                 "  ",
                 "a\u{300}\u{b4}\u{345}",
+                "ｶﾞｷﾞ ① ㍻ ¼ ™ \u{212b}",
             ]
             .map(String::from),
         );
