@@ -68,6 +68,8 @@ struct GtFillWords {
 template <class Emit>
 GT_HD void gt_piece_words(const GtPretokArgs* a, gt_u32 i, Emit& emit) {
     gt_u32 begin = a->piece_bounds[i], end = a->piece_bounds[i + 1];
+    GT_GLOBAL_READ(&a->piece_bounds[i], 2);
+    GT_GLOBAL_READ(a->text + begin, end - begin);  // (the scanners' tables are not counted)
     if (a->cuts.enabled) {
         gt_spm_cut_words(&a->cuts, a->text, begin, end, emit);
     } else if (a->metaspace) {
@@ -80,12 +82,16 @@ GT_HD void gt_piece_words(const GtPretokArgs* a, gt_u32 i, Emit& emit) {
 GT_HD void gt_pretok_count_thread(const GtPretokArgs* a, gt_u32 i) {
     GtCountWords count = {0};
     gt_piece_words(a, i, count);
+    GT_GLOBAL_WROTE(&a->word_counts[i], 1);
     a->word_counts[i] = count.n;
 }
 
 GT_HD void gt_pretok_fill_thread(const GtPretokArgs* a, gt_u32 i) {
     GtFillWords fill = {a->first_word[i], a->word_starts, a->word_lens};
+    GT_GLOBAL_READ(&a->first_word[i], 1);
     gt_piece_words(a, i, fill);
+    GT_GLOBAL_WROTE(&a->word_starts[a->first_word[i]], fill.k - a->first_word[i]);
+    GT_GLOBAL_WROTE(&a->word_lens[a->first_word[i]], fill.k - a->first_word[i]);
 }
 
 // ---- words in order of work ------------------------------------------------
@@ -110,7 +116,12 @@ struct GtOrderArgs {
 
 GT_HD gt_u32 gt_work_class(const GtOrderArgs* a, gt_u32 w) {
     gt_u32 len = a->word_lens[w], bits = 0;
-    if (a->shortcut.slots && gt_bytes_find(&a->shortcut, a->text + a->word_starts[w], len) != GT_NONE) return 0;
+    GT_GLOBAL_READ(&a->word_lens[w], 1);
+    if (a->shortcut.slots) {
+        GT_GLOBAL_READ(&a->word_starts[w], 1);
+        GT_GLOBAL_READ(a->text + a->word_starts[w], len);  // (the table's own reads are not counted)
+        if (gt_bytes_find(&a->shortcut, a->text + a->word_starts[w], len) != GT_NONE) return 0;
+    }
     for (; len; len >>= 1) ++bits;
     return bits < GT_WORK_CLASSES ? bits : GT_WORK_CLASSES - 1;
 }
@@ -118,14 +129,19 @@ GT_HD gt_u32 gt_work_class(const GtOrderArgs* a, gt_u32 w) {
 static_assert(GT_LONG_WORD == 1u << (GT_WORK_CLASSES - 2), "the long words are the last work class");
 
 GT_HD void gt_order_count_thread(const GtOrderArgs* a, gt_u32 w) {
+    GT_GLOBAL_READ(a->n_words, 1);
     if (w < *a->n_words) gt_atomic_add(&a->class_counts[gt_work_class(a, w)], 1);
 }
 
 GT_HD void gt_order_fill_thread(const GtOrderArgs* a, gt_u32 w) {
+    GT_GLOBAL_READ(a->n_words, 1);
     if (w >= *a->n_words) return;
     gt_u32 c = gt_work_class(a, w), at = 0;
+    GT_GLOBAL_READ(a->class_counts, c);
     for (gt_u32 k = 0; k < c; ++k) at += a->class_counts[k];
-    a->order[at + gt_atomic_add(&a->class_counts[GT_WORK_CLASSES + c], 1)] = w;
+    gt_u32 slot = at + gt_atomic_add(&a->class_counts[GT_WORK_CLASSES + c], 1);
+    GT_GLOBAL_WROTE(&a->order[slot], 1);
+    a->order[slot] = w;
 }
 
 // ---- the model, one thread per word ----------------------------------------
@@ -150,9 +166,26 @@ struct GtWords {
 // The word thread i encodes, or GT_NONE for a thread past the chunk's words
 // (count i is then zeroed).
 GT_HD gt_u32 gt_word_of_thread(const GtWords* x, gt_u32 i) {
-    if (i < *x->n_words) return x->order[i];
+    GT_GLOBAL_READ(x->n_words, 1);
+    if (i < *x->n_words) {
+        GT_GLOBAL_READ(&x->order[i], 1);
+        return x->order[i];
+    }
+    GT_GLOBAL_WROTE(&x->tok_counts[i], 1);
     x->tok_counts[i] = 0;
     return GT_NONE;
+}
+
+// The device cost model's count of what a per-word thread read and wrote
+// besides its model's tables and scratch (not counted): the word's start,
+// length and bytes, its count and ids (gt_common.cuh's GT_GLOBAL_READ).
+GT_HD void gt_count_word(const GtWords* x, gt_u32 w, gt_u32 n_ids) {
+    GT_GLOBAL_READ(&x->word_starts[w], 1);
+    GT_GLOBAL_READ(&x->word_lens[w], 1);
+    GT_GLOBAL_READ(x->text + x->word_starts[w], x->word_lens[w]);
+    GT_GLOBAL_WROTE(&x->tok_counts[w], 1);
+    GT_GLOBAL_WROTE(x->out + x->word_starts[w], n_ids);
+    (void)x, (void)w, (void)n_ids;
 }
 
 // Merge-loop scratch of the BPE families: n entries per byte (heap: 2n).
@@ -174,7 +207,10 @@ GT_HD GtBpeScratch gt_merge_scratch_at(const GtMergeScratch* m, gt_u32 start) {
 GT_HD gt_u32 gt_long_words(const GtWords* x) { return x->class_counts[GT_WORK_CLASSES - 1]; }
 
 // True when position i of the order holds a long word.
-GT_HD int gt_is_long_at(const GtWords* x, gt_u32 i) { return i >= *x->n_words - gt_long_words(x); }
+GT_HD int gt_is_long_at(const GtWords* x, gt_u32 i) {
+    GT_GLOBAL_READ(&x->class_counts[GT_WORK_CLASSES - 1], 1);
+    return i >= *x->n_words - gt_long_words(x);
+}
 
 // The long word block b takes, or GT_NONE (the host launches a block for
 // each GT_LONG_WORD bytes of text: as many as there can be).
@@ -207,6 +243,7 @@ GT_HD void gt_bpe_words_thread(const GtBpeArgs* a, gt_u32 i) {
     gt_u32 start = x->word_starts[w];
     GtBpeScratch s = gt_merge_scratch_at(&a->scratch, start);
     x->tok_counts[w] = gt_bpe_word(&a->model, x->text + start, x->word_lens[w], s, x->out + start);
+    gt_count_word(x, w, x->tok_counts[w]);
 }
 
 // SentencePiece-style BPE. The host normalized the rows; pretok_* cut their
@@ -226,6 +263,7 @@ GT_HD void gt_spm_words_thread(const GtSpmArgs* a, gt_u32 i) {
     gt_u32 start = x->word_starts[w];
     GtBpeScratch s = gt_merge_scratch_at(&a->scratch, start);
     x->tok_counts[w] = gt_spm_word(&a->model, x->text + start, x->word_lens[w], s, x->out + start);
+    gt_count_word(x, w, x->tok_counts[w]);
 }
 
 // Thread i's part in the long word of its block, for either BPE family
@@ -239,6 +277,7 @@ GT_HD void gt_long_words_thread(const Args* a, gt_u32 i) {
     gt_u32 start = x->word_starts[w];
     GtBpeScratch s = gt_merge_scratch_at(&a->scratch, start);
     gt_long_word(&a->model, x->text + start, x->word_lens[w], s, x->out + start, &x->tok_counts[w], a->round_share);
+    GT_LANE_ZERO { gt_count_word(x, w, x->tok_counts[w]); }  // (the block's lanes' merge traffic is not counted)
 }
 
 GT_HD void gt_bpe_long_words_thread(const GtBpeArgs* a, gt_u32 i) { gt_long_words_thread(a, i); }
@@ -266,6 +305,7 @@ GT_HD void gt_unigram_words_thread(const GtUnigramArgs* a, gt_u32 i) {
     gt_u64 at = (gt_u64)start + w;
     GtUnigramScratch s = {a->best + at, a->from + at, a->id + at};
     x->tok_counts[w] = gt_unigram_word(&a->model, x->text + start, x->word_lens[w], s, x->out + start);
+    gt_count_word(x, w, x->tok_counts[w]);
 }
 
 // WordPiece, one thread per piece of raw text. The host cuts each row before
@@ -288,6 +328,7 @@ GT_HD void gt_wordpiece_words_thread(const GtWordPieceArgs* a, gt_u32 i) {
     gt_u32 start = x->word_starts[w];
     GtWpScratch s = {a->norm + a->growth * start, 0, 0};
     x->tok_counts[w] = gt_wordpiece_text(&a->model, x->text + start, x->word_lens[w], s, x->out + start, 0, 0);
+    gt_count_word(x, w, x->tok_counts[w]);
 }
 
 // ---- compaction: word-major ids into one dense array ------------------------
@@ -300,9 +341,14 @@ struct GtCompactArgs {
 };
 
 GT_HD void gt_compact_thread(const GtCompactArgs* a, gt_u32 w) {
+    GT_GLOBAL_READ(a->n_words, 1);
     if (w >= *a->n_words) return;
     const gt_u32* from = a->bpe_out + a->word_starts[w];
     gt_u32 to = a->tok_offsets[w], n = a->tok_offsets[w + 1] - to;
+    GT_GLOBAL_READ(&a->word_starts[w], 1);
+    GT_GLOBAL_READ(&a->tok_offsets[w], 2);
+    GT_GLOBAL_READ(from, n);
+    GT_GLOBAL_WROTE(&a->raw_ids[to], n);
     for (gt_u32 k = 0; k < n; ++k) a->raw_ids[to + k] = from[k];
 }
 
@@ -322,12 +368,17 @@ GT_HD void gt_scan_sum_thread(const GtScanArgs* a, gt_u32 t) {
     gt_u64 begin = (gt_u64)t * a->tile, end = begin + a->tile < a->n ? begin + a->tile : a->n;
     gt_u32 sum = 0;
     for (gt_u64 j = begin; j < end; ++j) sum += a->values[j];
+    GT_GLOBAL_READ(a->values + begin, end - begin);
+    GT_GLOBAL_WROTE(&a->tile_sums[t], 1);
     a->tile_sums[t] = sum;
 }
 
 GT_HD void gt_scan_apply_thread(const GtScanArgs* a, gt_u32 t) {
     gt_u64 begin = (gt_u64)t * a->tile, end = begin + a->tile < a->n ? begin + a->tile : a->n;
     gt_u32 running = a->tile_sums ? a->tile_sums[t] : 0;
+    if (a->tile_sums) GT_GLOBAL_READ(&a->tile_sums[t], 1);
+    GT_GLOBAL_READ(a->values + begin, end - begin);
+    GT_GLOBAL_WROTE(a->values + begin, end - begin + (end == a->n));
     for (gt_u64 j = begin; j < end; ++j) {
         gt_u32 v = a->values[j];
         a->values[j] = running;
@@ -473,6 +524,12 @@ GT_HD void gt_pack_thread(const GtPackArgs* a, gt_u32 e) {
             special = 0;
         }
     }
+    // (The cost model's count: its writes; its reads, a binary search in a few cached rows, are not counted.)
+#if defined(GT_LANE_CHECK)
+    void* const outputs[4] = {a->ids, a->attention_mask, a->type_ids, a->special_tokens_mask};
+    for (gt_u32 k = 0; k < 4; ++k)
+        if (outputs[k]) GT_GLOBAL_WROTE((const gt_u8*)outputs[k] + (gt_u64)e * a->value_bytes, a->value_bytes);
+#endif
     gt_store(a->ids, e, id, a->value_bytes);
     if (a->attention_mask) gt_store(a->attention_mask, e, mask, a->value_bytes);
     if (a->type_ids) gt_store(a->type_ids, e, type, a->value_bytes);

@@ -449,7 +449,8 @@ c_mirror! {
     pub struct GtLaneCheck {
         /// > 0: the barrier (GT_SYNC) of this id does nothing (tests).
         pub removed: u32,
-        pub _pad: u32,
+        /// 1: count the launch's global accesses ([`GtLaneCounts`]).
+        pub count: u32,
         /// The lanes' shuffled orders.
         pub seed: u64,
     }
@@ -476,12 +477,42 @@ c_mirror! {
     }
 }
 
+c_mirror! {
+    /// `GtLaneCounts` (cuda/gt_lane_check.h): what a range of a launch's
+    /// threads did to global memory, for the device cost model. A warp is
+    /// charged each distinct 32-byte sector it touched once (reads and
+    /// writes apart), over the accesses the kernels declare.
+    pub struct GtLaneCounts {
+        pub read_sectors: u64,
+        pub write_sectors: u64,
+        pub threads: u64,
+        /// Threads that wrote global memory or made an atomic.
+        pub working: u64,
+        /// The most sectors one thread touched.
+        pub tail: u64,
+        pub atomics: u64,
+        /// Atomics on words past the first `COUNT_ATOMIC_WORDS` of the range.
+        pub atomics_untracked: u64,
+        pub n_atomic_words: u32,
+        pub _pad: u32,
+        /// The words atomics hit (addresses), and how many each took.
+        pub atomic_word: [u64; COUNT_ATOMIC_WORDS],
+        pub atomic_hits: [u64; COUNT_ATOMIC_WORDS],
+    }
+}
+
+/// `GT_COUNT_ATOMIC_WORDS`: the distinct atomic words a range of threads tracks.
+pub const COUNT_ATOMIC_WORDS: usize = 16;
+
 /// `GT_LANE_BARRIERS`: the most distinct barriers a launch reports.
 pub const LANE_BARRIERS: usize = 16;
 
 // As cuda/gt_host_checked.cpp asserts for the C side.
-const _: () =
-    assert!(std::mem::size_of::<GtLaneCheck>() == 16 && std::mem::size_of::<GtLaneHazard>() == 96);
+const _: () = assert!(
+    std::mem::size_of::<GtLaneCheck>() == 16
+        && std::mem::size_of::<GtLaneHazard>() == 96
+        && std::mem::size_of::<GtLaneCounts>() == 320
+);
 
 /// `GT_LANE_EVERY` and `GT_LANE_SEVERAL`: lane numbers of a hazard that
 /// stand for code every lane runs, and for reads by several lanes.

@@ -4,8 +4,8 @@
 //! them.
 
 use super::abi::{
-    GtBpeModel, GtBpeScratch, GtBytesSlot, GtBytesTable, GtLaneCheck, GtLaneHazard, GtMergeEntry,
-    GtPairSlot, GtSplits, GtSpmCuts, GtSpmModel, GtUnigramModel, GtUnigramScratch,
+    GtBpeModel, GtBpeScratch, GtBytesSlot, GtBytesTable, GtLaneCheck, GtLaneCounts, GtLaneHazard,
+    GtMergeEntry, GtPairSlot, GtSplits, GtSpmCuts, GtSpmModel, GtUnigramModel, GtUnigramScratch,
     GtWordPieceModel, GtWpScratch, Kernel, NONE, ROUND_SHARE_GPU, ROUND_SHARE_HOST,
 };
 use std::ffi::c_void;
@@ -102,6 +102,7 @@ extern "C" {
         check: *const GtLaneCheck,
         found: *mut GtLaneHazard,
     ) -> i32;
+    fn gt_host_lane_counts(out: *mut GtLaneCounts);
     fn gt_host_struct_sizes(out: *mut u64, n: u32) -> u32;
     #[cfg(test)]
     fn gt_host_constants(out: *mut u32);
@@ -674,6 +675,27 @@ pub unsafe fn host_run_checked(
     };
     assert_eq!(rc, 0, "the host build lacks kernel {}", kernel.name());
     found
+}
+
+/// What the calling thread's last [`host_run_checked`] counted (all zero
+/// unless its check asked to count).
+pub fn host_lane_counts() -> GtLaneCounts {
+    let mut counts = GtLaneCounts {
+        read_sectors: 0,
+        write_sectors: 0,
+        threads: 0,
+        working: 0,
+        tail: 0,
+        atomics: 0,
+        atomics_untracked: 0,
+        n_atomic_words: 0,
+        _pad: 0,
+        atomic_word: [0; super::abi::COUNT_ATOMIC_WORDS],
+        atomic_hits: [0; super::abi::COUNT_ATOMIC_WORDS],
+    };
+    // SAFETY: writes one struct of the C layout, from this thread's own state.
+    unsafe { gt_host_lane_counts(&mut counts) };
+    counts
 }
 
 /// The C compiler's sizes of the mirrored structs, in the order of
