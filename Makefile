@@ -1,7 +1,7 @@
 # The targets people and CI run alike (.ci/run calls `make test`).
 PYTHON ?= python3
 
-.PHONY: install test lint rust-test pytest bench fmt kernels wheel wheelhouse
+.PHONY: install test lint rust-test pytest pytest-fresh-clone bench fmt kernels wheel wheelhouse
 
 install:  ## build the extension (release) and install it, editable, with the test tools
 	@echo "make install: building gpu_tok's Rust core (release; a few minutes on 2 cores the first time)"
@@ -18,8 +18,16 @@ lint:  ## formatting, clippy, ruff, mypy, stubs against the built module
 rust-test:
 	cargo test --release
 
+# pytest-xdist: one worker per core, each taking whole test files (module caches and
+# fixtures stay in one process). PYTEST_ARGS adds options, e.g. --shared-dependent.
+PYTEST_WORKERS ?= auto
+PYTEST_ARGS ?=
+
 pytest:
-	$(PYTHON) -m pytest -q
+	$(PYTHON) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+
+pytest-fresh-clone:  ## the test files whose inputs change without ../shared, with it hidden (what a fresh clone runs)
+	GPU_TOK_SHARED=/nonexistent $(MAKE) pytest PYTEST_ARGS="--shared-dependent $(PYTEST_ARGS)"
 
 test: install lint rust-test pytest  ## everything CI checks
 

@@ -20,6 +20,13 @@ gt_u32 gt_host_bpe_word(const GtBpeModel* model, const gt_u8* bytes, gt_u32 n, G
     return count;
 }
 
+void gt_host_bpe_words_turns(const GtBpeModel* model, const gt_u8* bytes, const gt_u32* starts, const gt_u32* lens,
+                             gt_u32 k, gt_u32* out, const gt_u32* rooms, gt_u32* counts) {
+    gt_bpe_words_turns(model, bytes, starts, lens, k, out, rooms, counts);
+}
+
+gt_u32 gt_host_turn_max() { return GT_TURN_MAX; }
+
 gt_u32 gt_host_spm_word(const GtSpmModel* model, const gt_u8* bytes, gt_u32 n, GtBpeScratch scratch, gt_u32* out,
                         gt_u32 share) {
     if (n < GT_LONG_WORD) return gt_spm_word(model, bytes, n, scratch, out);
@@ -28,13 +35,24 @@ gt_u32 gt_host_spm_word(const GtSpmModel* model, const gt_u8* bytes, gt_u32 n, G
     return count;
 }
 
+gt_u32 gt_host_chars_kept(const GtCharTable* table, const gt_u8* text, gt_u32 n, gt_u32 pos) {
+    return gt_chars_kept(table, text, n, pos);
+}
+
+gt_u32 gt_host_chars_normalize(const GtCharTable* table, const gt_u8* text, gt_u32 n, gt_u8* out, gt_u32* from,
+                               gt_u32* to) {
+    return gt_chars_normalize(table, text, n, out, from, to);
+}
+
+gt_u32 gt_host_spm_room(const GtSpmModel* model, gt_u32 n) { return gt_spm_room(model, n); }
+
 gt_u32 gt_host_unigram_word(const GtUnigramModel* model, const gt_u8* bytes, gt_u32 n, GtUnigramScratch scratch,
                             gt_u32* out) {
     return gt_unigram_word(model, bytes, n, scratch, out);
 }
 
-void gt_host_pair_insert(GtPairSlot* slots, gt_u64 mask, gt_u32 left, gt_u32 right, gt_u32 rank, gt_u32 merged_id) {
-    gt_pair_insert(slots, mask, left, right, rank, merged_id);
+void gt_host_pair_insert(GtPairSlot* slots, gt_u64 mask, gt_u32 left, gt_u32 right, gt_u32 rank) {
+    gt_pair_insert(slots, mask, left, right, rank);
 }
 
 void gt_host_bytes_insert(GtBytesSlot* slots, gt_u64 mask, gt_u64* filter, gt_u64 filter_mask, const gt_u8* bytes,
@@ -44,6 +62,10 @@ void gt_host_bytes_insert(GtBytesSlot* slots, gt_u64 mask, gt_u64* filter, gt_u6
 
 gt_u32 gt_host_find(gt_u32 pattern, const gt_u8* text, gt_u32 end, gt_u32 pos, gt_u32* start) {
     return gt_find(pattern, text, end, pos, start);
+}
+
+gt_u32 gt_host_pair_rank(const GtPairTable* table, gt_u32 left, gt_u32 right) {
+    return gt_pair_rank(table, left, right);
 }
 
 gt_u32 gt_host_bytes_find(const GtBytesTable* table, const gt_u8* bytes, gt_u32 n) {
@@ -83,7 +105,7 @@ struct GtHostWpEmit {
 };
 gt_u32 gt_host_wordpiece_words(const GtWordPieceModel* model, const gt_u8* text, gt_u32 n, gt_u8* norm,
                                GtWpWordCallback word, void* ctx) {
-    gt_u32 k = gt_wp_normalize(&model->chars, text, n, norm, 0, 0);
+    gt_u32 k = gt_chars_normalize(&model->chars, text, n, norm, 0, 0);
     if (k == GT_NONE) return GT_NONE;
     GtHostWpEmit emit = {word, ctx, norm};
     gt_wp_words(model, norm, k, emit);

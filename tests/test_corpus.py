@@ -746,7 +746,7 @@ def test_without_numpy_tokenize_names_the_extra(tmp_path: Path) -> None:
     source = write_jsonl(tmp_path / "docs.jsonl", ["a"])
     done = run_without("numpy", "tokenize", str(source), "--output", str(tmp_path / "out"))
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
-    assert "gpu-tok tokenize needs the corpus extra (pip install 'gpu_tok[corpus]'" in done.stderr
+    assert "gpu-tok tokenize needs the corpus extra (from the checkout: pip install '.[corpus]')" in done.stderr
     assert "numpy" in done.stderr
 
 
@@ -790,5 +790,5 @@ def test_without_pyarrow_what_needs_it_says_so(tmp_path: Path, monkeypatch: pyte
         monkeypatch.setitem(sys.modules, module, None)
     assert run_cli(str(source), "--output", str(tmp_path / "out"), "--format", fmt) == 1
     err = capsys.readouterr().err
-    assert f"{needs} needs pyarrow" in err and "pip install 'gpu_tok[corpus]'" in err, err
+    assert f"{needs} needs pyarrow" in err and "pip install '.[corpus]'" in err, err
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").glob("shard-*"))

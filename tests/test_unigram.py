@@ -90,19 +90,26 @@ def lines() -> list[str]:
 
 
 @cache
-def trained(byte_fallback: bool, unk: bool) -> str:
+def trained(unk: bool) -> str:
     """A Unigram vocabulary from the `tokenizers` trainer (Metaspace words)."""
     hf = tokenizers.Tokenizer(models.Unigram())
     hf.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="always")
-    trainer = trainers.UnigramTrainer(vocab_size=800, special_tokens=["<unk>", "<s>", "</s>"],
-                                      unk_token="<unk>" if unk else None, show_progress=False,
-                                      byte_fallback=byte_fallback)
+    # The trainer needs a piece for every character it sees: room for those and 400 longer pieces.
+    characters = len(set("".join(lines())) | {"▁"})
+    trainer = trainers.UnigramTrainer(vocab_size=characters + 400, special_tokens=["<unk>", "<s>", "</s>"],
+                                      unk_token="<unk>" if unk else None, show_progress=False)
     hf.train_from_iterator(lines(), trainer=trainer)
     return hf.to_str()
 
 
 def variant(byte_fallback: bool = False, unk: bool = True, **changes: object) -> str:
-    spec = json.loads(trained(byte_fallback, unk))
+    spec = json.loads(trained(unk))
+    if byte_fallback:
+        # The Python trainer has no byte fallback: SentencePiece's 256 byte pieces (score 0, as
+        # transformers' converter writes them) and the model's flag, as a converted model has them.
+        known = {piece for piece, _ in spec["model"]["vocab"]}
+        spec["model"]["vocab"] += [[f"<0x{b:02X}>", 0.0] for b in range(256) if f"<0x{b:02X}>" not in known]
+        spec["model"]["byte_fallback"] = True
     for key, value in changes.items():
         spec[key] = value
     return json.dumps(spec)

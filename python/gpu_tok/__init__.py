@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+import importlib
+from types import ModuleType
 from typing import Any
 
 from . import _core
@@ -58,6 +60,17 @@ def _cuda_report() -> dict[str, Any]:
 
     _placement.cuda_usable()
     return dict(_core.cuda_probe())
+
+
+# Submodules reachable as attributes (`gpu_tok.convert.cl100k_tokenizer_json()`), each
+# imported at first use: they pull in optional packages (pyarrow, aiohttp, ray).
+_SUBMODULES = ("client", "collate", "convert", "corpus", "hf_datasets", "ray", "serve")
+
+
+def __getattr__(name: str) -> ModuleType:
+    if name in _SUBMODULES:
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'gpu_tok' has no attribute {name!r}")
 
 
 __all__ = [

@@ -2,7 +2,7 @@
 transformers 5 does (`apply_chat_template`): the same sandboxed environment
 (`trim_blocks`, `lstrip_blocks`, loop controls), the same globals
 (`raise_exception`, `strftime_now`, `tojson` without HTML escaping) and the
-same handling of `continue_final_message`. Needs jinja2 (`gpu_tok[chat]`).
+same handling of `continue_final_message`. Needs jinja2 (the `chat` extra).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def _compile(template: str) -> Any:
         import jinja2.ext
         from jinja2.sandbox import ImmutableSandboxedEnvironment
     except ImportError as err:
-        raise ImportError('apply_chat_template needs jinja2: pip install "gpu_tok[chat]"') from err
+        raise ImportError('apply_chat_template needs jinja2: pip install "jinja2>=3.1.6" (the chat extra)') from err
 
     class Generation(jinja2.ext.Extension):
         """`{% generation %}...{% endgeneration %}`: rendered as its body (the

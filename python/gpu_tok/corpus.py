@@ -330,8 +330,8 @@ def _check_pyarrow(files: list[InputFile], fmt: str) -> None:
     try:
         import pyarrow  # noqa: F401
     except ImportError:
-        raise ImportError(f"{needs[0]} needs pyarrow, which is not installed: pip install 'gpu_tok[corpus]' "
-                          "(from a checkout: pip install '.[corpus]')") from None
+        raise ImportError(f"{needs[0]} needs pyarrow, which is not installed: from the checkout, "
+                          "pip install '.[corpus]'") from None
 
 
 def tokenize_corpus(tok: Tokenizer, inputs: list[str | Path], output: str | Path, *, text_field: str = "text",

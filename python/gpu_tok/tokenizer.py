@@ -26,10 +26,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from . import _added, _chat, _config, _core, _pad, _placement, _reference, _settings
+from . import _added, _chat, _compat, _config, _core, _maps, _pad, _placement, _settings
 from ._errors import (
     CpuFallbackWarning,
     CudaOutOfMemoryError,
+    InvalidInputError,
     InvalidTokenizerError,
     TokenizerNotFoundError,
     UnsupportedTokenizerError,
@@ -135,10 +136,10 @@ def _is_words(value: Any) -> bool:
     return isinstance(value, (list, tuple)) and all(isinstance(w, str) for w in value)
 
 
-class Tokenizer:
+class Tokenizer(_compat.TransformersNames):
     """A Hugging Face tokenizer, loaded from tokenizer.json (and its config files)."""
 
-    __slots__ = ("_core", "_config", "_defaults", "_model", "_model_kind", "_reference", "name_or_path")
+    __slots__ = ("_config", "_model", "_model_kind", "name_or_path")  # and _compat's
 
     def __init__(self, core: _core.CoreTokenizer, config: dict[str, Any] | None = None,
                  name_or_path: str = "") -> None:
@@ -148,7 +149,7 @@ class Tokenizer:
         self._model = _config.read(self._config, core.to_json, core.file_padding(), core.file_truncation())
         self._defaults = self._make_defaults()
         self._model_kind = self._model_component()
-        self._reference: _reference.Reference | None = None
+        _maps.register(core)
 
     # -- loading -----------------------------------------------------------------
 
@@ -252,7 +253,7 @@ class Tokenizer:
     def _with_defaults(self, **changes: Any) -> Tokenizer:
         other = object.__new__(Tokenizer)
         other._core, other._config, other._model = self._core, self._config, self._model
-        other._model_kind, other._reference, other.name_or_path = self._model_kind, self._reference, self.name_or_path
+        other._model_kind, other.name_or_path = self._model_kind, self.name_or_path
         other._defaults = replace(self._defaults, **changes)
         return other
 
@@ -447,11 +448,6 @@ class Tokenizer:
     def _uses_token_type_ids(self) -> bool:
         return "token_type_ids" in self._model.model_input_names
 
-    def _reference_encode(self, inputs: list[Any], **options: Any) -> list[Any]:
-        if self._reference is None:
-            self._reference = _reference.Reference(self._core.to_json())
-        return self._reference.encode(inputs, **options)
-
     def encode(self, text: str | Sequence[str], text_pair: str | Sequence[str] | None = None,
                add_special_tokens: bool = True, padding: bool | str = False, truncation: bool | str | None = None,
                max_length: int | None = None, stride: int = 0, padding_side: str | None = None,
@@ -500,13 +496,9 @@ class Tokenizer:
                                    type_ids=return_token_type_ids, special_tokens_mask=return_special_tokens_mask,
                                    offsets=return_offsets, device=device, dtype=dtype)
 
-        def encodings() -> list[Any]:
-            inputs = _as_list(texts) if text_pairs is None else list(zip(_as_list(texts), _as_list(text_pairs),
-                                                                         strict=True))
-            return self._reference_encode(inputs, add_special_tokens=add_special_tokens, truncation=trunc,
-                                          padding=pad, pretokenized=False, split_special_tokens=False)
-
-        return BatchEncoding.from_core(core, total_ms, encodings)
+        source = _maps.Source(self._core, _as_list(texts), None if text_pairs is None else _as_list(text_pairs),
+                              dict(add_special_tokens=add_special_tokens, truncation=trunc, padding=pad))
+        return BatchEncoding.from_core(core, total_ms, _maps.Maps(None, source))
 
     def __call__(
         self,
@@ -598,7 +590,7 @@ class Tokenizer:
         trunc, pad = _settings.call_settings(
             self._defaults, padding, truncation, max_length, pad_to_multiple_of=pad_to_multiple_of, stride=stride,
             padding_side=padding_side, truncation_side=truncation_side, pad_token_id=pad_token_id,
-            special_tokens=n_special)
+            special_tokens=n_special, single_special_tokens=self._core.num_special_tokens_to_add(False))
         names = self._model.model_input_names
         wanted = {
             "token_type_ids": "token_type_ids" in names if return_token_type_ids is None else return_token_type_ids,
@@ -608,45 +600,51 @@ class Tokenizer:
             "length": return_length,
         }
         n_sequences = 1 if pairs is None else 2
-
-        def encodings() -> list[Any]:
-            inputs = _as_list(texts) if pairs is None else list(zip(_as_list(texts), _as_list(pairs), strict=True))
-            return self._reference_encode(inputs, add_special_tokens=add_special_tokens, truncation=trunc,
-                                          padding=pad, pretokenized=is_split_into_words,
-                                          split_special_tokens=split_special_tokens)
-
-        # A max_length that leaves no room for text: the crate keeps only the special tokens, the core refuses.
-        no_room = trunc is not None and trunc.max_length == n_special and trunc.stride == 0
-        if is_split_into_words or return_overflowing_tokens or split_special_tokens or no_room:
-            # What the core does not do yet: `tokenizers` encodes, with the same settings.
-            fields, flat = _reference.fields(encodings(), wanted, return_overflowing_tokens)
-            if return_tensors is not None:
-                return BatchEncoding(fields, encodings=flat, n_sequences=n_sequences, tensor_type=return_tensors,
-                                     dtype=dtype)
-            if single and not return_overflowing_tokens:
-                fields = {k: v[0] if v and isinstance(v[0], list) else v for k, v in fields.items()}
-            return BatchEncoding(fields, encodings=flat, n_sequences=n_sequences)
-
-        core, total_ms = self._run(texts, pairs, add_special_tokens=add_special_tokens, truncation=trunc,
-                                   padding=pad, attention_mask=wanted["attention_mask"],
-                                   type_ids=wanted["token_type_ids"],
-                                   special_tokens_mask=return_special_tokens_mask,
-                                   offsets=return_offsets_mapping, device=device, dtype=dtype)
+        options = dict(add_special_tokens=add_special_tokens, truncation=trunc, padding=pad,
+                       pretokenized=is_split_into_words, split_special_tokens=split_special_tokens)
+        if is_split_into_words or return_overflowing_tokens or split_special_tokens:
+            # The maps are computed anyway: the core's rich path, which keeps them.
+            # It runs on the CPU: a call that asked for device memory is refused,
+            # not answered in host memory.
+            placement = _placement.resolve(device, None, packable=False)
+            if placement.core != "cpu" and not placement.to_host:
+                raise InvalidInputError(
+                    "return_overflowing_tokens, is_split_into_words and split_special_tokens are computed on "
+                    f"the CPU, so their results cannot be in device memory (device={device!r}): pass "
+                    "device='cpu' or 'auto', then move the tensors")
+            core, maps, total_ms = _maps.encode(self._core, texts, pairs, overflow=return_overflowing_tokens,
+                                                attention_mask=wanted["attention_mask"],
+                                                type_ids=wanted["token_type_ids"],
+                                                special_tokens_mask=return_special_tokens_mask,
+                                                offsets=return_offsets_mapping, dtype=dtype, **options)
+        else:
+            core, total_ms = self._run(texts, pairs, add_special_tokens=add_special_tokens, truncation=trunc,
+                                       padding=pad, attention_mask=wanted["attention_mask"],
+                                       type_ids=wanted["token_type_ids"],
+                                       special_tokens_mask=return_special_tokens_mask,
+                                       offsets=return_offsets_mapping, device=device, dtype=dtype)
+            maps = _maps.Maps(None, _maps.Source(self._core, _as_list(texts),
+                                                 None if pairs is None else _as_list(pairs), options))
+        samples = maps.rows.samples() if return_overflowing_tokens else None
         if return_tensors is None:
             lists = core.to_lists()
             if return_length:
                 lists["length"] = [len(row) for row in lists["input_ids"]]
             ordered = {k: lists[k] for k in KEY_ORDER if k in lists}
-            if single:
+            if samples is not None:
+                ordered["overflow_to_sample_mapping"] = samples
+            elif single:
                 ordered = {k: v[0] if v and isinstance(v[0], list) else v for k, v in ordered.items()}
-            return BatchEncoding(ordered, core, total_ms, encodings=encodings, n_sequences=n_sequences)
+            return BatchEncoding(ordered, core, total_ms, encodings=maps, n_sequences=n_sequences)
         tensors = self._tensors(core, return_tensors, dtype)
         if return_length:
             starts = core.row_offsets().tolist()
             tensors["length"] = as_tensor([b - a for a, b in zip(starts, starts[1:], strict=False)], return_tensors,
                                           dtype)
+        if samples is not None:
+            tensors["overflow_to_sample_mapping"] = as_tensor(samples, return_tensors, dtype)
         ordered = {k: tensors[k] for k in KEY_ORDER if k in tensors}
-        return BatchEncoding(ordered, core, total_ms, encodings=encodings, n_sequences=n_sequences)
+        return BatchEncoding(ordered, core, total_ms, encodings=maps, n_sequences=n_sequences)
 
     @staticmethod
     def _tensors(core: _core.CoreBatch, kind: str, dtype: str) -> dict[str, Any]:
@@ -708,7 +706,7 @@ class Tokenizer:
         **kwargs: Any,
     ) -> Any:
         """transformers' `apply_chat_template`: renders the conversation(s) with the
-        Jinja template (jinja2, `pip install "gpu_tok[chat]"`); with `tokenize`,
+        Jinja template (jinja2: the `chat` extra); with `tokenize`,
         encodes it without adding special tokens (the template writes them) and
         returns a BatchEncoding (`return_dict`) or the ids."""
         if return_assistant_tokens_mask:
@@ -733,17 +731,15 @@ class Tokenizer:
                      clean_up_tokenization_spaces: bool | None) -> list[str]:
         if not isinstance(skip_special_tokens, bool):
             raise TypeError("skip_special_tokens must be a bool")
-        try:
-            texts = self._core.decode_batch(rows, skip_special_tokens)
-        except TypeError:  # numpy / torch integer scalars: make them ints and try again
-            texts = self._core.decode_batch([_plain_ints(r) if isinstance(r, (list, tuple)) else r for r in rows],
-                                            skip_special_tokens)
         clean = self.clean_up_tokenization_spaces if clean_up_tokenization_spaces is None \
             else clean_up_tokenization_spaces
         # transformers 5 skips the clean-up for BPE models: it would remove real spaces before punctuation.
-        if clean and self._model_kind != "BPE":
-            texts = [clean_up_tokenization(t) for t in texts]
-        return texts
+        clean = bool(clean) and self._model_kind != "BPE"
+        try:
+            return _core.decode_rows(self._core, rows, skip_special_tokens, clean)
+        except TypeError:  # torch integer scalars and the like: make them ints and try again
+            return _core.decode_rows(self._core, [_plain_ints(r) if isinstance(r, (list, tuple)) else r
+                                                  for r in rows], skip_special_tokens, clean)
 
     def decode(self, token_ids: Any, skip_special_tokens: bool = False,
                clean_up_tokenization_spaces: bool | None = None, **kwargs: Any) -> Any:
@@ -778,8 +774,7 @@ class Tokenizer:
         if isinstance(sequences, (str, bytes)) or not isinstance(sequences, Iterable):
             raise TypeError(f"sequences must be a list of id lists, not {type(sequences).__name__}")
         rows = [row if isinstance(row, list) else _ids(row, f"sequences[{i}]") for i, row in enumerate(sequences)]
-        texts = self._core.decode_batch(rows, skip_special_tokens)
-        return [clean_up_tokenization(t) for t in texts] if clean_up_tokenization_spaces else texts
+        return _core.decode_rows(self._core, rows, skip_special_tokens, bool(clean_up_tokenization_spaces))
 
     def clean_up_tokenization(self, text: str) -> str:
         return clean_up_tokenization(text)
@@ -885,11 +880,11 @@ class Tokenizer:
         return added
 
     def _add(self, entries: list[dict[str, Any]]) -> int:
-        """Adds `entries` (see `_added`) and swaps in the reloaded core."""
-        json_text, added = _added.append(self._core.to_json(), entries, self._core.token_to_id, len(self))
-        if json_text is not None:
-            self._core = _core.CoreTokenizer.from_str(json_text)
-            self._reference = None
+        """Adds `entries` (see `_added`) and swaps in the new core."""
+        core, added = self._core.with_added_tokens(json.dumps(entries))
+        if added:
+            self._core = core
+            _maps.register(self._core)
             self._set_model()  # the pad token's id may be new
         return added
 

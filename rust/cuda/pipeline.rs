@@ -295,9 +295,13 @@ fn byte_level_model(
     let own = plan.self_encoding_words();
     let shortcut = own.as_ref().unwrap_or(t.words);
     let host = plan.model();
+    let byte_pair_ranks = dev.upload_new(t.byte_pair_ranks)?;
+    let byte_pair_ranks_ptr = byte_pair_ranks.ptr() as *const u32;
+    bufs.push(byte_pair_ranks);
     Ok(GtBpeModel {
         merges: upload_pairs(dev, t.merges, bufs)?,
         vocab: upload_bytes(dev, shortcut, bufs)?,
+        byte_pair_ranks: byte_pair_ranks_ptr,
         byte_ids: host.byte_ids,
         ignore_merges: 1,
         _pad: 0,
@@ -311,13 +315,17 @@ fn upload_pairs(
     bufs: &mut Vec<DevBuf>,
 ) -> Result<GtPairTable> {
     let slots = dev.upload_new(&table.slots)?;
-    let merged_of_rank = dev.upload_new(&table.merged_of_rank)?;
-    let view = GtPairTable {
+    let mut view = GtPairTable {
         slots: slots.ptr() as *const GtPairSlot,
         mask: table.slots.len() as u64 - 1,
-        merged_of_rank: merged_of_rank.ptr() as *const u32,
+        merged_of_rank: std::ptr::null(), // the slots hold merged ids
     };
-    bufs.extend([slots, merged_of_rank]);
+    bufs.push(slots);
+    if !table.merged_of_rank.is_empty() {
+        let merged_of_rank = dev.upload_new(&table.merged_of_rank)?;
+        view.merged_of_rank = merged_of_rank.ptr() as *const u32;
+        bufs.push(merged_of_rank);
+    }
     Ok(view)
 }
 

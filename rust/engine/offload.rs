@@ -188,12 +188,13 @@ impl Engine {
 }
 
 /// True when the device runs this plan's model: byte-level BPE whose splits
-/// are scanners, SentencePiece-style BPE, Unigram with an unknown token (so
-/// no word can fail there), WordPiece whose pieces fit their room.
+/// are scanners and whose words take a token per byte, SentencePiece-style
+/// BPE without affixes, Unigram with an unknown token (so no word can fail
+/// there), WordPiece whose pieces fit their room.
 fn runs_on_device(plan: &FastPlan) -> bool {
     match plan {
-        FastPlan::ByteLevel(plan) => plan.scanner_chain.is_some(),
-        FastPlan::SentencePiece(_) => true,
+        FastPlan::ByteLevel(plan) => plan.scanner_chain.is_some() && plan.one_token_per_byte(),
+        FastPlan::SentencePiece(plan) => plan.runs_on_device(),
         FastPlan::Unigram(plan) => plan.encodes_every_word(),
         FastPlan::WordPiece(plan) => plan.tokens_fit_bytes(),
     }
@@ -209,7 +210,7 @@ fn byte_level_parts<'t>(
 ) -> Option<Row<'t>> {
     let mut parts = Vec::new();
     let fine = cpu::encode::each_segment(plan, added, text, |segment, _| match segment {
-        Segment::Text(piece) => parts.push(Row::Text(Cow::Owned(piece.into_owned()))),
+        Segment::Text(piece, _) => parts.push(Row::Text(Cow::Owned(piece.into_owned()))),
         Segment::Added(id, _) => push_id(&mut parts, id),
     });
     fine.then_some(Row::Parts(parts))

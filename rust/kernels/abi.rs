@@ -85,22 +85,16 @@ macro_rules! c_mirror {
 // ---- per-word kernels (cuda/gt_hash.cuh, gt_bpe.cuh, gt_pretok.cuh) --------
 
 c_mirror! {
-    /// `GtPairSlot` (cuda/gt_hash.cuh): one slot of a merge table.
+    /// `GtPairSlot` (cuda/gt_hash.cuh): one slot of a merge table (pair key and rank, packed).
     pub struct GtPairSlot {
-        pub key: u64,
-        pub rank: u32,
-        pub merged: u32,
+        pub packed: u64,
     }
 }
 
 impl Default for GtPairSlot {
     /// A free slot.
     fn default() -> Self {
-        GtPairSlot {
-            key: PAIR_EMPTY,
-            rank: 0,
-            merged: 0,
-        }
+        GtPairSlot { packed: PAIR_EMPTY }
     }
 }
 
@@ -170,6 +164,8 @@ c_mirror! {
     pub struct GtBpeModel {
         pub merges: GtPairTable,
         pub vocab: GtBytesTable,
+        /// Rank of the merge of two bytes' tokens, by (first << 8 | second); null: look them up.
+        pub byte_pair_ranks: *const u32,
         pub byte_ids: [u32; 256],
         pub ignore_merges: u32,
         pub _pad: u32,
@@ -188,8 +184,16 @@ c_mirror! {
         pub space_len: u32,
         pub space_utf8: [u8; 4],
         pub _pad: u32,
+        pub prefix_len: u32,
+        pub suffix_len: u32,
+        pub prefix: [u8; AFFIX_MAX],
+        pub suffix: [u8; AFFIX_MAX],
     }
 }
+
+/// `GT_AFFIX_MAX` (cuda/gt_spm.cuh): the longest continuing_subword_prefix or
+/// end_of_word_suffix a `GtSpmModel` holds, in bytes.
+pub const AFFIX_MAX: usize = 16;
 
 c_mirror! {
     /// `GtUnigramModel` (cuda/gt_unigram.cuh).
@@ -215,7 +219,7 @@ c_mirror! {
 }
 
 c_mirror! {
-    /// `GtCharTable` (cuda/gt_wordpiece.cuh): per-code-point normalizer and pre-tokenizer entries.
+    /// `GtCharTable` (cuda/gt_normalize.cuh): per-code-point normalizer and pre-tokenizer entries.
     pub struct GtCharTable {
         pub blocks: *const u16,
         pub entries: *const u32,
@@ -263,6 +267,7 @@ impl GtBpeModel {
                 mask: 0,
                 filter_mask: 0,
             },
+            byte_pair_ranks: std::ptr::null(),
             byte_ids: [0; 256],
             ignore_merges: 0,
             _pad: 0,
@@ -303,6 +308,10 @@ c_mirror! {
 
 /// Empty-slot marker of the pair table (`GT_PAIR_EMPTY`).
 pub const PAIR_EMPTY: u64 = u64::MAX;
+/// Ids a pair table can hold are below this (`GT_PAIR_ID_LIMIT`).
+pub const PAIR_ID_LIMIT: u32 = (1 << 21) - 1;
+/// Ranks a pair table can hold are below this (`GT_PAIR_RANK_LIMIT`).
+pub const PAIR_RANK_LIMIT: u32 = (1 << 22) - 1;
 /// "Not found" (`GT_NONE`).
 pub const NONE: u32 = u32::MAX;
 

@@ -4,9 +4,10 @@
 //! them.
 
 use super::abi::{
-    GtBpeModel, GtBpeScratch, GtBytesSlot, GtBytesTable, GtLaneCheck, GtLaneCounts, GtLaneHazard,
-    GtMergeEntry, GtPairSlot, GtSplits, GtSpmCuts, GtSpmModel, GtUnigramModel, GtUnigramScratch,
-    GtWordPieceModel, GtWpScratch, Kernel, NONE, ROUND_SHARE_GPU, ROUND_SHARE_HOST,
+    GtBpeModel, GtBpeScratch, GtBytesSlot, GtBytesTable, GtCharTable, GtLaneCheck, GtLaneCounts,
+    GtLaneHazard, GtMergeEntry, GtPairSlot, GtPairTable, GtSplits, GtSpmCuts, GtSpmModel,
+    GtUnigramModel, GtUnigramScratch, GtWordPieceModel, GtWpScratch, Kernel, AFFIX_MAX, NONE,
+    PAIR_ID_LIMIT, PAIR_RANK_LIMIT, ROUND_SHARE_GPU, ROUND_SHARE_HOST,
 };
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -20,6 +21,17 @@ extern "C" {
         out: *mut u32,
         share: u32,
     ) -> u32;
+    fn gt_host_bpe_words_turns(
+        model: *const GtBpeModel,
+        bytes: *const u8,
+        starts: *const u32,
+        lens: *const u32,
+        k: u32,
+        out: *mut u32,
+        rooms: *const u32,
+        counts: *mut u32,
+    );
+    fn gt_host_turn_max() -> u32;
     fn gt_host_spm_word(
         model: *const GtSpmModel,
         bytes: *const u8,
@@ -28,6 +40,16 @@ extern "C" {
         out: *mut u32,
         share: u32,
     ) -> u32;
+    fn gt_host_spm_room(model: *const GtSpmModel, n: u32) -> u32;
+    fn gt_host_chars_kept(table: *const GtCharTable, text: *const u8, n: u32, pos: u32) -> u32;
+    fn gt_host_chars_normalize(
+        table: *const GtCharTable,
+        text: *const u8,
+        n: u32,
+        out: *mut u8,
+        from: *mut u32,
+        to: *mut u32,
+    ) -> u32;
     fn gt_host_unigram_word(
         model: *const GtUnigramModel,
         bytes: *const u8,
@@ -35,14 +57,7 @@ extern "C" {
         scratch: GtUnigramScratch,
         out: *mut u32,
     ) -> u32;
-    fn gt_host_pair_insert(
-        slots: *mut GtPairSlot,
-        mask: u64,
-        left: u32,
-        right: u32,
-        rank: u32,
-        merged_id: u32,
-    );
+    fn gt_host_pair_insert(slots: *mut GtPairSlot, mask: u64, left: u32, right: u32, rank: u32);
     fn gt_host_bytes_insert(
         slots: *mut GtBytesSlot,
         mask: u64,
@@ -57,6 +72,7 @@ extern "C" {
     fn gt_host_is_white_space(cp: u32) -> i32;
     #[cfg(test)]
     fn gt_host_spm_cut_between(cuts: *const GtSpmCuts, a: u32, b: u32) -> i32;
+    fn gt_host_pair_rank(table: *const GtPairTable, left: u32, right: u32) -> u32;
     fn gt_host_bytes_find(table: *const GtBytesTable, bytes: *const u8, n: u32) -> u32;
     fn gt_host_find(pattern: u32, text: *const u8, end: u32, pos: u32, start: *mut u32) -> u32;
     fn gt_host_split_words(
@@ -215,13 +231,119 @@ pub fn find(pattern: u32, text: &str, pos: usize) -> Option<(usize, usize)> {
     (end != NONE).then_some((start as usize, end as usize))
 }
 
-/// Per-thread scratch for `bpe_word`, grown to the longest word seen.
+/// Per-thread scratch for `bpe_word`, grown to the longest word seen, and
+/// for `bpe_words`.
 #[derive(Default)]
 pub struct Scratch {
     ids: Vec<u32>,
     prev: Vec<i32>,
     next: Vec<i32>,
     heap: Vec<GtMergeEntry>,
+    turns: Turns,
+}
+
+/// The arrays `gt_bpe_words_turns` reads and writes.
+#[derive(Default)]
+struct Turns {
+    starts: Vec<u32>,
+    lens: Vec<u32>,
+    rooms: Vec<u32>,
+    counts: Vec<u32>,
+    out: Vec<u32>,
+    /// Each word's id when it is one vocabulary token (ignore_merges), else NONE.
+    whole: Vec<u32>,
+}
+
+/// Longest word (in bytes) `bpe_words` merges in turns (`GT_TURN_MAX`).
+pub fn turn_max() -> usize {
+    // SAFETY: returns a constant.
+    unsafe { gt_host_turn_max() as usize }
+}
+
+/// Byte-level BPE of the words `text[start..end)` of `spans` with `model`
+/// (`gt_bpe_word`'s ids): appends each word's ids to `ids` and their count
+/// to `counts`, in order. Words of at most `turn_max()` bytes go through
+/// the merge loop side by side (`gt_bpe_words_turns`), after the whole-word
+/// lookup of the model's ignore_merges for those of `whole_from` bytes or
+/// more (the caller has looked the shorter ones up). Longer words go through
+/// `gt_bpe_word` one by one.
+pub fn bpe_words(
+    model: &GtBpeModel,
+    whole_from: usize,
+    text: &[u8],
+    spans: &[(usize, usize)],
+    scratch: &mut Scratch,
+    ids: &mut Vec<u32>,
+    counts: &mut Vec<u32>,
+) {
+    assert!(
+        text.len() < u32::MAX as usize,
+        "pieces are limited to 4 GiB"
+    );
+    let short = turn_max();
+    let t = &mut scratch.turns;
+    t.starts.clear();
+    t.lens.clear();
+    t.rooms.clear();
+    t.whole.clear();
+    let mut room = 0u32;
+    for &(start, end) in spans {
+        assert!(
+            start < end && end <= text.len(),
+            "a word must be a non-empty span of the text"
+        );
+        let whole = match model.ignore_merges != 0 && end - start >= whole_from {
+            // SAFETY: the model's tables outlive the call; reads the word's bytes.
+            true => unsafe {
+                gt_host_bytes_find(&model.vocab, text[start..].as_ptr(), (end - start) as u32)
+            },
+            false => NONE,
+        };
+        t.whole.push(whole);
+        if whole == NONE && end - start <= short {
+            t.starts.push(start as u32);
+            t.lens.push((end - start) as u32);
+            t.rooms.push(room);
+            room += (end - start) as u32;
+        }
+    }
+    let k = t.lens.len();
+    t.counts.clear();
+    t.counts.resize(k, 0);
+    t.out.clear();
+    t.out.resize(room as usize, 0);
+    if k > 0 {
+        // SAFETY: each word lies inside `text` (checked) and has 1..=short
+        // bytes; `out` holds each word's room (its length) at its offset;
+        // `counts` holds k entries; the model's tables outlive the call.
+        unsafe {
+            gt_host_bpe_words_turns(
+                model,
+                text.as_ptr(),
+                t.starts.as_ptr(),
+                t.lens.as_ptr(),
+                k as u32,
+                t.out.as_mut_ptr(),
+                t.rooms.as_ptr(),
+                t.counts.as_mut_ptr(),
+            )
+        }
+    }
+    let mut turn = 0;
+    for (i, &(start, end)) in spans.iter().enumerate() {
+        let at = ids.len();
+        if scratch.turns.whole[i] != NONE {
+            ids.push(scratch.turns.whole[i]);
+        } else if end - start <= short {
+            let room = scratch.turns.rooms[turn] as usize;
+            let count = scratch.turns.counts[turn] as usize;
+            ids.extend_from_slice(&scratch.turns.out[room..room + count]);
+            turn += 1;
+        } else {
+            bpe_word(model, &text[start..end], scratch, ids);
+        }
+        counts.push((ids.len() - at) as u32);
+    }
 }
 
 impl Scratch {
@@ -277,7 +399,7 @@ pub fn bpe_word(model: &GtBpeModel, word: &[u8], scratch: &mut Scratch, out: &mu
     // SAFETY: the model's tables outlive the call (owned by the plan);
     // gt_bpe_word writes at most n ids and uses only the scratch it is given.
     let done = unsafe {
-        run_word(word, scratch, out, |bytes, n, s, ids| {
+        run_word(word, word.len(), scratch, out, |bytes, n, s, ids| {
             gt_host_bpe_word(model, bytes, n, s, ids, share)
         })
     };
@@ -293,22 +415,30 @@ pub fn spm_word(
     out: &mut Vec<u32>,
 ) -> bool {
     let share = round_shares().0;
-    // SAFETY: as for `bpe_word` (gt_spm_word has the same contract).
+    if word.len() >= u32::MAX as usize / 4 / (1 + AFFIX_MAX) {
+        return false;
+    }
+    // SAFETY: reads the model's two affix lengths.
+    let room = unsafe { gt_host_spm_room(model, word.len() as u32) } as usize;
+    // SAFETY: as for `bpe_word`: gt_spm_word writes at most `room` ids
+    // (gt_spm_room) and uses only the scratch it is given.
     unsafe {
-        run_word(word, scratch, out, |bytes, n, s, ids| {
+        run_word(word, room, scratch, out, |bytes, n, s, ids| {
             gt_host_spm_word(model, bytes, n, s, ids, share)
         })
     }
 }
 
-/// Runs a per-word kernel given n bytes, scratch for n symbols (2n heap
-/// entries) and room for n ids; it returns how many ids it wrote. False,
-/// running nothing, for a word too long for the scratch's u32 indices.
+/// Runs a per-word kernel given n bytes, scratch for `room` symbols (twice
+/// as many heap entries) and room for `room` ids; it returns how many ids it
+/// wrote. False, running nothing, for a word too long for the scratch's u32
+/// indices.
 ///
 /// # Safety
-/// `kernel` must write at most n ids and use only the scratch it is given.
+/// `kernel` must write at most `room` ids and use only the scratch it is given.
 unsafe fn run_word(
     word: &[u8],
+    room: usize,
     scratch: &mut Scratch,
     out: &mut Vec<u32>,
     kernel: impl FnOnce(*const u8, u32, GtBpeScratch, *mut u32) -> u32,
@@ -317,12 +447,12 @@ unsafe fn run_word(
     if n == 0 {
         return true;
     }
-    if n >= u32::MAX as usize / 4 {
+    if room >= u32::MAX as usize / 4 {
         return false;
     }
-    scratch.reserve(n);
+    scratch.reserve(room);
     let at = out.len();
-    out.resize(at + n, 0);
+    out.resize(at + room, 0);
     let s = GtBpeScratch {
         ids: scratch.ids.as_mut_ptr(),
         prev: scratch.prev.as_mut_ptr(),
@@ -387,7 +517,7 @@ pub fn unigram_word(
 
 /// The words of `text` after WordPiece's normalizer and pre-tokenizer (whose
 /// normalized form is at most `growth` times as long), each passed to `emit`
-/// (`gt_wp_normalize`, `gt_wp_words`). False, calling nothing, when only the
+/// (`gt_chars_normalize`, `gt_wp_words`). False, calling nothing, when only the
 /// exact path can encode the text.
 pub fn wordpiece_words(
     model: &GtWordPieceModel,
@@ -446,6 +576,75 @@ pub fn wordpiece_needs_exact(model: &GtWordPieceModel, text: &[u8]) -> bool {
     };
     // SAFETY: the model's tables outlive the call (owned by the plan); reads n bytes of text.
     unsafe { gt_host_wp_needs_exact(model, text.as_ptr(), n) != 0 }
+}
+
+/// `text` through a per-code-point table (`gt_chars_normalize`) whose
+/// output is at most `growth` bytes per byte of input: Some(None) when the
+/// table leaves it as it is, None at a code point it flags (or for a text of
+/// 4 GiB).
+pub fn chars_normalize(table: &GtCharTable, growth: usize, text: &str) -> Option<Option<String>> {
+    u32::try_from(text.len().checked_mul(growth)?).ok()?;
+    // SAFETY: the table's arrays outlive the call (owned by the plan); reads
+    // the text's bytes.
+    let kept = unsafe { gt_host_chars_kept(table, text.as_ptr(), text.len() as u32, 0) } as usize;
+    if kept == text.len() {
+        return Some(None);
+    }
+    let rest = &text.as_bytes()[kept..];
+    let mut out = Vec::with_capacity(kept + rest.len() * growth);
+    out.extend_from_slice(&text.as_bytes()[..kept]);
+    // SAFETY: `out` has room for `growth` bytes per byte of `rest` past
+    // `kept` (the most the table writes); without spans the kernel writes no
+    // from/to.
+    let written = unsafe {
+        gt_host_chars_normalize(
+            table,
+            rest.as_ptr(),
+            rest.len() as u32,
+            out.as_mut_ptr().add(kept),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        )
+    };
+    if written == NONE {
+        return None;
+    }
+    // SAFETY: the kernel wrote `written` bytes past `kept`.
+    unsafe { out.set_len(kept + written as usize) };
+    // The table writes whole characters: kept ones and valid UTF-8 replacements.
+    String::from_utf8(out).ok().map(Some)
+}
+
+/// [`chars_normalize`] with the span in `text` of the code point each output
+/// byte comes from (`from`, `to`); the output even when unchanged. None at
+/// a code point the table flags.
+pub fn chars_normalize_aligned(
+    table: &GtCharTable,
+    growth: usize,
+    text: &str,
+) -> Option<(String, Vec<u32>, Vec<u32>)> {
+    let room = u32::try_from(text.len().checked_mul(growth)?).ok()? as usize;
+    let (mut out, mut from, mut to) = (vec![0u8; room], vec![0u32; room], vec![0u32; room]);
+    // SAFETY: the table's arrays outlive the call; out, from and to hold
+    // `growth` entries per byte of text, the most the table writes.
+    let written = unsafe {
+        gt_host_chars_normalize(
+            table,
+            text.as_ptr(),
+            text.len() as u32,
+            out.as_mut_ptr(),
+            from.as_mut_ptr(),
+            to.as_mut_ptr(),
+        )
+    };
+    if written == NONE {
+        return None;
+    }
+    let written = written as usize;
+    out.truncate(written);
+    from.truncate(written);
+    to.truncate(written);
+    Some((String::from_utf8(out).ok()?, from, to))
 }
 
 /// Per-thread buffers for [`wordpiece_text`], grown to the longest text seen.
@@ -529,9 +728,20 @@ pub fn wordpiece_text(
     true
 }
 
-/// Inserts a merge into a pair table (`gt_pair_insert`); the last insert of a pair wins.
-pub fn pair_insert(slots: &mut [GtPairSlot], pair: (u32, u32), rank: u32, id: u32) {
+/// Rank of the pair (left, right) in a pair table (`gt_pair_rank`), or None.
+pub fn pair_rank(table: &GtPairTable, left: u32, right: u32) -> Option<u32> {
+    // SAFETY: `table` views live slots (its owner's) with free slots left, so
+    // the probe ends inside them.
+    let rank = unsafe { gt_host_pair_rank(table, left, right) };
+    (rank != NONE).then_some(rank)
+}
+
+/// Inserts a pair into a pair table (`gt_pair_insert`); the last insert of a
+/// pair wins. Ids must be below `PAIR_ID_LIMIT` and the rank below
+/// `PAIR_RANK_LIMIT` (checked: the packed slot has no room for more).
+pub fn pair_insert(slots: &mut [GtPairSlot], pair: (u32, u32), rank: u32) {
     assert!(slots.len().is_power_of_two());
+    assert!(pair.0 < PAIR_ID_LIMIT && pair.1 < PAIR_ID_LIMIT && rank < PAIR_RANK_LIMIT);
     // SAFETY: a power-of-two slot array (checked) that the caller sized to keep
     // free slots, so the probe ends inside it.
     unsafe {
@@ -541,7 +751,6 @@ pub fn pair_insert(slots: &mut [GtPairSlot], pair: (u32, u32), rank: u32, id: u3
             pair.0,
             pair.1,
             rank,
-            id,
         )
     }
 }

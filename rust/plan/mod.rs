@@ -63,7 +63,9 @@ impl FastPlan {
             // BPE without a pre-tokenizer, or with Metaspace, is
             // SentencePiece-style (the crate's BPE over characters); with
             // another, byte-level.
-            _ if metaspace::Words::from_spec(&spec["pre_tokenizer"]).is_ok() => {
+            _ if metaspace::Words::from_spec(&spec["pre_tokenizer"], &spec["normalizer"])
+                .is_ok() =>
+            {
                 spm::SpmPlan::build(spec).map(FastPlan::SentencePiece)
             }
             _ => bytelevel::ByteLevelPlan::build(spec).map(FastPlan::ByteLevel),
@@ -76,6 +78,21 @@ impl FastPlan {
             FastPlan::ByteLevel(plan) => Some(plan),
             FastPlan::SentencePiece(_) | FastPlan::WordPiece(_) | FastPlan::Unigram(_) => None,
         }
+    }
+
+    /// This plan with other added tokens (tokenizer.json's `added_tokens`, as
+    /// the crate serializes them), for the same model, normalizer and
+    /// pre-tokenizer: the tables are shared, only the added tokens' split is
+    /// built (`Tokenizer.add_tokens`). Ids still to resolve, as after `build`.
+    pub fn with_added_tokens(&self, added_tokens: &Value) -> Result<FastPlan, String> {
+        Ok(match self {
+            FastPlan::ByteLevel(plan) => FastPlan::ByteLevel(plan.with_added_tokens(added_tokens)?),
+            FastPlan::SentencePiece(plan) => {
+                FastPlan::SentencePiece(plan.with_added_tokens(added_tokens)?)
+            }
+            FastPlan::WordPiece(plan) => FastPlan::WordPiece(plan.with_added_tokens(added_tokens)?),
+            FastPlan::Unigram(plan) => FastPlan::Unigram(plan.with_added_tokens(added_tokens)?),
+        })
     }
 
     /// Gives the plan's plain added tokens the crate's ids (`id_of`).
@@ -95,17 +112,19 @@ impl FastPlan {
     fn describe(&self) -> [String; 3] {
         match self {
             FastPlan::ByteLevel(plan) => [
-                "quick check, then the crate's own normalization tables only where the text changes".into(),
+                format!("per piece between added tokens, with the crate's alignments for offsets: {}",
+                        plan.normalizer.describe()),
                 plan.describe_splits(),
-                "byte-level BPE kernel (cuda/gt_bpe.cuh) with a per-thread word cache; offsets too, unless \
-                 the normalizer changes the text"
-                    .into(),
+                match plan.one_token_per_byte() {
+                    true => "byte-level BPE kernel (cuda/gt_bpe.cuh) with a per-thread word cache; offsets too",
+                    false => "BPE over each word's byte-level characters with affixes, byte fallback and the \
+                              unknown token (cuda/gt_spm.cuh), a per-thread word cache; offsets too (CPU)",
+                }
+                .into(),
             ],
             FastPlan::SentencePiece(plan) => [
-                "per piece between added tokens: Prepend and string Replace (with the crate's alignments \
-                 for offsets), other steps the crate's own (offsets then through the crate's \
-                 normalizer and pre-tokenizer around the fast model)"
-                    .into(),
+                format!("per piece between added tokens, with the crate's alignments for offsets: {}",
+                        plan.describe_normalizer()),
                 plan.describe(),
                 "BPE kernel over characters with byte fallback (cuda/gt_spm.cuh) and a per-thread word cache"
                     .into(),
@@ -119,9 +138,8 @@ impl FastPlan {
                     .into(),
             ],
             FastPlan::Unigram(plan) => [
-                "per piece between added tokens: Precompiled and collapsed spaces (with the crate's \
-                 alignments for offsets), other steps the crate's own (offsets then through the crate's \
-                 normalizer and pre-tokenizer around the fast model)".into(),
+                format!("per piece between added tokens, with the crate's alignments for offsets: {}",
+                        plan.describe_normalizer()),
                 plan.describe(),
                 "Unigram Viterbi kernel (cuda/gt_unigram.cuh) over a hash of tokens and their prefixes, \
                  with a per-thread word cache"
@@ -345,6 +363,16 @@ impl PlainAdded {
     /// go to the exact path (`PlainAdded::split` gives None for them).
     pub fn with_irregular(tokens: &Value) -> Option<PlainAdded> {
         Self::build(tokens, true)
+    }
+
+    /// The split of a per-word plan (SentencePiece BPE, Unigram, WordPiece):
+    /// [`PlainAdded::with_irregular`], or why the plan cannot take these tokens.
+    pub fn for_word_plan(tokens: &Value) -> Result<Option<PlainAdded>, String> {
+        let plain = Self::with_irregular(tokens);
+        if plain.is_none() && tokens.as_array().is_some_and(|a| !a.is_empty()) {
+            return Err("added tokens that are normalized".into());
+        }
+        Ok(plain)
     }
 
     fn build(tokens: &Value, allow_irregular: bool) -> Option<PlainAdded> {

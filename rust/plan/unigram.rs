@@ -21,8 +21,27 @@ use super::{DevicePiece, PlainAdded};
 use crate::kernels::{BytesTable, GtUnigramModel, NONE};
 use rustc_hash::FxHashMap;
 use serde_json::Value;
+use std::sync::Arc;
 
+/// The plan: its tables (shared by the tokenizers that differ only in their
+/// added tokens; read through `Deref`) and the split of its added tokens.
 pub struct UnigramPlan {
+    shared: Arc<UnigramTables>,
+    /// When every added token is plain: the crate's split, without its alignments.
+    pub plain_added: Option<PlainAdded>,
+}
+
+impl std::ops::Deref for UnigramPlan {
+    type Target = UnigramTables;
+
+    fn deref(&self) -> &UnigramTables {
+        &self.shared
+    }
+}
+
+/// What the plan builds from the model, normalizer and pre-tokenizer: the
+/// same for every set of added tokens ([`UnigramPlan::with_added_tokens`]).
+pub struct UnigramTables {
     normalizer: PieceNormalizer,
     words: Words,
     model: GtUnigramModel,
@@ -31,29 +50,23 @@ pub struct UnigramPlan {
     device_lead: Option<char>,
     /// Owned here: `model` points into them.
     tables: (BytesTable, Vec<f64>),
-    /// When every added token is plain: the crate's split, without its alignments.
-    pub plain_added: Option<PlainAdded>,
     description: String,
 }
 
 // SAFETY: `model` holds pointers into the tables owned alongside it, never
 // mutated after construction; reading them from many threads is safe.
-unsafe impl Send for UnigramPlan {}
+unsafe impl Send for UnigramTables {}
 // SAFETY: as above.
-unsafe impl Sync for UnigramPlan {}
+unsafe impl Sync for UnigramTables {}
 
 impl UnigramPlan {
     /// The plan, or why this tokenizer is not for it.
     pub fn build(spec: &Value) -> Result<Self, String> {
         let model = &spec["model"];
         let normalizer = PieceNormalizer::from_spec(&spec["normalizer"])?;
-        let words = Words::from_spec(&spec["pre_tokenizer"])?;
+        let words = Words::from_spec(&spec["pre_tokenizer"], &spec["normalizer"])?;
         words.check_normalizer(&normalizer)?;
-        let added = &spec["added_tokens"];
-        let plain_added = PlainAdded::with_irregular(added);
-        if plain_added.is_none() && added.as_array().is_some_and(|a| !a.is_empty()) {
-            return Err("added tokens that are normalized".into());
-        }
+        let plain_added = PlainAdded::for_word_plan(&spec["added_tokens"])?;
         let (table, scores, unk_score) = pieces(&model["vocab"])?;
         let unk_id = match &model["unk_id"] {
             Value::Null => NONE,
@@ -99,15 +112,31 @@ impl UnigramPlan {
             "{}; each word's Viterbi path through the per-thread word cache",
             super::describe(&spec["pre_tokenizer"])
         );
-        Ok(UnigramPlan {
+        let shared = Arc::new(UnigramTables {
             normalizer,
             words,
             model,
             device_lead,
             tables: (table, scores),
-            plain_added,
             description,
+        });
+        Ok(UnigramPlan {
+            shared,
+            plain_added,
         })
+    }
+
+    /// This plan with other added tokens: the tables shared, the split built.
+    pub fn with_added_tokens(&self, added_tokens: &Value) -> Result<Self, String> {
+        Ok(UnigramPlan {
+            shared: Arc::clone(&self.shared),
+            plain_added: PlainAdded::for_word_plan(added_tokens)?,
+        })
+    }
+
+    /// How the normalizer runs, for `tok.plan`.
+    pub fn describe_normalizer(&self) -> String {
+        self.normalizer.describe()
     }
 
     /// The C view of the tables.

@@ -5,9 +5,13 @@
 
 mod arrow;
 mod batch;
+mod compat;
+mod decode;
 mod errors;
 mod info;
 mod inputs;
+mod lists;
+mod maps;
 mod settings;
 mod tensor;
 mod tokenizer;
@@ -23,6 +27,11 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<settings::Truncation>()?;
     m.add_class::<settings::Padding>()?;
     m.add_function(wrap_pyfunction!(errors::check_memory, m)?)?;
+    m.add_class::<maps::CoreMaps>()?;
+    m.add_function(wrap_pyfunction!(maps::encode_rich, m)?)?;
+    m.add_function(wrap_pyfunction!(decode::decode_rows, m)?)?;
+    m.add_function(wrap_pyfunction!(compat::added_token_flags, m)?)?;
+    m.add_function(wrap_pyfunction!(compat::save_model, m)?)?;
     m.add_function(wrap_pyfunction!(info::build_info, m)?)?;
     m.add_function(wrap_pyfunction!(info::cuda_probe, m)?)?;
     m.add_function(wrap_pyfunction!(info::num_threads, m)?)?;

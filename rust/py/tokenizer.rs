@@ -48,7 +48,7 @@ impl Backend {
 }
 
 /// A loaded tokenizer (immutable).
-#[pyclass(frozen, module = "gpu_tok._core")]
+#[pyclass(frozen, weakref, module = "gpu_tok._core")]
 pub struct CoreTokenizer {
     engine: Arc<Engine>,
 }
@@ -173,6 +173,22 @@ impl CoreTokenizer {
         detach_work(py, || engine.to_json())
     }
 
+    /// This tokenizer with tokens added (a JSON list of `added_tokens`
+    /// entries without ids: content and the five flags), as the crate's
+    /// `add_tokens` adds them, and how many were added (GIL released).
+    fn with_added_tokens(&self, py: Python<'_>, tokens: &str) -> PyResult<(Self, usize)> {
+        let tokens: Vec<tokenizers::AddedToken> = serde_json::from_str(tokens)
+            .map_err(|err| PyValueError::new_err(format!("unreadable added tokens: {err}")))?;
+        let engine = &self.engine;
+        let (engine, added) = detach_work(py, || engine.with_added_tokens(tokens))?;
+        Ok((
+            CoreTokenizer {
+                engine: Arc::new(engine),
+            },
+            added,
+        ))
+    }
+
     /// Special tokens the post-processor adds to one sequence or a pair.
     fn num_special_tokens_to_add(&self, is_pair: bool) -> usize {
         self.engine.added_special_tokens(is_pair)
@@ -260,6 +276,23 @@ impl CoreTokenizer {
         tokens
     }
 
+    /// The share of `texts` the fast path encodes whole, with or without
+    /// offsets (the rest take the exact path): for the form census and tests.
+    /// A text the crate panics on (its added-token split can) is not fast:
+    /// the exact path raises for it.
+    #[pyo3(signature = (texts, offsets=false))]
+    fn fast_path_share(&self, py: Python<'_>, texts: Vec<String>, offsets: bool) -> f64 {
+        if texts.is_empty() {
+            return 1.0;
+        }
+        let takes_fast_path = |text: &String| {
+            let ask = || self.engine.takes_fast_path(text, offsets);
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(ask)).unwrap_or(false)
+        };
+        let fast = py.detach(|| texts.iter().filter(|text| takes_fast_path(text)).count());
+        fast as f64 / texts.len() as f64
+    }
+
     /// Per stage: (stage, component, path, reason). See `plan`.
     fn plan(&self) -> Vec<(String, String, String, String)> {
         self.engine
@@ -275,5 +308,12 @@ impl CoreTokenizer {
                 )
             })
             .collect()
+    }
+}
+
+impl CoreTokenizer {
+    /// The engine (for the core's other Python functions).
+    pub(super) fn engine(&self) -> &Arc<Engine> {
+        &self.engine
     }
 }

@@ -1,6 +1,6 @@
 """`gpu-tok serve`: a tokenization service that merges concurrent requests into
 engine calls (HTTP over TCP and a Unix socket, and a binary framed protocol). Needs the `serve` extra
-(`pip install "gpu_tok[serve]"`). See docs/SERVE.md.
+(from the checkout: `pip install ".[serve]"`). See docs/SERVE.md.
 
     from gpu_tok.serve import BackgroundServer, ServeConfig
     with BackgroundServer(tok, ServeConfig(port=0)) as server:
