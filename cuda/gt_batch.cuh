@@ -68,6 +68,7 @@ struct GtFillWords {
 template <class Emit>
 GT_HD void gt_piece_words(const GtPretokArgs* a, gt_u32 i, Emit& emit) {
     gt_u32 begin = a->piece_bounds[i], end = a->piece_bounds[i + 1];
+    GT_WORK_ITEM();
     GT_GLOBAL_READ(&a->piece_bounds[i], 2);
     GT_GLOBAL_READ(a->text + begin, end - begin);  // (the scanners' tables are not counted)
     if (a->cuts.enabled) {
@@ -102,13 +103,19 @@ GT_HD void gt_pretok_fill_thread(const GtPretokArgs* a, gt_u32 i) {
 // order_fill places each word after the classes before its own (in no
 // particular order inside a class: each word writes only its own slots, so
 // the results do not depend on it).
+// Both are block-cooperative (GT_EACH_LANE): lane k classes word
+// block * GT_LANES + k, then lane c < GT_WORK_CLASSES tallies class c over the
+// block and makes one global atomic for it. One atomic per word on a class's
+// counter serialises in L2 (~40M on one word per 256 MB of text: ~95% of the
+// modeled kernel time, benches/README "Device cost model"); one per class and
+// block is 256x fewer.
 #define GT_WORK_CLASSES 16
 
 struct GtOrderArgs {
     const gt_u8* text;
     const gt_u32* word_starts;
     const gt_u32* word_lens;
-    const gt_u32* n_words;     // the chunk's word count (threads past it do nothing)
+    const gt_u32* n_words;     // the chunk's word count (blocks past it do nothing)
     GtBytesTable shortcut;     // byte-level BPE's table of whole words (slots null: none)
     gt_u32* class_counts;      // GT_WORK_CLASSES counts, then as many cursors (zeroed by the host)
     gt_u32* order;             // n_words entries: the words, class by class
@@ -128,20 +135,75 @@ GT_HD gt_u32 gt_work_class(const GtOrderArgs* a, gt_u32 w) {
 // The last class holds exactly the words of GT_LONG_WORD bytes or more.
 static_assert(GT_LONG_WORD == 1u << (GT_WORK_CLASSES - 2), "the long words are the last work class");
 
-GT_HD void gt_order_count_thread(const GtOrderArgs* a, gt_u32 w) {
+// The block of thread i (GT_NONE on the host for all but a block's first
+// thread, which runs its lanes: see GT_EACH_LANE).
+#if defined(__CUDA_ARCH__)
+#define GT_BLOCK_OF_THREAD(i) ((i) / GT_LANES)
+#else
+#define GT_BLOCK_OF_THREAD(i) ((i) % GT_LANES ? GT_NONE : (i) / GT_LANES)
+#endif
+
+// Phase 1 of both order kernels: each lane's word's class into cls (GT_NONE
+// past the chunk's words). Returns 0 for a block past them (the whole block).
+GT_HD int gt_block_classes(const GtOrderArgs* a, gt_u32 b, GtLaneMem<gt_u32> cls) {
     GT_GLOBAL_READ(a->n_words, 1);
-    if (w < *a->n_words) gt_atomic_add(&a->class_counts[gt_work_class(a, w)], 1);
+    gt_u32 n = *a->n_words;
+    if ((gt_u64)b * GT_LANES >= n) return 0;
+    GT_EACH_LANE(lane) {
+        gt_u32 w = b * GT_LANES + lane;
+        if (w < n) GT_WORK_ITEM();
+        cls[lane] = w < n ? gt_work_class(a, w) : GT_NONE;
+    }
+    GT_SYNC();
+    return 1;
 }
 
-GT_HD void gt_order_fill_thread(const GtOrderArgs* a, gt_u32 w) {
-    GT_GLOBAL_READ(a->n_words, 1);
-    if (w >= *a->n_words) return;
-    gt_u32 c = gt_work_class(a, w), at = 0;
-    GT_GLOBAL_READ(a->class_counts, c);
-    for (gt_u32 k = 0; k < c; ++k) at += a->class_counts[k];
-    gt_u32 slot = at + gt_atomic_add(&a->class_counts[GT_WORK_CLASSES + c], 1);
-    GT_GLOBAL_WROTE(&a->order[slot], 1);
-    a->order[slot] = w;
+GT_HD void gt_order_count_thread(const GtOrderArgs* a, gt_u32 i) {
+    gt_u32 b = GT_BLOCK_OF_THREAD(i);
+    if (b == GT_NONE) return;
+    GT_SHARED gt_u32 cls_[GT_LANES];
+    GtLaneMem<gt_u32> cls = cls_;
+    if (!gt_block_classes(a, b, cls)) return;
+    GT_EACH_LANE(lane) {
+        if (lane < GT_WORK_CLASSES) {
+            gt_u32 n = 0;
+            for (gt_u32 k = 0; k < GT_LANES; ++k) n += cls[k] == lane;
+            if (n) gt_atomic_add(&a->class_counts[lane], n);
+        }
+    }
+}
+
+// Lane c < GT_WORK_CLASSES ranks the block's words of class c (in word
+// order) and reserves their slots with one atomic on the class's cursor;
+// then each lane writes its word at its class's slots plus its rank.
+GT_HD void gt_order_fill_thread(const GtOrderArgs* a, gt_u32 i) {
+    gt_u32 b = GT_BLOCK_OF_THREAD(i);
+    if (b == GT_NONE) return;
+    GT_SHARED gt_u32 cls_[GT_LANES], rank_[GT_LANES], base_[GT_WORK_CLASSES];
+    GtLaneMem<gt_u32> cls = cls_, rank = rank_, base = base_;
+    if (!gt_block_classes(a, b, cls)) return;
+    GT_EACH_LANE(lane) {
+        if (lane < GT_WORK_CLASSES) {
+            gt_u32 n = 0;
+            for (gt_u32 k = 0; k < GT_LANES; ++k)
+                if (cls[k] == lane) rank[k] = n++;
+            if (n) {
+                gt_u32 at = 0;  // the classes before this one
+                GT_GLOBAL_READ(a->class_counts, lane);
+                for (gt_u32 k = 0; k < lane; ++k) at += a->class_counts[k];
+                base[lane] = at + gt_atomic_add(&a->class_counts[GT_WORK_CLASSES + lane], n);
+            }
+        }
+    }
+    GT_SYNC();
+    GT_EACH_LANE(lane) {
+        gt_u32 c = cls[lane];
+        if (c != GT_NONE) {
+            gt_u32 slot = base[c] + rank[lane];
+            GT_GLOBAL_WROTE(&a->order[slot], 1);
+            a->order[slot] = b * GT_LANES + lane;
+        }
+    }
 }
 
 // ---- the model, one thread per word ----------------------------------------
@@ -168,6 +230,7 @@ struct GtWords {
 GT_HD gt_u32 gt_word_of_thread(const GtWords* x, gt_u32 i) {
     GT_GLOBAL_READ(x->n_words, 1);
     if (i < *x->n_words) {
+        GT_WORK_ITEM();
         GT_GLOBAL_READ(&x->order[i], 1);
         return x->order[i];
     }
@@ -218,13 +281,6 @@ GT_HD gt_u32 gt_long_word_of_block(const GtWords* x, gt_u32 b) {
     gt_u32 longs = gt_long_words(x);
     return b < longs ? x->order[*x->n_words - longs + b] : GT_NONE;
 }
-
-// On the host, one call per block runs its lanes (gt_common.cuh).
-#if defined(__CUDA_ARCH__)
-#define GT_BLOCK_OF_THREAD(i) ((i) / GT_LANES)
-#else
-#define GT_BLOCK_OF_THREAD(i) ((i) % GT_LANES ? GT_NONE : (i) / GT_LANES)
-#endif
 
 // Byte-level BPE over the words the scanners found. round_share: the long
 // words' schedule (gt_bpe_rounds; GT_ROUND_SHARE_GPU unless a test asks for another).
@@ -277,7 +333,10 @@ GT_HD void gt_long_words_thread(const Args* a, gt_u32 i) {
     gt_u32 start = x->word_starts[w];
     GtBpeScratch s = gt_merge_scratch_at(&a->scratch, start);
     gt_long_word(&a->model, x->text + start, x->word_lens[w], s, x->out + start, &x->tok_counts[w], a->round_share);
-    GT_LANE_ZERO { gt_count_word(x, w, x->tok_counts[w]); }  // (the block's lanes' merge traffic is not counted)
+    GT_LANE_ZERO {  // (counted as lane 0's work: the block's lanes' merge traffic is not counted)
+        GT_WORK_ITEM();
+        gt_count_word(x, w, x->tok_counts[w]);
+    }
 }
 
 GT_HD void gt_bpe_long_words_thread(const GtBpeArgs* a, gt_u32 i) { gt_long_words_thread(a, i); }
@@ -343,6 +402,7 @@ struct GtCompactArgs {
 GT_HD void gt_compact_thread(const GtCompactArgs* a, gt_u32 w) {
     GT_GLOBAL_READ(a->n_words, 1);
     if (w >= *a->n_words) return;
+    GT_WORK_ITEM();
     const gt_u32* from = a->bpe_out + a->word_starts[w];
     gt_u32 to = a->tok_offsets[w], n = a->tok_offsets[w + 1] - to;
     GT_GLOBAL_READ(&a->word_starts[w], 1);
@@ -367,6 +427,7 @@ struct GtScanArgs {
 GT_HD void gt_scan_sum_thread(const GtScanArgs* a, gt_u32 t) {
     gt_u64 begin = (gt_u64)t * a->tile, end = begin + a->tile < a->n ? begin + a->tile : a->n;
     gt_u32 sum = 0;
+    GT_WORK_ITEM();
     for (gt_u64 j = begin; j < end; ++j) sum += a->values[j];
     GT_GLOBAL_READ(a->values + begin, end - begin);
     GT_GLOBAL_WROTE(&a->tile_sums[t], 1);
@@ -376,6 +437,7 @@ GT_HD void gt_scan_sum_thread(const GtScanArgs* a, gt_u32 t) {
 GT_HD void gt_scan_apply_thread(const GtScanArgs* a, gt_u32 t) {
     gt_u64 begin = (gt_u64)t * a->tile, end = begin + a->tile < a->n ? begin + a->tile : a->n;
     gt_u32 running = a->tile_sums ? a->tile_sums[t] : 0;
+    GT_WORK_ITEM();
     if (a->tile_sums) GT_GLOBAL_READ(&a->tile_sums[t], 1);
     GT_GLOBAL_READ(a->values + begin, end - begin);
     GT_GLOBAL_WROTE(a->values + begin, end - begin + (end == a->n));
@@ -437,6 +499,14 @@ struct GtRowArgs {
 
 GT_HD void gt_part_spans_thread(const GtRowArgs* a, gt_u32 p) {
     GtRowSource src = a->sources[p];
+    GT_WORK_ITEM();
+    GT_GLOBAL_READ(&a->sources[p], 1);
+    GT_GLOBAL_READ(&a->first_word[src.piece_begin], 1);
+    GT_GLOBAL_READ(&a->first_word[src.piece_end], 1);
+    GT_GLOBAL_READ(&a->tok_offsets[a->first_word[src.piece_begin]], 1);
+    GT_GLOBAL_READ(&a->tok_offsets[a->first_word[src.piece_end]], 1);
+    GT_GLOBAL_WROTE(&a->parts[p], 1);
+    GT_GLOBAL_WROTE(&a->part_starts[p], 1);
     GtPartSpan span;
     span.dev_begin = a->tok_offsets[a->first_word[src.piece_begin]];
     span.dev_end = a->tok_offsets[a->first_word[src.piece_end]];
@@ -448,6 +518,12 @@ GT_HD void gt_part_spans_thread(const GtRowArgs* a, gt_u32 p) {
 
 GT_HD void gt_row_spans_thread(const GtRowArgs* a, gt_u32 r) {
     GtRowSpan span;
+    GT_WORK_ITEM();
+    GT_GLOBAL_READ(&a->row_parts[r], 2);
+    GT_GLOBAL_READ(&a->part_starts[a->row_parts[r]], 1);
+    GT_GLOBAL_READ(&a->part_starts[a->row_parts[r + 1]], 1);
+    GT_GLOBAL_WROTE(&a->spans[r], 1);
+    GT_GLOBAL_WROTE(&a->lengths[r], 1);
     span.part_begin = a->row_parts[r];
     span.part_end = a->row_parts[r + 1];
     gt_u32 raw = a->part_starts[span.part_end] - a->part_starts[span.part_begin];
@@ -490,6 +566,7 @@ GT_HD void gt_store(void* out, gt_u32 e, long long value, gt_u32 value_bytes) {
 
 GT_HD void gt_pack_thread(const GtPackArgs* a, gt_u32 e) {
     gt_u64 at = a->row_base + e;
+    GT_WORK_ITEM();
     gt_u32 lo = 0, hi = a->n_rows;  // the row r with row_starts[r] <= at < row_starts[r + 1]
     while (hi - lo > 1) {
         gt_u32 mid = (lo + hi) / 2;

@@ -133,6 +133,10 @@ struct GtLaneMem {
 // GtLaneCounts); nothing in any other build.
 #define GT_GLOBAL_READ(p, n) gt_count_global((p), (gt_u64)(n) * sizeof(*(p)), 0)
 #define GT_GLOBAL_WROTE(p, n) gt_count_global((p), (gt_u64)(n) * sizeof(*(p)), 1)
+// GT_WORK_ITEM(): this thread (or lane) took an item of its launch's work (a
+// piece, a word, an element...): the counts' working threads; the others
+// only found they had nothing to do (idle, for the cost model).
+#define GT_WORK_ITEM() gt_count_item()
 #define GT_LANE_WROTE(p, n) gt_lane_touch((p), (gt_u64)(n) * sizeof(*(p)), 1)
 #else
 template <class T>
@@ -141,6 +145,7 @@ using GtLaneMem = T*;
 #define GT_LANE_WROTE(p, n) ((void)0)
 #define GT_GLOBAL_READ(p, n) ((void)0)
 #define GT_GLOBAL_WROTE(p, n) ((void)0)
+#define GT_WORK_ITEM() ((void)0)
 #endif
 
 // Unicode White_Space (Rust's char::is_whitespace, which the crate's

@@ -59,6 +59,11 @@ struct CountState {
     uint64_t used = 0;
     uint64_t thread_sectors = 0;
     bool thread_working = false;
+    // A block-cooperative kernel's lanes, which its first thread runs: each
+    // lane is a thread of the counts (what every lane runs is each one's).
+    bool lanes_used = false;
+    uint64_t lane_sectors[GT_LANES] = {};
+    bool lane_working[GT_LANES] = {};
     GtLaneCounts counts = {};
     ~CountState() {
         free(keys);
@@ -96,14 +101,42 @@ bool first_touch(CountState& c, uint64_t key) {
     }
 }
 
-// The current thread is done: its work goes into the counts.
+// The current thread is done: its work goes into the counts. A block's
+// first thread that ran its lanes counts as the lanes that worked (the other
+// threads of the block run nothing), its tail as its own work plus its
+// busiest lane's.
 void end_thread(CountState& c) {
     GtLaneCounts& n = c.counts;
     ++n.threads;
-    if (c.thread_working) ++n.working;
-    if (c.thread_sectors > n.tail) n.tail = c.thread_sectors;
+    uint64_t most = 0;
+    if (c.lanes_used) {
+        for (uint32_t k = 0; k < GT_LANES; ++k) {
+            if (c.lane_working[k] || c.thread_working) ++n.working;
+            if (c.lane_sectors[k] > most) most = c.lane_sectors[k];
+            c.lane_sectors[k] = 0;
+            c.lane_working[k] = false;
+        }
+        c.lanes_used = false;
+    } else if (c.thread_working) {
+        ++n.working;
+    }
+    if (c.thread_sectors + most > n.tail) n.tail = c.thread_sectors + most;
     c.thread_sectors = 0;
     c.thread_working = false;
+}
+
+// Charges `sectors` of work (and working, when it took an item) to the
+// current lane, or to the thread outside the lane loops.
+void charge(CountState& c, uint64_t sectors, bool working) {
+    uint16_t lane = state.lane;
+    if (lane < GT_LANES) {
+        c.lanes_used = true;
+        c.lane_sectors[lane] += sectors;
+        if (working) c.lane_working[lane] = true;
+    } else {
+        c.thread_sectors += sectors;
+        if (working) c.thread_working = true;
+    }
 }
 
 uint64_t next_random(LaneState& st) {
@@ -181,8 +214,7 @@ void gt_count_global(const void* p, uint64_t bytes, int write) {
     CountState& c = counting;
     if (!c.on || !bytes) return;
     uint64_t first = (uint64_t)(uintptr_t)p >> 5, last = ((uint64_t)(uintptr_t)p + bytes - 1) >> 5;
-    c.thread_sectors += last - first + 1;
-    if (write) c.thread_working = true;
+    charge(c, last - first + 1, false);
     for (uint64_t sector = first; sector <= last; ++sector) {
         if (first_touch(c, sector << 1 | (uint64_t)(write != 0)))
             ++(write ? c.counts.write_sectors : c.counts.read_sectors);
@@ -193,8 +225,7 @@ void gt_count_atomic(const void* p) {
     CountState& c = counting;
     if (!c.on) return;
     GtLaneCounts& n = c.counts;
-    c.thread_working = true;
-    ++c.thread_sectors;
+    charge(c, 1, false);
     ++n.atomics;
     uint64_t word = (uint64_t)(uintptr_t)p;
     uint32_t k = 0;
@@ -208,6 +239,10 @@ void gt_count_atomic(const void* p) {
         ++n.n_atomic_words;
     }
     ++n.atomic_hits[k];
+}
+
+void gt_count_item() {
+    if (counting.on) charge(counting, 0, true);
 }
 
 void gt_lane_touch(const void* p, uint64_t bytes, int write) {

@@ -50,8 +50,8 @@ struct GtLaneHazard {
 #define GT_COUNT_ATOMIC_WORDS 16
 struct GtLaneCounts {
     uint64_t read_sectors, write_sectors;
-    uint64_t threads;  // threads run
-    uint64_t working;  // threads that wrote global memory or made an atomic
+    uint64_t threads;  // threads run (a block-cooperative kernel's: its lanes)
+    uint64_t working;  // threads (lanes) that took an item of work (GT_WORK_ITEM)
     uint64_t tail;     // the most sectors one thread touched (each access's, not deduplicated)
     uint64_t atomics;  // atomic operations in all
     uint64_t atomics_untracked;  // on words past the first GT_COUNT_ATOMIC_WORDS of the range
@@ -64,6 +64,8 @@ struct GtLaneCounts {
 void gt_count_global(const void* p, uint64_t bytes, int write);
 // Counts an atomic operation on the word at p by the current thread.
 void gt_count_atomic(const void* p);
+// Counts the current thread (lane) as working: it took an item of work.
+void gt_count_item();
 
 // Lane numbers standing for every lane (code outside the lane loops) and
 // for reads by several lanes.

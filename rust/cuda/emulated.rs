@@ -216,7 +216,8 @@ impl EmuEvent {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LaunchCounts {
     pub kernel: Option<Kernel>,
-    /// Threads launched, and those that wrote global memory or made an atomic.
+    /// Threads launched (a block-cooperative kernel's lanes), and those that
+    /// took an item of work (`GT_WORK_ITEM`: a piece, a word, an element).
     pub threads: u64,
     pub working: u64,
     /// 32-byte sectors read and written (each once per warp).
@@ -968,6 +969,13 @@ impl Driver for Emulated {
     }
 
     fn launch(&self, kernel: Kernel, args: &[u8], n: u32, stream: EmuStream) -> Result<()> {
+        if kernel.in_blocks() && n % kernels::LANES != 0 {
+            return Err(Error::Cuda(format!(
+                "{} is block-cooperative: {n} threads are not whole blocks of {}",
+                kernel.name(),
+                kernels::LANES
+            )));
+        }
         let mut state = self.shared.lock();
         // The allocations the arguments point into (at 8-byte aligned words).
         let mut touched: Vec<(u64, usize, bool)> = Vec::new();
@@ -1090,9 +1098,11 @@ mod tests {
     #[test]
     fn launches_count_their_sectors_atomics_working_threads_and_tail_when_asked() {
         use kernels::{GtBytesTable, GtOrderArgs};
-        // 1024 words of 5 bytes (work class 3: no shortcut table), 1088 threads.
+        // 1024 words of 5 bytes (work class 3: no shortcut table), in blocks
+        // of 256 lanes, and a fifth block past the words.
         const WORDS: u32 = 1024;
-        const THREADS: u32 = WORDS + 64;
+        const THREADS: u32 = WORDS + kernels::LANES;
+        const BLOCKS: u64 = (THREADS / kernels::LANES) as u64;
         for count in [0, 1] {
             let d = Emulated::new(GtLaneCheck {
                 removed: 0,
@@ -1116,6 +1126,8 @@ mod tests {
                 order: upload_u32(&d, &[0; WORDS as usize], s),
             };
             let bytes = kernels::as_bytes(std::slice::from_ref(&args)).to_vec();
+            // Block-cooperative: only whole blocks.
+            assert!(d.launch(Kernel::OrderCount, &bytes, THREADS - 1, s).is_err());
             d.launch(Kernel::OrderCount, &bytes, THREADS, s).unwrap();
             d.launch(Kernel::OrderFill, &bytes, THREADS, s).unwrap();
             let mut classes = [0u32; 2 * kernels::WORK_CLASSES];
@@ -1132,38 +1144,39 @@ mod tests {
             }
             let class_word = args.class_counts + 3 * 4;
             let cursor_word = args.class_counts + (kernels::WORK_CLASSES as u64 + 3) * 4;
-            let warps = u64::from(THREADS / 32);
+            let working_blocks = u64::from(WORDS / kernels::LANES);
             assert_eq!(
                 counts[0],
                 LaunchCounts {
                     kernel: Some(Kernel::OrderCount),
                     threads: THREADS.into(),
+                    // A lane per word; the fifth block's lanes are idle.
                     working: WORDS.into(),
-                    // word_lens: 1024 contiguous u32 = 128 sectors; n_words: one per warp.
-                    read_sectors: u64::from(WORDS) * 4 / 32 + warps,
+                    // word_lens: 1024 contiguous u32 = 128 sectors; n_words: once per block.
+                    read_sectors: u64::from(WORDS) * 4 / 32 + BLOCKS,
                     write_sectors: 0,
-                    // n_words, its length, its atomic.
+                    // n_words (every lane), then lane 3's word length and its class's atomic.
                     tail: 3,
-                    atomics: WORDS.into(),
-                    atomic_words: vec![(class_word, WORDS.into())],
+                    // One atomic per class and block, not one per word.
+                    atomics: working_blocks,
+                    atomic_words: vec![(class_word, working_blocks)],
                     atomics_untracked: 0,
                 }
             );
-            assert_eq!(counts[0].same_address_max(), u64::from(WORDS));
+            assert_eq!(counts[0].same_address_max(), working_blocks);
             let fill = &counts[1];
             assert_eq!(fill.kernel, Some(Kernel::OrderFill));
-            assert_eq!(fill.atomic_words, vec![(cursor_word, WORDS.into())]);
-            // Each word writes its own u32 of order: at least 128 sectors,
-            // more where the pool's threads interleave a warp's slots.
-            assert!(
-                (u64::from(WORDS) / 8..=u64::from(WORDS)).contains(&fill.write_sectors),
-                "{fill:?}"
-            );
-            // + the three class counts before its class: one sector per working warp.
+            assert_eq!(fill.working, u64::from(WORDS));
+            assert_eq!(fill.atomic_words, vec![(cursor_word, working_blocks)]);
+            // Each block's words take 256 consecutive slots of order: 128 sectors.
+            assert_eq!(fill.write_sectors, u64::from(WORDS) * 4 / 32, "{fill:?}");
+            // + the three class counts before its class: a sector per working block.
             assert_eq!(
                 fill.read_sectors,
-                u64::from(WORDS) * 4 / 32 + warps + u64::from(WORDS / 32)
+                u64::from(WORDS) * 4 / 32 + BLOCKS + working_blocks
             );
+            // n_words; lane 3: its length, the counts before, the atomic, its slot.
+            assert_eq!(fill.tail, 5);
         }
     }
 

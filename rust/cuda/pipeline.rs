@@ -858,8 +858,8 @@ fn tokenize_chunk(
         class_counts: inputs.class_counts,
         order: order.ptr(),
     };
-    dev.run(Kernel::OrderCount, &order_args, n_words)?;
-    dev.run(Kernel::OrderFill, &order_args, n_words)?;
+    run_blocks(dev, Kernel::OrderCount, &order_args, n_words)?;
+    run_blocks(dev, Kernel::OrderFill, &order_args, n_words)?;
 
     // The model per word into scratch indexed by byte offset, then compaction.
     let tok_counts = dev.alloc(4 * (n_words as usize + 1))?;
@@ -1011,6 +1011,12 @@ fn run_long_words<A: KernelArgs>(
     }
 }
 
+/// Launches a block-cooperative kernel with a lane for each of `items`
+/// (whole blocks: every lane of a block reaches its barriers).
+fn run_blocks<A: KernelArgs>(dev: &dyn DeviceStream, kernel: Kernel, args: &A, items: u32) -> Result<()> {
+    dev.run(kernel, args, items.div_ceil(LANES) * LANES)
+}
+
 /// Exclusive scan of `values[0..n)` in place; `values[n]` becomes the total.
 fn scan(dev: &dyn DeviceStream, values: &DevBuf, n: u32) -> Result<()> {
     if n <= SCAN_TILE {
@@ -1124,11 +1130,9 @@ mod tests {
             class_counts: counts.ptr(),
             order: order.ptr(),
         };
-        // One thread per byte, as the pipeline launches: those past the words do nothing.
-        dev.run(Kernel::OrderCount, &args, text.len() as u32)
-            .unwrap();
-        dev.run(Kernel::OrderFill, &args, text.len() as u32)
-            .unwrap();
+        // A lane per byte, as the pipeline launches: those past the words do nothing.
+        run_blocks(&dev, Kernel::OrderCount, &args, text.len() as u32).unwrap();
+        run_blocks(&dev, Kernel::OrderFill, &args, text.len() as u32).unwrap();
         let order = dev.download_vec::<u32>(&order, 0, words.len()).unwrap();
         let mut seen = order.clone();
         seen.sort_unstable();

@@ -380,6 +380,17 @@ impl Kernel {
         }
     }
 
+    /// True for a block-cooperative kernel (`GT_EACH_LANE`, `GT_SYNC`): its
+    /// threads are the lanes of whole blocks of `LANES`, so a launch's thread
+    /// count is a multiple of `LANES` (on a GPU, a lane left out of a block
+    /// would miss its barriers).
+    pub fn in_blocks(self) -> bool {
+        matches!(
+            self,
+            Kernel::OrderCount | Kernel::OrderFill | Kernel::BpeLongWords | Kernel::SpmLongWords
+        )
+    }
+
     /// Position in `GT_BATCH_KERNELS` (the host build's kernel number).
     pub fn number(self) -> u32 {
         self as u32
