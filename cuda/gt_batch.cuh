@@ -13,7 +13,8 @@
 //   pretok_fill   piece  -> (start, length) of its words
 //   order_count   word   -> its work class, counted             (class_counts)
 //   order_fill    word   -> its place in the order of work      (order)
-//   bpe_words     word   -> ids at the word's byte offset       (tok_counts; words taken in order)
+//   bpe_words     word   -> ids at the word's byte offset       (tok_counts; words taken in order,
+//                 grid-stride: a fixed grid loops over the words the device counted)
 //                 (spm_words on SentencePiece cuts, gt_spm_cut_words;
 //                 unigram_words on Metaspace words, gt_metaspace_words, or
 //                 on the words the host cut, one per piece)
@@ -206,14 +207,16 @@ GT_HD void gt_order_fill_thread(const GtOrderArgs* a, gt_u32 i) {
     }
 }
 
-// ---- the model, one thread per word ----------------------------------------
+// ---- the model, word by word -----------------------------------------------
 // Every per-word kernel reads the chunk's words and writes the ids of the
 // word starting at byte b to out[b..] (at most one id per byte), their count
 // to tok_counts. Scratch is indexed by byte offset too, so each word's
 // scratch and output slots are its own.
-// The host launches one thread per byte of text (the most words there can
-// be) instead of reading the word count back: threads past the count, which
-// stays on the device, only zero their count.
+// The word count stays on the device (the host does not wait to read it):
+// the host launches a fixed grid of `stride` threads (about what the device
+// keeps resident, or fewer for a small chunk), and thread t takes the
+// positions t, t + stride, ... of the order below the count. Only the
+// counted words' tok_counts are written, and scanned (gt_scan_count).
 struct GtWords {
     const gt_u8* text;
     const gt_u32* word_starts;
@@ -221,22 +224,23 @@ struct GtWords {
     gt_u32* out;            // as long as the text
     gt_u32* tok_counts;     // ids per word; later scanned in place
     const gt_u32* n_words;  // the chunk's word count (scanned word_counts' total)
-    const gt_u32* order;    // which word thread i takes (order_fill)
+    const gt_u32* order;    // which word position i holds (order_fill)
     const gt_u32* class_counts;  // how many words of each work class (order_count)
+    gt_u32 stride;          // the launch's threads
+    gt_u32 pad_;
 };
 
-// The word thread i encodes, or GT_NONE for a thread past the chunk's words
-// (count i is then zeroed).
-GT_HD gt_u32 gt_word_of_thread(const GtWords* x, gt_u32 i) {
+// The chunk's word count, read on the device.
+GT_HD gt_u32 gt_word_count(const GtWords* x) {
     GT_GLOBAL_READ(x->n_words, 1);
-    if (i < *x->n_words) {
-        GT_WORK_ITEM();
-        GT_GLOBAL_READ(&x->order[i], 1);
-        return x->order[i];
-    }
-    GT_GLOBAL_WROTE(&x->tok_counts[i], 1);
-    x->tok_counts[i] = 0;
-    return GT_NONE;
+    return *x->n_words;
+}
+
+// The word at position i of the order (i below the count), taken by this thread.
+GT_HD gt_u32 gt_word_at(const GtWords* x, gt_u32 i) {
+    GT_WORK_ITEM();
+    GT_GLOBAL_READ(&x->order[i], 1);
+    return x->order[i];
 }
 
 // The device cost model's count of what a per-word thread read and wrote
@@ -292,14 +296,15 @@ struct GtBpeArgs {
     gt_u32 pad_;
 };
 
-GT_HD void gt_bpe_words_thread(const GtBpeArgs* a, gt_u32 i) {
+GT_HD void gt_bpe_words_thread(const GtBpeArgs* a, gt_u32 t) {
     const GtWords* x = &a->words;
-    gt_u32 w = gt_word_of_thread(x, i);
-    if (w == GT_NONE || gt_is_long_at(x, i)) return;
-    gt_u32 start = x->word_starts[w];
-    GtBpeScratch s = gt_merge_scratch_at(&a->scratch, start);
-    x->tok_counts[w] = gt_bpe_word(&a->model, x->text + start, x->word_lens[w], s, x->out + start);
-    gt_count_word(x, w, x->tok_counts[w]);
+    // (The long words come last in the order: a block each takes them.)
+    for (gt_u32 i = t, n = gt_word_count(x); i < n && !gt_is_long_at(x, i); i += x->stride) {
+        gt_u32 w = gt_word_at(x, i), start = x->word_starts[w];
+        GtBpeScratch s = gt_merge_scratch_at(&a->scratch, start);
+        x->tok_counts[w] = gt_bpe_word(&a->model, x->text + start, x->word_lens[w], s, x->out + start);
+        gt_count_word(x, w, x->tok_counts[w]);
+    }
 }
 
 // SentencePiece-style BPE. The host normalized the rows; pretok_* cut their
@@ -312,14 +317,14 @@ struct GtSpmArgs {
     gt_u32 pad_;
 };
 
-GT_HD void gt_spm_words_thread(const GtSpmArgs* a, gt_u32 i) {
+GT_HD void gt_spm_words_thread(const GtSpmArgs* a, gt_u32 t) {
     const GtWords* x = &a->words;
-    gt_u32 w = gt_word_of_thread(x, i);
-    if (w == GT_NONE || gt_is_long_at(x, i)) return;
-    gt_u32 start = x->word_starts[w];
-    GtBpeScratch s = gt_merge_scratch_at(&a->scratch, start);
-    x->tok_counts[w] = gt_spm_word(&a->model, x->text + start, x->word_lens[w], s, x->out + start);
-    gt_count_word(x, w, x->tok_counts[w]);
+    for (gt_u32 i = t, n = gt_word_count(x); i < n && !gt_is_long_at(x, i); i += x->stride) {
+        gt_u32 w = gt_word_at(x, i), start = x->word_starts[w];
+        GtBpeScratch s = gt_merge_scratch_at(&a->scratch, start);
+        x->tok_counts[w] = gt_spm_word(&a->model, x->text + start, x->word_lens[w], s, x->out + start);
+        gt_count_word(x, w, x->tok_counts[w]);
+    }
 }
 
 // Thread i's part in the long word of its block, for either BPE family
@@ -356,15 +361,15 @@ struct GtUnigramArgs {
     gt_u32* id;    // (the same)
 };
 
-GT_HD void gt_unigram_words_thread(const GtUnigramArgs* a, gt_u32 i) {
+GT_HD void gt_unigram_words_thread(const GtUnigramArgs* a, gt_u32 t) {
     const GtWords* x = &a->words;
-    gt_u32 w = gt_word_of_thread(x, i);
-    if (w == GT_NONE) return;
-    gt_u32 start = x->word_starts[w];
-    gt_u64 at = (gt_u64)start + w;
-    GtUnigramScratch s = {a->best + at, a->from + at, a->id + at};
-    x->tok_counts[w] = gt_unigram_word(&a->model, x->text + start, x->word_lens[w], s, x->out + start);
-    gt_count_word(x, w, x->tok_counts[w]);
+    for (gt_u32 i = t, n = gt_word_count(x); i < n; i += x->stride) {
+        gt_u32 w = gt_word_at(x, i), start = x->word_starts[w];
+        gt_u64 at = (gt_u64)start + w;
+        GtUnigramScratch s = {a->best + at, a->from + at, a->id + at};
+        x->tok_counts[w] = gt_unigram_word(&a->model, x->text + start, x->word_lens[w], s, x->out + start);
+        gt_count_word(x, w, x->tok_counts[w]);
+    }
 }
 
 // WordPiece, one thread per piece of raw text. The host cuts each row before
@@ -380,14 +385,14 @@ struct GtWordPieceArgs {
     gt_u64 growth;
 };
 
-GT_HD void gt_wordpiece_words_thread(const GtWordPieceArgs* a, gt_u32 i) {
+GT_HD void gt_wordpiece_words_thread(const GtWordPieceArgs* a, gt_u32 t) {
     const GtWords* x = &a->words;
-    gt_u32 w = gt_word_of_thread(x, i);
-    if (w == GT_NONE) return;
-    gt_u32 start = x->word_starts[w];
-    GtWpScratch s = {a->norm + a->growth * start, 0, 0};
-    x->tok_counts[w] = gt_wordpiece_text(&a->model, x->text + start, x->word_lens[w], s, x->out + start, 0, 0);
-    gt_count_word(x, w, x->tok_counts[w]);
+    for (gt_u32 i = t, n = gt_word_count(x); i < n; i += x->stride) {
+        gt_u32 w = gt_word_at(x, i), start = x->word_starts[w];
+        GtWpScratch s = {a->norm + a->growth * start, 0, 0};
+        x->tok_counts[w] = gt_wordpiece_text(&a->model, x->text + start, x->word_lens[w], s, x->out + start, 0, 0);
+        gt_count_word(x, w, x->tok_counts[w]);
+    }
 }
 
 // ---- compaction: word-major ids into one dense array ------------------------
@@ -396,57 +401,74 @@ struct GtCompactArgs {
     const gt_u32* tok_offsets;  // n + 1 entries (scanned tok_counts)
     const gt_u32* bpe_out;
     gt_u32* raw_ids;
-    const gt_u32* n_words;      // as in GtWords: threads past it do nothing
+    const gt_u32* n_words;      // as in GtWords: thread t takes words t, t + stride, ... below it
+    gt_u32 stride;              // the launch's threads
+    gt_u32 pad_;
 };
 
-GT_HD void gt_compact_thread(const GtCompactArgs* a, gt_u32 w) {
+GT_HD void gt_compact_thread(const GtCompactArgs* a, gt_u32 t) {
     GT_GLOBAL_READ(a->n_words, 1);
-    if (w >= *a->n_words) return;
-    GT_WORK_ITEM();
-    const gt_u32* from = a->bpe_out + a->word_starts[w];
-    gt_u32 to = a->tok_offsets[w], n = a->tok_offsets[w + 1] - to;
-    GT_GLOBAL_READ(&a->word_starts[w], 1);
-    GT_GLOBAL_READ(&a->tok_offsets[w], 2);
-    GT_GLOBAL_READ(from, n);
-    GT_GLOBAL_WROTE(&a->raw_ids[to], n);
-    for (gt_u32 k = 0; k < n; ++k) a->raw_ids[to + k] = from[k];
+    for (gt_u32 w = t, words = *a->n_words; w < words; w += a->stride) {
+        GT_WORK_ITEM();
+        const gt_u32* from = a->bpe_out + a->word_starts[w];
+        gt_u32 to = a->tok_offsets[w], n = a->tok_offsets[w + 1] - to;
+        GT_GLOBAL_READ(&a->word_starts[w], 1);
+        GT_GLOBAL_READ(&a->tok_offsets[w], 2);
+        GT_GLOBAL_READ(from, n);
+        GT_GLOBAL_WROTE(&a->raw_ids[to], n);
+        for (gt_u32 k = 0; k < n; ++k) a->raw_ids[to + k] = from[k];
+    }
 }
 
 // ---- exclusive scan of u32 counts, in place --------------------------------
 // values has n + 1 entries: counts in [0, n) become offsets, values[n] the
 // total. Large arrays go in two passes over tiles of `tile` entries (sum each
 // tile, scan the tile sums the same way, then apply); a small one is a single
-// tile with base 0.
+// tile with base 0. With `count` (a count the device holds, at most n: the
+// word count), only count values are scanned and values[count] is the
+// total; the tiles past it sum to 0 and write nothing else.
 struct GtScanArgs {
     gt_u32* values;
     gt_u32* tile_sums;         // sum pass output; apply pass: scanned tile bases (null: 0)
     gt_u32 n;
     gt_u32 tile;
+    const gt_u32* count;       // null: n values
 };
 
+GT_HD gt_u64 gt_scan_count(const GtScanArgs* a) {
+    if (!a->count) return a->n;
+    GT_GLOBAL_READ(a->count, 1);
+    return *a->count;
+}
+
 GT_HD void gt_scan_sum_thread(const GtScanArgs* a, gt_u32 t) {
-    gt_u64 begin = (gt_u64)t * a->tile, end = begin + a->tile < a->n ? begin + a->tile : a->n;
+    gt_u64 n = gt_scan_count(a), begin = (gt_u64)t * a->tile, end = begin + a->tile < n ? begin + a->tile : n;
     gt_u32 sum = 0;
-    GT_WORK_ITEM();
-    for (gt_u64 j = begin; j < end; ++j) sum += a->values[j];
-    GT_GLOBAL_READ(a->values + begin, end - begin);
+    if (begin < n) {
+        GT_WORK_ITEM();
+        for (gt_u64 j = begin; j < end; ++j) sum += a->values[j];
+        GT_GLOBAL_READ(a->values + begin, end - begin);
+    }
     GT_GLOBAL_WROTE(&a->tile_sums[t], 1);
     a->tile_sums[t] = sum;
 }
 
 GT_HD void gt_scan_apply_thread(const GtScanArgs* a, gt_u32 t) {
-    gt_u64 begin = (gt_u64)t * a->tile, end = begin + a->tile < a->n ? begin + a->tile : a->n;
+    gt_u64 n = gt_scan_count(a), begin = (gt_u64)t * a->tile, end = begin + a->tile < n ? begin + a->tile : n;
+    // Tiles past the count have nothing; the total's place n is in the tile
+    // ending there (tile 0 when n is 0).
+    if (begin > n || (begin == n && n > 0)) return;
     gt_u32 running = a->tile_sums ? a->tile_sums[t] : 0;
     GT_WORK_ITEM();
     if (a->tile_sums) GT_GLOBAL_READ(&a->tile_sums[t], 1);
     GT_GLOBAL_READ(a->values + begin, end - begin);
-    GT_GLOBAL_WROTE(a->values + begin, end - begin + (end == a->n));
+    GT_GLOBAL_WROTE(a->values + begin, end - begin + (end == n));
     for (gt_u64 j = begin; j < end; ++j) {
         gt_u32 v = a->values[j];
         a->values[j] = running;
         running += v;
     }
-    if (end == a->n) a->values[a->n] = running;
+    if (end == n) a->values[n] = running;
 }
 
 // ---- rows: raw token ranges, truncation, the post-processor's template -----

@@ -1127,7 +1127,9 @@ mod tests {
             };
             let bytes = kernels::as_bytes(std::slice::from_ref(&args)).to_vec();
             // Block-cooperative: only whole blocks.
-            assert!(d.launch(Kernel::OrderCount, &bytes, THREADS - 1, s).is_err());
+            assert!(d
+                .launch(Kernel::OrderCount, &bytes, THREADS - 1, s)
+                .is_err());
             d.launch(Kernel::OrderCount, &bytes, THREADS, s).unwrap();
             d.launch(Kernel::OrderFill, &bytes, THREADS, s).unwrap();
             let mut classes = [0u32; 2 * kernels::WORK_CLASSES];

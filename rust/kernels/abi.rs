@@ -432,6 +432,9 @@ c_mirror! {
         pub n_words: DevPtr,
         pub order: DevPtr,
         pub class_counts: DevPtr,
+        /// The launch's threads: thread t takes order positions t, t + stride, ...
+        pub stride: u32,
+        pub _pad: u32,
     }
 }
 
@@ -506,7 +509,7 @@ c_mirror! {
         pub read_sectors: u64,
         pub write_sectors: u64,
         pub threads: u64,
-        /// Threads that wrote global memory or made an atomic.
+        /// Threads (lanes) that took an item of work (`GT_WORK_ITEM`).
         pub working: u64,
         /// The most sectors one thread touched.
         pub tail: u64,
@@ -619,6 +622,9 @@ c_mirror! {
         pub bpe_out: DevPtr,
         pub raw_ids: DevPtr,
         pub n_words: DevPtr,
+        /// The launch's threads (grid-stride, as `GtWords`).
+        pub stride: u32,
+        pub _pad: u32,
     }
 }
 
@@ -628,6 +634,8 @@ c_mirror! {
         pub tile_sums: DevPtr,
         pub n: u32,
         pub tile: u32,
+        /// A count on the device (at most n) of the values to scan; 0: n.
+        pub count: DevPtr,
     }
 }
 
