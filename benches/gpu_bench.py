@@ -350,7 +350,7 @@ def bench_one(name: str, loaded: tuple[gpu_tok.Tokenizer, Any, str], docs: list[
     if cuda_ok:
         def first_call() -> dict[str, Any]:
             small = texts[:256]
-            results = {}
+            results: dict[str, Any] = {}
             for label in ("first_call", "second_call"):
                 dev.sync()
                 start = time.perf_counter()
@@ -390,7 +390,8 @@ def bench_one(name: str, loaded: tuple[gpu_tok.Tokenizer, Any, str], docs: list[
         out["cuda_chunked"] = guarded("cuda 4 MB chunks", errors, cuda_chunked)
 
         def cuda_padded() -> dict[str, Any]:
-            pad_id = tok.pad_token_id if tok.pad_token_id is not None else 0
+            pad_id = getattr(tok, "pad_token_id", None)  # (set at run time: the stub does not declare it)
+            pad_id = pad_id if pad_id is not None else 0
             run = cuda_runner(dev, tok, texts, padding="longest", truncation=True, max_length=MAX_LENGTH,
                               pad_token_id=pad_id)
             run()  # untimed: the padded layout's first use
