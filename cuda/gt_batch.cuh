@@ -104,9 +104,12 @@ GT_HD void gt_pretok_fill_thread(const GtPretokArgs* a, gt_u32 i) {
 // order_fill places each word after the classes before its own (in no
 // particular order inside a class: each word writes only its own slots, so
 // the results do not depend on it).
-// Both are block-cooperative (GT_EACH_LANE): lane k classes word
-// block * GT_LANES + k, then lane c < GT_WORK_CLASSES tallies class c over the
-// block and makes one global atomic for it. One atomic per word on a class's
+// Both are block-cooperative (GT_EACH_LANE) and block-stride (a fixed grid
+// loops over the blocks of words the device counted): lane k classes word
+// 256 m + k of the word block m in turn, then lane c < GT_WORK_CLASSES
+// tallies class c over it and makes one global atomic for it. The classes
+// alternate between two arrays by turn, so the next turn's lanes may write
+// theirs while this turn's last phase still reads (no barrier between). One atomic per word on a class's
 // counter serialises in L2 (~40M on one word per 256 MB of text: ~95% of the
 // modeled kernel time, benches/README "Device cost model"); one per class and
 // block is 256x fewer.
@@ -120,6 +123,8 @@ struct GtOrderArgs {
     GtBytesTable shortcut;     // byte-level BPE's table of whole words (slots null: none)
     gt_u32* class_counts;      // GT_WORK_CLASSES counts, then as many cursors (zeroed by the host)
     gt_u32* order;             // n_words entries: the words, class by class
+    gt_u32 blocks;             // the launch's blocks: block b takes the blocks of words b, b + blocks, ...
+    gt_u32 pad_;
 };
 
 GT_HD gt_u32 gt_work_class(const GtOrderArgs* a, gt_u32 w) {
@@ -160,29 +165,28 @@ GT_HD int gt_block_classes(const GtOrderArgs* a, gt_u32 b, GtLaneMem<gt_u32> cls
 }
 
 GT_HD void gt_order_count_thread(const GtOrderArgs* a, gt_u32 i) {
-    gt_u32 b = GT_BLOCK_OF_THREAD(i);
-    if (b == GT_NONE) return;
-    GT_SHARED gt_u32 cls_[GT_LANES];
-    GtLaneMem<gt_u32> cls = cls_;
-    if (!gt_block_classes(a, b, cls)) return;
-    GT_EACH_LANE(lane) {
-        if (lane < GT_WORK_CLASSES) {
-            gt_u32 n = 0;
-            for (gt_u32 k = 0; k < GT_LANES; ++k) n += cls[k] == lane;
-            if (n) gt_atomic_add(&a->class_counts[lane], n);
+    gt_u32 first = GT_BLOCK_OF_THREAD(i);
+    if (first == GT_NONE || !a->blocks) return;
+    GT_SHARED gt_u32 cls_[2 * GT_LANES];
+    for (gt_u32 b = first, turn = 0;; b += a->blocks, turn ^= 1) {
+        GtLaneMem<gt_u32> cls = cls_ + turn * GT_LANES;
+        if (!gt_block_classes(a, b, cls)) return;
+        GT_EACH_LANE(lane) {
+            if (lane < GT_WORK_CLASSES) {
+                gt_u32 n = 0;
+                for (gt_u32 k = 0; k < GT_LANES; ++k) n += cls[k] == lane;
+                if (n) gt_atomic_add(&a->class_counts[lane], n);
+            }
         }
     }
 }
 
-// Lane c < GT_WORK_CLASSES ranks the block's words of class c (in word
-// order) and reserves their slots with one atomic on the class's cursor;
-// then each lane writes its word at its class's slots plus its rank.
-GT_HD void gt_order_fill_thread(const GtOrderArgs* a, gt_u32 i) {
-    gt_u32 b = GT_BLOCK_OF_THREAD(i);
-    if (b == GT_NONE) return;
-    GT_SHARED gt_u32 cls_[GT_LANES], rank_[GT_LANES], base_[GT_WORK_CLASSES];
-    GtLaneMem<gt_u32> cls = cls_, rank = rank_, base = base_;
-    if (!gt_block_classes(a, b, cls)) return;
+// order_fill's turn over word block b (its classes in cls): lane c <
+// GT_WORK_CLASSES ranks the block's words of class c (in word order) and
+// reserves their slots with one atomic on the class's cursor; then each lane
+// writes its word at its class's slots plus its rank.
+GT_HD void gt_order_place(const GtOrderArgs* a, gt_u32 b, GtLaneMem<gt_u32> cls, GtLaneMem<gt_u32> rank,
+                          GtLaneMem<gt_u32> base) {
     GT_EACH_LANE(lane) {
         if (lane < GT_WORK_CLASSES) {
             gt_u32 n = 0;
@@ -204,6 +208,18 @@ GT_HD void gt_order_fill_thread(const GtOrderArgs* a, gt_u32 i) {
             GT_GLOBAL_WROTE(&a->order[slot], 1);
             a->order[slot] = b * GT_LANES + lane;
         }
+    }
+}
+
+GT_HD void gt_order_fill_thread(const GtOrderArgs* a, gt_u32 i) {
+    gt_u32 first = GT_BLOCK_OF_THREAD(i);
+    if (first == GT_NONE || !a->blocks) return;
+    GT_SHARED gt_u32 cls_[2 * GT_LANES], rank_[GT_LANES], base_[GT_WORK_CLASSES];
+    GtLaneMem<gt_u32> rank = rank_, base = base_;
+    for (gt_u32 b = first, turn = 0;; b += a->blocks, turn ^= 1) {
+        GtLaneMem<gt_u32> cls = cls_ + turn * GT_LANES;
+        if (!gt_block_classes(a, b, cls)) return;
+        gt_order_place(a, b, cls, rank, base);
     }
 }
 

@@ -1124,6 +1124,8 @@ mod tests {
                 },
                 class_counts: upload_u32(&d, &[0; 2 * kernels::WORK_CLASSES], s),
                 order: upload_u32(&d, &[0; WORDS as usize], s),
+                blocks: THREADS / kernels::LANES,
+                _pad: 0,
             };
             let bytes = kernels::as_bytes(std::slice::from_ref(&args)).to_vec();
             // Block-cooperative: only whole blocks.
@@ -1157,8 +1159,9 @@ mod tests {
                     // word_lens: 1024 contiguous u32 = 128 sectors; n_words: once per block.
                     read_sectors: u64::from(WORDS) * 4 / 32 + BLOCKS,
                     write_sectors: 0,
-                    // n_words (every lane), then lane 3's word length and its class's atomic.
-                    tail: 3,
+                    // n_words (every lane) at each turn (the second finds no words
+                    // left), then lane 3's word length and its class's atomic.
+                    tail: 4,
                     // One atomic per class and block, not one per word.
                     atomics: working_blocks,
                     atomic_words: vec![(class_word, working_blocks)],
@@ -1177,8 +1180,8 @@ mod tests {
                 fill.read_sectors,
                 u64::from(WORDS) * 4 / 32 + BLOCKS + working_blocks
             );
-            // n_words; lane 3: its length, the counts before, the atomic, its slot.
-            assert_eq!(fill.tail, 5);
+            // n_words twice; lane 3: its length, the counts before, the atomic, its slot.
+            assert_eq!(fill.tail, 6);
         }
     }
 

@@ -860,9 +860,11 @@ fn tokenize_chunk(
         },
         class_counts: inputs.class_counts,
         order: order.ptr(),
+        blocks: word_threads.div_ceil(LANES),
+        _pad: 0,
     };
-    run_blocks(dev, Kernel::OrderCount, &order_args, n_words)?;
-    run_blocks(dev, Kernel::OrderFill, &order_args, n_words)?;
+    run_blocks(dev, Kernel::OrderCount, &order_args, word_threads)?;
+    run_blocks(dev, Kernel::OrderFill, &order_args, word_threads)?;
 
     // The model per word into scratch indexed by byte offset, then compaction.
     let tok_counts = dev.alloc(4 * (n_words as usize + 1))?;
@@ -1189,10 +1191,12 @@ mod tests {
             shortcut: upload_bytes(&dev, &whole, &mut bufs).unwrap(),
             class_counts: counts.ptr(),
             order: order.ptr(),
+            blocks: 3,
+            _pad: 0,
         };
-        // A lane per byte, as the pipeline launches: those past the words do nothing.
-        run_blocks(&dev, Kernel::OrderCount, &args, text.len() as u32).unwrap();
-        run_blocks(&dev, Kernel::OrderFill, &args, text.len() as u32).unwrap();
+        // Three blocks, each looping over every third block of words (3000 words: 12 blocks).
+        run_blocks(&dev, Kernel::OrderCount, &args, 3 * LANES).unwrap();
+        run_blocks(&dev, Kernel::OrderFill, &args, 3 * LANES).unwrap();
         let order = dev.download_vec::<u32>(&order, 0, words.len()).unwrap();
         let mut seen = order.clone();
         seen.sort_unstable();

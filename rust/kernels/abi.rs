@@ -448,6 +448,9 @@ c_mirror! {
         pub shortcut: GtBytesTable,
         pub class_counts: DevPtr,
         pub order: DevPtr,
+        /// The launch's blocks: block b takes the blocks of words b, b + blocks, ...
+        pub blocks: u32,
+        pub _pad: u32,
     }
 }
 
