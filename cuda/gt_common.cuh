@@ -59,6 +59,9 @@ GT_HD gt_u32 gt_utf8_len(gt_u8 b) { return b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF
 GT_HD gt_u32 gt_atomic_add(gt_u32* p, gt_u32 v) {
 #if defined(__CUDACC_RTC__) || defined(__CUDACC__)
     return atomicAdd(p, v);
+#elif defined(GT_LANE_CHECK)
+    gt_count_atomic(p);  // (the device cost model's count; nothing unless asked)
+    return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
 #else
     return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
 #endif
@@ -125,12 +128,24 @@ struct GtLaneMem {
     GtLaneRef<T> operator*() const { return GtLaneRef<T>{p}; }
 };
 #define GT_LANE_READS(p, n) gt_lane_touch((p), (gt_u64)(n) * sizeof(*(p)), 0)
+// GT_GLOBAL_READ / GT_GLOBAL_WROTE: n elements from p of global memory read
+// or written by this thread, for the emulator's counts (gt_lane_check.h's
+// GtLaneCounts); nothing in any other build.
+#define GT_GLOBAL_READ(p, n) gt_count_global((p), (gt_u64)(n) * sizeof(*(p)), 0)
+#define GT_GLOBAL_WROTE(p, n) gt_count_global((p), (gt_u64)(n) * sizeof(*(p)), 1)
+// GT_WORK_ITEM(): this thread (or lane) took an item of its launch's work (a
+// piece, a word, an element...): the counts' working threads; the others
+// only found they had nothing to do (idle, for the cost model).
+#define GT_WORK_ITEM() gt_count_item()
 #define GT_LANE_WROTE(p, n) gt_lane_touch((p), (gt_u64)(n) * sizeof(*(p)), 1)
 #else
 template <class T>
 using GtLaneMem = T*;
 #define GT_LANE_READS(p, n) ((void)0)
 #define GT_LANE_WROTE(p, n) ((void)0)
+#define GT_GLOBAL_READ(p, n) ((void)0)
+#define GT_GLOBAL_WROTE(p, n) ((void)0)
+#define GT_WORK_ITEM() ((void)0)
 #endif
 
 // Unicode White_Space (Rust's char::is_whitespace, which the crate's

@@ -14,7 +14,8 @@ namespace gt_checked {
 #include "gt_batch.cuh"
 }  // namespace gt_checked
 
-static_assert(sizeof(GtLaneCheck) == 16 && sizeof(GtLaneHazard) == 96, "as rust/kernels/abi.rs mirrors them");
+static_assert(sizeof(GtLaneCheck) == 16 && sizeof(GtLaneHazard) == 96 && sizeof(GtLaneCounts) == 320,
+              "as rust/kernels/abi.rs mirrors them");
 
 namespace {
 
@@ -45,6 +46,98 @@ struct LaneState {
 };
 
 thread_local LaneState state;
+
+// The counts of the current range of threads (GtLaneCounts), when asked:
+// the sectors the current warp touched so far (a set, by generation), and
+// the current thread's work.
+const uint64_t SECTOR_SLOTS = 1u << 13;
+struct CountState {
+    bool on = false;
+    uint64_t* keys = nullptr;  // sector << 1 | write
+    uint32_t* gens = nullptr;
+    uint32_t gen = 1;
+    uint64_t used = 0;
+    uint64_t thread_sectors = 0;
+    bool thread_working = false;
+    // A block-cooperative kernel's lanes, which its first thread runs: each
+    // lane is a thread of the counts (what every lane runs is each one's).
+    bool lanes_used = false;
+    uint64_t lane_sectors[GT_LANES] = {};
+    bool lane_working[GT_LANES] = {};
+    GtLaneCounts counts = {};
+    ~CountState() {
+        free(keys);
+        free(gens);
+    }
+};
+
+thread_local CountState counting;
+
+// A new warp: its set of sectors starts empty.
+void new_warp(CountState& c) {
+    if (!c.keys) {
+        c.keys = static_cast<uint64_t*>(calloc(SECTOR_SLOTS, sizeof(uint64_t)));
+        c.gens = static_cast<uint32_t*>(calloc(SECTOR_SLOTS, sizeof(uint32_t)));
+        if (!c.keys || !c.gens) abort();  // out of host memory
+    }
+    if (++c.gen == 0) {
+        memset(c.gens, 0, SECTOR_SLOTS * sizeof(uint32_t));
+        c.gen = 1;
+    }
+    c.used = 0;
+}
+
+// True when the current warp had not touched this sector (this way) yet.
+bool first_touch(CountState& c, uint64_t key) {
+    if (2 * c.used >= SECTOR_SLOTS) return true;  // a warp past 4096 sectors: counted as new
+    for (uint64_t at = (key * 0x9E3779B97F4A7C15ull) >> 51;; at = (at + 1) & (SECTOR_SLOTS - 1)) {
+        if (c.gens[at] != c.gen) {
+            c.gens[at] = c.gen;
+            c.keys[at] = key;
+            ++c.used;
+            return true;
+        }
+        if (c.keys[at] == key) return false;
+    }
+}
+
+// The current thread is done: its work goes into the counts. A block's
+// first thread that ran its lanes counts as the lanes that worked (the other
+// threads of the block run nothing), its tail as its own work plus its
+// busiest lane's.
+void end_thread(CountState& c) {
+    GtLaneCounts& n = c.counts;
+    ++n.threads;
+    uint64_t most = 0;
+    if (c.lanes_used) {
+        for (uint32_t k = 0; k < GT_LANES; ++k) {
+            if (c.lane_working[k] || c.thread_working) ++n.working;
+            if (c.lane_sectors[k] > most) most = c.lane_sectors[k];
+            c.lane_sectors[k] = 0;
+            c.lane_working[k] = false;
+        }
+        c.lanes_used = false;
+    } else if (c.thread_working) {
+        ++n.working;
+    }
+    if (c.thread_sectors + most > n.tail) n.tail = c.thread_sectors + most;
+    c.thread_sectors = 0;
+    c.thread_working = false;
+}
+
+// Charges `sectors` of work (and working, when it took an item) to the
+// current lane, or to the thread outside the lane loops.
+void charge(CountState& c, uint64_t sectors, bool working) {
+    uint16_t lane = state.lane;
+    if (lane < GT_LANES) {
+        c.lanes_used = true;
+        c.lane_sectors[lane] += sectors;
+        if (working) c.lane_working[lane] = true;
+    } else {
+        c.thread_sectors += sectors;
+        if (working) c.thread_working = true;
+    }
+}
 
 uint64_t next_random(LaneState& st) {
     st.rng ^= st.rng << 13;
@@ -117,6 +210,41 @@ void new_phase(LaneState& st) {
 
 }  // namespace
 
+void gt_count_global(const void* p, uint64_t bytes, int write) {
+    CountState& c = counting;
+    if (!c.on || !bytes) return;
+    uint64_t first = (uint64_t)(uintptr_t)p >> 5, last = ((uint64_t)(uintptr_t)p + bytes - 1) >> 5;
+    charge(c, last - first + 1, false);
+    for (uint64_t sector = first; sector <= last; ++sector) {
+        if (first_touch(c, sector << 1 | (uint64_t)(write != 0)))
+            ++(write ? c.counts.write_sectors : c.counts.read_sectors);
+    }
+}
+
+void gt_count_atomic(const void* p) {
+    CountState& c = counting;
+    if (!c.on) return;
+    GtLaneCounts& n = c.counts;
+    charge(c, 1, false);
+    ++n.atomics;
+    uint64_t word = (uint64_t)(uintptr_t)p;
+    uint32_t k = 0;
+    while (k < n.n_atomic_words && n.atomic_word[k] != word) ++k;
+    if (k == n.n_atomic_words) {
+        if (k == GT_COUNT_ATOMIC_WORDS) {
+            ++n.atomics_untracked;
+            return;
+        }
+        n.atomic_word[k] = word;
+        ++n.n_atomic_words;
+    }
+    ++n.atomic_hits[k];
+}
+
+void gt_count_item() {
+    if (counting.on) charge(counting, 0, true);
+}
+
 void gt_lane_touch(const void* p, uint64_t bytes, int write) {
     LaneState& st = state;
     uint64_t first = (uint64_t)(uintptr_t)p >> 2, last = ((uint64_t)(uintptr_t)p + bytes + 3) >> 2;
@@ -183,6 +311,9 @@ int gt_host_run_checked(uint32_t kernel, const void* args, uint32_t begin, uint3
     st.hazard = GtLaneHazard{};
     if (st.capacity > (1u << 22)) clear_slots(st, 4096);  // do not keep a huge table between launches
     if (!st.capacity) clear_slots(st, 4096);
+    counting.on = check->count != 0;
+    counting.counts = GtLaneCounts{};
+    if (counting.on && begin % 32) new_warp(counting);  // (a range that starts mid-warp)
     int rc = -1;
     uint32_t number = 0;
 #define GT_CHECKED_KERNEL(name, Args)                                            \
@@ -193,7 +324,9 @@ int gt_host_run_checked(uint32_t kernel, const void* args, uint32_t begin, uint3
             st.lane = EVERY;                                                     \
             st.rng = (check->seed ^ (0x9E3779B97F4A7C15ull * (i + 1))) | 1;      \
             new_phase(st);                                                       \
+            if (counting.on && i % 32 == 0) new_warp(counting);                  \
             gt_checked::name##_thread((const gt_checked::Args*)args, i);          \
+            if (counting.on) end_thread(counting);                               \
         }                                                                        \
         rc = 0;                                                                  \
     }
@@ -202,5 +335,8 @@ int gt_host_run_checked(uint32_t kernel, const void* args, uint32_t begin, uint3
     *found = st.hazard;
     return rc;
 }
+
+// The counts of this host thread's last gt_host_run_checked (zero unless it was asked to count).
+void gt_host_lane_counts(GtLaneCounts* out) { *out = counting.counts; }
 
 }

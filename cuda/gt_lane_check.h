@@ -19,7 +19,7 @@
 // What a launch asks of the checker (mirrored in rust/kernels/abi.rs).
 struct GtLaneCheck {
     uint32_t removed;  // > 0: the barrier (GT_SYNC) of this id does nothing (tests: a barrier removed)
-    uint32_t pad_;
+    uint32_t count;    // 1: count global accesses (GtLaneCounts) for the device cost model
     uint64_t seed;     // the lanes' shuffled orders
 };
 
@@ -38,6 +38,34 @@ struct GtLaneHazard {
     uint32_t n_barriers;                  // the distinct barriers the launch passed (found or not):
     uint32_t barriers[GT_LANE_BARRIERS];  // their ids (gt_lane_barrier)
 };
+
+// What threads [begin, end) of a launch did to global memory, counted when
+// the check asks (count = 1), for the device cost model (benches/device_model.py;
+// mirrored in rust/kernels/abi.rs). Accesses are the ones the kernels declare
+// (GT_GLOBAL_READ / GT_GLOBAL_WROTE, gt_atomic_add). A warp (32 consecutive
+// threads) is charged each distinct 32-byte sector it touched once over the
+// whole kernel, reads and writes apart: an approximation of per-instruction
+// coalescing that is exact for the one-access-per-array kernels and low for
+// a warp re-reading a sector L1 would not have kept.
+#define GT_COUNT_ATOMIC_WORDS 16
+struct GtLaneCounts {
+    uint64_t read_sectors, write_sectors;
+    uint64_t threads;  // threads run (a block-cooperative kernel's: its lanes)
+    uint64_t working;  // threads (lanes) that took an item of work (GT_WORK_ITEM)
+    uint64_t tail;     // the most sectors one thread touched (each access's, not deduplicated)
+    uint64_t atomics;  // atomic operations in all
+    uint64_t atomics_untracked;  // on words past the first GT_COUNT_ATOMIC_WORDS of the range
+    uint32_t n_atomic_words, pad_;
+    uint64_t atomic_word[GT_COUNT_ATOMIC_WORDS];  // the words atomics hit (addresses) ...
+    uint64_t atomic_hits[GT_COUNT_ATOMIC_WORDS];  // ... and how many atomics each took
+};
+
+// Counts an access of bytes [p, p + bytes) to global memory by the current thread.
+void gt_count_global(const void* p, uint64_t bytes, int write);
+// Counts an atomic operation on the word at p by the current thread.
+void gt_count_atomic(const void* p);
+// Counts the current thread (lane) as working: it took an item of work.
+void gt_count_item();
 
 // Lane numbers standing for every lane (code outside the lane loops) and
 // for reads by several lanes.

@@ -25,6 +25,10 @@
 //! - Kernels run on the engine's pool from the checked host build (block
 //!   lanes shuffled and checked, cuda/gt_lane_check.h); a race there is the
 //!   stream's error, reported when the host next waits on it.
+//! - Counts, when the device is made to count (`GtLaneCheck::count`, off by
+//!   default: the hooks then cost a branch): per launch, the global memory
+//!   sectors, atomics per word, threads that worked and the longest thread's
+//!   work ([`LaunchCounts`]), for the cost model of benches/device_model.py.
 //!
 //! Example of a hazard: the copy stream uploads a chunk's text; the call's
 //! stream must wait for an event recorded after that copy before a kernel
@@ -35,7 +39,7 @@
 use super::device::Driver;
 use super::stream::Location;
 use crate::error::{Error, Result};
-use crate::kernels::{self, DevPtr, GtLaneCheck, Kernel};
+use crate::kernels::{self, DevPtr, GtLaneCheck, GtLaneCounts, Kernel};
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -206,6 +210,52 @@ impl EmuEvent {
     }
 }
 
+/// What one launch did to global memory, summed over its threads (the
+/// accesses the kernels declare; see `GtLaneCounts` in cuda/gt_lane_check.h
+/// for how a warp's sectors are counted).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LaunchCounts {
+    pub kernel: Option<Kernel>,
+    /// Threads launched (a block-cooperative kernel's lanes), and those that
+    /// took an item of work (`GT_WORK_ITEM`: a piece, a word, an element).
+    pub threads: u64,
+    pub working: u64,
+    /// 32-byte sectors read and written (each once per warp).
+    pub read_sectors: u64,
+    pub write_sectors: u64,
+    /// The most sectors one thread touched: the launch's tail.
+    pub tail: u64,
+    pub atomics: u64,
+    /// Atomics per word, most hit first (words past the first 16 a block
+    /// of threads hit are in `atomics_untracked`, taken as spread out).
+    pub atomic_words: Vec<(u64, u64)>,
+    pub atomics_untracked: u64,
+}
+
+impl LaunchCounts {
+    fn add(&mut self, part: &GtLaneCounts) {
+        self.threads += part.threads;
+        self.working += part.working;
+        self.read_sectors += part.read_sectors;
+        self.write_sectors += part.write_sectors;
+        self.tail = self.tail.max(part.tail);
+        self.atomics += part.atomics;
+        self.atomics_untracked += part.atomics_untracked;
+        for k in 0..part.n_atomic_words as usize {
+            let (word, hits) = (part.atomic_word[k], part.atomic_hits[k]);
+            match self.atomic_words.iter_mut().find(|w| w.0 == word) {
+                Some(entry) => entry.1 += hits,
+                None => self.atomic_words.push((word, hits)),
+            }
+        }
+    }
+
+    /// The most atomics on one word (they serialise in L2).
+    pub fn same_address_max(&self) -> u64 {
+        self.atomic_words.iter().map(|w| w.1).max().unwrap_or(0)
+    }
+}
+
 /// The emulated driver of one emulated device.
 pub struct Emulated {
     shared: Arc<Shared>,
@@ -215,6 +265,8 @@ pub struct Emulated {
     launches: AtomicU64,
     /// The barriers (`GT_SYNC`, by id) blocks have passed so far.
     barriers: Arc<Mutex<Vec<u32>>>,
+    /// The launches' counts, oldest first, when `lanes.count` asks.
+    counts: Arc<Mutex<Vec<LaunchCounts>>>,
     /// The process that made it (a forked child uses it no more).
     pid: u32,
 }
@@ -248,11 +300,18 @@ impl Emulated {
             lanes,
             launches: AtomicU64::new(0),
             barriers: Arc::new(Mutex::new(Vec::new())),
+            counts: Arc::new(Mutex::new(Vec::new())),
             pid: std::process::id(),
         };
         let legacy = emulated.add_stream(false);
         debug_assert_eq!(legacy, Some(0));
         emulated
+    }
+
+    /// The counts of the launches since the last call, oldest first (none
+    /// unless the device counts: `GtLaneCheck::count`).
+    pub fn take_launch_counts(&self) -> Vec<LaunchCounts> {
+        std::mem::take(&mut *self.counts.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// The barriers (`GT_SYNC`, by id: line and file) blocks have passed so far.
@@ -910,6 +969,13 @@ impl Driver for Emulated {
     }
 
     fn launch(&self, kernel: Kernel, args: &[u8], n: u32, stream: EmuStream) -> Result<()> {
+        if kernel.in_blocks() && n % kernels::LANES != 0 {
+            return Err(Error::Cuda(format!(
+                "{} is block-cooperative: {n} threads are not whole blocks of {}",
+                kernel.name(),
+                kernels::LANES
+            )));
+        }
         let mut state = self.shared.lock();
         // The allocations the arguments point into (at 8-byte aligned words).
         let mut touched: Vec<(u64, usize, bool)> = Vec::new();
@@ -927,7 +993,7 @@ impl Driver for Emulated {
             seed: self.lanes.seed ^ launch.wrapping_mul(0x9E37_79B9_7F4A_7C15),
             ..self.lanes
         };
-        let (args, barriers) = (args.to_vec(), self.barriers.clone());
+        let (args, barriers, counts) = (args.to_vec(), self.barriers.clone(), self.counts.clone());
         let run = move || {
             let tasks = n.div_ceil(kernels::LANES) as usize;
             let found = crate::pool::current().map(tasks, |t| {
@@ -936,10 +1002,27 @@ impl Driver for Emulated {
                 // SAFETY: the pipeline built `args` for this kernel over live
                 // buffers sized for n threads (the hazard check ordered them
                 // with every other use); threads write disjoint outputs.
-                Ok::<_, Error>(unsafe {
-                    kernels::host_run_checked(kernel, &args, begin, end, &lanes)
-                })
+                let found = unsafe { kernels::host_run_checked(kernel, &args, begin, end, &lanes) };
+                let counted = (lanes.count != 0).then(kernels::host_lane_counts);
+                Ok::<_, Error>((found, counted))
             })?;
+            if lanes.count != 0 {
+                let mut launch = LaunchCounts {
+                    kernel: Some(kernel),
+                    ..LaunchCounts::default()
+                };
+                for part in found.iter().filter_map(|f| f.1.as_ref()) {
+                    launch.add(part);
+                }
+                launch
+                    .atomic_words
+                    .sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+                counts
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(launch);
+            }
+            let found: Vec<_> = found.into_iter().map(|f| f.0).collect();
             let mut seen = barriers.lock().unwrap_or_else(|e| e.into_inner());
             for f in &found {
                 for &id in &f.barriers[..f.n_barriers as usize] {
@@ -994,12 +1077,112 @@ mod tests {
     fn device() -> (Emulated, EmuStream, EmuStream) {
         let lanes = GtLaneCheck {
             removed: 0,
-            _pad: 0,
+            count: 0,
             seed: 1,
         };
         let d = Emulated::new(lanes);
         let (a, b) = (d.new_stream().unwrap(), d.new_stream().unwrap());
         (d, a, b)
+    }
+
+    /// `values` on the device on `stream`, at a sector-aligned address (as
+    /// the counts below assume) inside an allocation.
+    fn upload_u32(d: &Emulated, values: &[u32], stream: EmuStream) -> DevPtr {
+        let ptr = d.alloc(values.len() * 4 + 32, stream).unwrap();
+        let aligned = ptr.next_multiple_of(32);
+        d.upload(aligned, kernels::as_bytes(values), stream)
+            .unwrap();
+        aligned
+    }
+
+    #[test]
+    fn launches_count_their_sectors_atomics_working_threads_and_tail_when_asked() {
+        use kernels::{GtBytesTable, GtOrderArgs};
+        // 1024 words of 5 bytes (work class 3: no shortcut table), in blocks
+        // of 256 lanes, and a fifth block past the words.
+        const WORDS: u32 = 1024;
+        const THREADS: u32 = WORDS + kernels::LANES;
+        const BLOCKS: u64 = (THREADS / kernels::LANES) as u64;
+        for count in [0, 1] {
+            let d = Emulated::new(GtLaneCheck {
+                removed: 0,
+                count,
+                seed: 1,
+            });
+            let s = d.new_stream().unwrap();
+            let args = GtOrderArgs {
+                text: upload_u32(&d, &[0; 8], s),
+                word_starts: upload_u32(&d, &[0; WORDS as usize], s),
+                word_lens: upload_u32(&d, &[5; WORDS as usize], s),
+                n_words: upload_u32(&d, &[WORDS], s),
+                shortcut: GtBytesTable {
+                    slots: std::ptr::null(),
+                    blob: std::ptr::null(),
+                    filter: std::ptr::null(),
+                    mask: 0,
+                    filter_mask: 0,
+                },
+                class_counts: upload_u32(&d, &[0; 2 * kernels::WORK_CLASSES], s),
+                order: upload_u32(&d, &[0; WORDS as usize], s),
+                blocks: THREADS / kernels::LANES,
+                _pad: 0,
+            };
+            let bytes = kernels::as_bytes(std::slice::from_ref(&args)).to_vec();
+            // Block-cooperative: only whole blocks.
+            assert!(d
+                .launch(Kernel::OrderCount, &bytes, THREADS - 1, s)
+                .is_err());
+            d.launch(Kernel::OrderCount, &bytes, THREADS, s).unwrap();
+            d.launch(Kernel::OrderFill, &bytes, THREADS, s).unwrap();
+            let mut classes = [0u32; 2 * kernels::WORK_CLASSES];
+            d.download(kernels::as_bytes_mut(&mut classes), args.class_counts, s)
+                .unwrap();
+            assert_eq!(
+                (classes[3], classes[kernels::WORK_CLASSES + 3]),
+                (WORDS, WORDS)
+            );
+            let counts = d.take_launch_counts();
+            if count == 0 {
+                assert!(counts.is_empty(), "{counts:?}");
+                continue;
+            }
+            let class_word = args.class_counts + 3 * 4;
+            let cursor_word = args.class_counts + (kernels::WORK_CLASSES as u64 + 3) * 4;
+            let working_blocks = u64::from(WORDS / kernels::LANES);
+            assert_eq!(
+                counts[0],
+                LaunchCounts {
+                    kernel: Some(Kernel::OrderCount),
+                    threads: THREADS.into(),
+                    // A lane per word; the fifth block's lanes are idle.
+                    working: WORDS.into(),
+                    // word_lens: 1024 contiguous u32 = 128 sectors; n_words: once per block.
+                    read_sectors: u64::from(WORDS) * 4 / 32 + BLOCKS,
+                    write_sectors: 0,
+                    // n_words (every lane) at each turn (the second finds no words
+                    // left), then lane 3's word length and its class's atomic.
+                    tail: 4,
+                    // One atomic per class and block, not one per word.
+                    atomics: working_blocks,
+                    atomic_words: vec![(class_word, working_blocks)],
+                    atomics_untracked: 0,
+                }
+            );
+            assert_eq!(counts[0].same_address_max(), working_blocks);
+            let fill = &counts[1];
+            assert_eq!(fill.kernel, Some(Kernel::OrderFill));
+            assert_eq!(fill.working, u64::from(WORDS));
+            assert_eq!(fill.atomic_words, vec![(cursor_word, working_blocks)]);
+            // Each block's words take 256 consecutive slots of order: 128 sectors.
+            assert_eq!(fill.write_sectors, u64::from(WORDS) * 4 / 32, "{fill:?}");
+            // + the three class counts before its class: a sector per working block.
+            assert_eq!(
+                fill.read_sectors,
+                u64::from(WORDS) * 4 / 32 + BLOCKS + working_blocks
+            );
+            // n_words twice; lane 3: its length, the counts before, the atomic, its slot.
+            assert_eq!(fill.tail, 6);
+        }
     }
 
     fn is_hazard<T: std::fmt::Debug>(outcome: Result<T>) -> bool {

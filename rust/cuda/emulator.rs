@@ -44,7 +44,9 @@ pub fn device() -> Result<Arc<Device<Emulated>>> {
 }
 
 /// How kernels check their lanes: shuffled from a fresh seed, the barrier
-/// of id `removed` (> 0) left out.
+/// of id `removed` (> 0) left out; counting their accesses for the cost
+/// model when `GPU_TOK_DEVICE_COUNTS=1` (off by default: CI's emulator runs
+/// at full speed).
 fn lane_check(removed: u32) -> GtLaneCheck {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let nanos = std::time::SystemTime::now()
@@ -52,7 +54,7 @@ fn lane_check(removed: u32) -> GtLaneCheck {
         .map_or(0, |d| d.as_nanos() as u64);
     GtLaneCheck {
         removed,
-        _pad: 0,
+        count: u32::from(std::env::var_os("GPU_TOK_DEVICE_COUNTS").is_some_and(|v| v == "1")),
         seed: (nanos ^ NEXT.fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed)) | 1,
     }
 }
@@ -217,6 +219,12 @@ impl Emulator {
     #[cfg(test)]
     pub fn barriers_seen(&self) -> Vec<u32> {
         self.call.device().driver.barriers_seen()
+    }
+
+    /// The counts of the device's launches since they were last taken (the
+    /// process's device counts when `GPU_TOK_DEVICE_COUNTS=1`).
+    pub fn take_launch_counts(&self) -> Vec<super::emulated::LaunchCounts> {
+        self.call.device().driver.take_launch_counts()
     }
 
     /// The most bytes the call has had in use at once so far.

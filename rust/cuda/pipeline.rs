@@ -881,6 +881,9 @@ fn tokenize_chunk(
     pretok.word_lens = word_lens.ptr();
     dev.run(Kernel::PretokFill, &pretok, n_pieces)?;
 
+    // The per-word kernels' grid: they loop over the words the device counted.
+    let word_threads = stride_threads(n_words);
+
     // Words in order of work, so a warp's words take alike (see gt_batch.cuh).
     let order = dev.alloc(4 * n_words as usize)?;
     let order_args = GtOrderArgs {
@@ -894,9 +897,11 @@ fn tokenize_chunk(
         },
         class_counts: inputs.class_counts,
         order: order.ptr(),
+        blocks: word_threads.div_ceil(LANES),
+        _pad: 0,
     };
-    dev.run(Kernel::OrderCount, &order_args, n_words)?;
-    dev.run(Kernel::OrderFill, &order_args, n_words)?;
+    run_blocks(dev, Kernel::OrderCount, &order_args, word_threads)?;
+    run_blocks(dev, Kernel::OrderFill, &order_args, word_threads)?;
 
     // The model per word into scratch indexed by byte offset, then compaction.
     let tok_counts = dev.alloc(4 * (n_words as usize + 1))?;
@@ -912,6 +917,8 @@ fn tokenize_chunk(
             n_words: word_total,
             order: order.ptr(),
             class_counts: inputs.class_counts,
+            stride: word_threads,
+            _pad: 0,
         };
         // The long words' schedule (gt_bpe_rounds): the GPU's, unless a test sets another.
         let round_share = crate::kernels::round_shares().1;
@@ -937,7 +944,7 @@ fn tokenize_chunk(
                     norm: norm.ptr(),
                     growth,
                 };
-                dev.run(Kernel::WordPieceWords, &args, n_words)?;
+                dev.run(Kernel::WordPieceWords, &args, word_threads)?;
                 vec![norm]
             }
             DeviceModel::Unigram(model, _) => {
@@ -955,7 +962,7 @@ fn tokenize_chunk(
                     from: from.ptr(),
                     id: id.ptr(),
                 };
-                dev.run(Kernel::UnigramWords, &args, n_words)?;
+                dev.run(Kernel::UnigramWords, &args, word_threads)?;
                 vec![best, from, id]
             }
             DeviceModel::SentencePiece(model, _) => {
@@ -967,7 +974,7 @@ fn tokenize_chunk(
                     round_share,
                     _pad: 0,
                 };
-                dev.run(Kernel::SpmWords, &args, n_words)?;
+                dev.run(Kernel::SpmWords, &args, word_threads)?;
                 run_long_words(dev, Kernel::SpmLongWords, &args, text_len)?;
                 bufs
             }
@@ -980,12 +987,12 @@ fn tokenize_chunk(
                     round_share,
                     _pad: 0,
                 };
-                dev.run(Kernel::BpeWords, &args, n_words)?;
+                dev.run(Kernel::BpeWords, &args, word_threads)?;
                 run_long_words(dev, Kernel::BpeLongWords, &args, text_len)?;
                 bufs
             }
         };
-        scan(dev, &tok_counts, n_words)?;
+        scan_counted(dev, &tok_counts, n_words, word_total)?;
         // No read of the token count either: no model makes more ids than
         // its word has bytes (WordPiece's plan proves it for the device).
         let raw_ids = dev.alloc(4 * text_len)?;
@@ -995,8 +1002,10 @@ fn tokenize_chunk(
             bpe_out: model_out.ptr(),
             raw_ids: raw_ids.ptr(),
             n_words: word_total,
+            stride: word_threads,
+            _pad: 0,
         };
-        dev.run(Kernel::Compact, &compact, n_words)?;
+        dev.run(Kernel::Compact, &compact, word_threads)?;
         raw_ids
     };
 
@@ -1048,14 +1057,43 @@ fn run_long_words<A: KernelArgs>(
     }
 }
 
+/// Launches a block-cooperative kernel with a lane for each of `items`
+/// (whole blocks: every lane of a block reaches its barriers).
+fn run_blocks<A: KernelArgs>(
+    dev: &dyn DeviceStream,
+    kernel: Kernel,
+    args: &A,
+    items: u32,
+) -> Result<()> {
+    dev.run(kernel, args, items.div_ceil(LANES) * LANES)
+}
+
+/// Threads of a grid-stride launch over at most `items` items: about what
+/// an H200 keeps resident (132 SMs x 2048 threads), fewer for fewer items.
+/// Each thread loops over the items the device counted (word counts stay on
+/// the device), instead of a thread per item there could be.
+const STRIDE_THREADS: u32 = 132 * 2048;
+
+fn stride_threads(items: u32) -> u32 {
+    items.min(STRIDE_THREADS)
+}
+
 /// Exclusive scan of `values[0..n)` in place; `values[n]` becomes the total.
 fn scan(dev: &dyn DeviceStream, values: &DevBuf, n: u32) -> Result<()> {
+    scan_counted(dev, values, n, 0)
+}
+
+/// Exclusive scan of `values[0..count)` in place, `values[count]` the total,
+/// where `count` (a u32 on the device, at most `n`; 0: `n` itself) is read
+/// by the kernels: room and threads for `n`, work for `count`.
+fn scan_counted(dev: &dyn DeviceStream, values: &DevBuf, n: u32, count: DevPtr) -> Result<()> {
     if n <= SCAN_TILE {
         let args = GtScanArgs {
             values: values.ptr(),
             tile_sums: 0,
             n,
             tile: SCAN_TILE,
+            count,
         };
         return dev.launch(Kernel::ScanApply, args.as_bytes(), 1);
     }
@@ -1066,8 +1104,10 @@ fn scan(dev: &dyn DeviceStream, values: &DevBuf, n: u32) -> Result<()> {
         tile_sums: sums.ptr(),
         n,
         tile: SCAN_TILE,
+        count,
     };
     dev.run(Kernel::ScanSum, &args, tiles)?;
+    // (The tiles past the count sum to 0: all the tile sums scan as they are.)
     scan(dev, &sums, tiles)?;
     dev.run(Kernel::ScanApply, &args, tiles)
 }
@@ -1100,6 +1140,34 @@ mod tests {
             }
             expect.push(running);
             assert_eq!(got, expect, "n = {n}");
+        }
+    }
+
+    #[test]
+    fn a_scan_of_a_count_on_the_device_leaves_the_values_past_it() {
+        let dev = Emulator::new(1 << 20);
+        for (n, count) in [
+            (0u32, 0u32),
+            (5, 0),
+            (5, 5),
+            (1024, 3),
+            (3000, 1024),
+            (3000, 2049),
+            (2_100_000, 1_500_001),
+        ] {
+            let mut values: Vec<u32> = (0..n).map(|i| i % 7).collect();
+            values.push(99);
+            let buf = dev.upload_new(&values).unwrap();
+            let on_device = dev.upload_new(&[count]).unwrap();
+            scan_counted(&dev, &buf, n, on_device.ptr()).unwrap();
+            let got = dev.download_vec::<u32>(&buf, 0, n as usize + 1).unwrap();
+            let mut expect = values.clone();
+            let mut running = 0;
+            for v in expect.iter_mut().take(count as usize) {
+                running += std::mem::replace(v, running);
+            }
+            expect[count as usize] = running;
+            assert_eq!(got, expect, "n = {n}, count = {count}");
         }
     }
 
@@ -1160,12 +1228,12 @@ mod tests {
             shortcut: upload_bytes(&dev, &whole, &mut bufs).unwrap(),
             class_counts: counts.ptr(),
             order: order.ptr(),
+            blocks: 3,
+            _pad: 0,
         };
-        // One thread per byte, as the pipeline launches: those past the words do nothing.
-        dev.run(Kernel::OrderCount, &args, text.len() as u32)
-            .unwrap();
-        dev.run(Kernel::OrderFill, &args, text.len() as u32)
-            .unwrap();
+        // Three blocks, each looping over every third block of words (3000 words: 12 blocks).
+        run_blocks(&dev, Kernel::OrderCount, &args, 3 * LANES).unwrap();
+        run_blocks(&dev, Kernel::OrderFill, &args, 3 * LANES).unwrap();
         let order = dev.download_vec::<u32>(&order, 0, words.len()).unwrap();
         let mut seen = order.clone();
         seen.sort_unstable();

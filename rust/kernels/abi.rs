@@ -424,6 +424,17 @@ impl Kernel {
         }
     }
 
+    /// True for a block-cooperative kernel (`GT_EACH_LANE`, `GT_SYNC`): its
+    /// threads are the lanes of whole blocks of `LANES`, so a launch's thread
+    /// count is a multiple of `LANES` (on a GPU, a lane left out of a block
+    /// would miss its barriers).
+    pub fn in_blocks(self) -> bool {
+        matches!(
+            self,
+            Kernel::OrderCount | Kernel::OrderFill | Kernel::BpeLongWords | Kernel::SpmLongWords
+        )
+    }
+
     /// Position in `GT_BATCH_KERNELS` (the host build's kernel number).
     pub fn number(self) -> u32 {
         self as u32
@@ -466,6 +477,9 @@ c_mirror! {
         pub n_words: DevPtr,
         pub order: DevPtr,
         pub class_counts: DevPtr,
+        /// The launch's threads: thread t takes order positions t, t + stride, ...
+        pub stride: u32,
+        pub _pad: u32,
     }
 }
 
@@ -479,6 +493,9 @@ c_mirror! {
         pub shortcut: GtBytesTable,
         pub class_counts: DevPtr,
         pub order: DevPtr,
+        /// The launch's blocks: block b takes the blocks of words b, b + blocks, ...
+        pub blocks: u32,
+        pub _pad: u32,
     }
 }
 
@@ -503,7 +520,8 @@ c_mirror! {
     pub struct GtLaneCheck {
         /// > 0: the barrier (GT_SYNC) of this id does nothing (tests).
         pub removed: u32,
-        pub _pad: u32,
+        /// 1: count the launch's global accesses ([`GtLaneCounts`]).
+        pub count: u32,
         /// The lanes' shuffled orders.
         pub seed: u64,
     }
@@ -530,12 +548,42 @@ c_mirror! {
     }
 }
 
+c_mirror! {
+    /// `GtLaneCounts` (cuda/gt_lane_check.h): what a range of a launch's
+    /// threads did to global memory, for the device cost model. A warp is
+    /// charged each distinct 32-byte sector it touched once (reads and
+    /// writes apart), over the accesses the kernels declare.
+    pub struct GtLaneCounts {
+        pub read_sectors: u64,
+        pub write_sectors: u64,
+        pub threads: u64,
+        /// Threads (lanes) that took an item of work (`GT_WORK_ITEM`).
+        pub working: u64,
+        /// The most sectors one thread touched.
+        pub tail: u64,
+        pub atomics: u64,
+        /// Atomics on words past the first `COUNT_ATOMIC_WORDS` of the range.
+        pub atomics_untracked: u64,
+        pub n_atomic_words: u32,
+        pub _pad: u32,
+        /// The words atomics hit (addresses), and how many each took.
+        pub atomic_word: [u64; COUNT_ATOMIC_WORDS],
+        pub atomic_hits: [u64; COUNT_ATOMIC_WORDS],
+    }
+}
+
+/// `GT_COUNT_ATOMIC_WORDS`: the distinct atomic words a range of threads tracks.
+pub const COUNT_ATOMIC_WORDS: usize = 16;
+
 /// `GT_LANE_BARRIERS`: the most distinct barriers a launch reports.
 pub const LANE_BARRIERS: usize = 16;
 
 // As cuda/gt_host_checked.cpp asserts for the C side.
-const _: () =
-    assert!(std::mem::size_of::<GtLaneCheck>() == 16 && std::mem::size_of::<GtLaneHazard>() == 96);
+const _: () = assert!(
+    std::mem::size_of::<GtLaneCheck>() == 16
+        && std::mem::size_of::<GtLaneHazard>() == 96
+        && std::mem::size_of::<GtLaneCounts>() == 320
+);
 
 /// `GT_LANE_EVERY` and `GT_LANE_SEVERAL`: lane numbers of a hazard that
 /// stand for code every lane runs, and for reads by several lanes.
@@ -622,6 +670,9 @@ c_mirror! {
         pub bpe_out: DevPtr,
         pub raw_ids: DevPtr,
         pub n_words: DevPtr,
+        /// The launch's threads (grid-stride, as `GtWords`).
+        pub stride: u32,
+        pub _pad: u32,
     }
 }
 
@@ -631,6 +682,8 @@ c_mirror! {
         pub tile_sums: DevPtr,
         pub n: u32,
         pub tile: u32,
+        /// A count on the device (at most n) of the values to scan; 0: n.
+        pub count: DevPtr,
     }
 }
 

@@ -5,9 +5,9 @@
 
 use super::abi::{
     GtBpeModel, GtBpeScratch, GtBytesSlot, GtBytesTable, GtChain, GtChainStep, GtCharTable,
-    GtLaneCheck, GtLaneHazard, GtMergeEntry, GtPairSlot, GtPairTable, GtRegex, GtSpmCuts,
-    GtSpmModel, GtUnigramModel, GtUnigramScratch, GtWordPieceModel, GtWpScratch, Kernel, AFFIX_MAX,
-    NONE, PAIR_ID_LIMIT, PAIR_RANK_LIMIT, ROUND_SHARE_GPU, ROUND_SHARE_HOST,
+    GtLaneCheck, GtLaneCounts, GtLaneHazard, GtMergeEntry, GtPairSlot, GtPairTable, GtRegex,
+    GtSpmCuts, GtSpmModel, GtUnigramModel, GtUnigramScratch, GtWordPieceModel, GtWpScratch, Kernel,
+    AFFIX_MAX, NONE, PAIR_ID_LIMIT, PAIR_RANK_LIMIT, ROUND_SHARE_GPU, ROUND_SHARE_HOST,
 };
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -138,6 +138,7 @@ extern "C" {
         check: *const GtLaneCheck,
         found: *mut GtLaneHazard,
     ) -> i32;
+    fn gt_host_lane_counts(out: *mut GtLaneCounts);
     fn gt_host_struct_sizes(out: *mut u64, n: u32) -> u32;
     #[cfg(test)]
     fn gt_host_constants(out: *mut u32);
@@ -984,6 +985,27 @@ pub unsafe fn host_run_checked(
     };
     assert_eq!(rc, 0, "the host build lacks kernel {}", kernel.name());
     found
+}
+
+/// What the calling thread's last [`host_run_checked`] counted (all zero
+/// unless its check asked to count).
+pub fn host_lane_counts() -> GtLaneCounts {
+    let mut counts = GtLaneCounts {
+        read_sectors: 0,
+        write_sectors: 0,
+        threads: 0,
+        working: 0,
+        tail: 0,
+        atomics: 0,
+        atomics_untracked: 0,
+        n_atomic_words: 0,
+        _pad: 0,
+        atomic_word: [0; super::abi::COUNT_ATOMIC_WORDS],
+        atomic_hits: [0; super::abi::COUNT_ATOMIC_WORDS],
+    };
+    // SAFETY: writes one struct of the C layout, from this thread's own state.
+    unsafe { gt_host_lane_counts(&mut counts) };
+    counts
 }
 
 /// The C compiler's sizes of the mirrored structs, in the order of
