@@ -55,10 +55,17 @@ pub struct CoreTokenizer {
 
 #[pymethods]
 impl CoreTokenizer {
-    /// Builds a tokenizer from the text of a tokenizer.json (GIL released while parsing).
+    /// Builds a tokenizer from the text of a tokenizer.json (GIL released while
+    /// parsing). `keep_added_ids`: the text is this module's own `to_json`,
+    /// whose added tokens keep their ids (the crate's loader renumbers the
+    /// ones past an id gap).
     #[staticmethod]
-    fn from_str(py: Python<'_>, json: &str) -> PyResult<Self> {
-        let engine = detach_work(py, || Engine::from_json(json))?;
+    #[pyo3(signature = (json, keep_added_ids=false))]
+    fn from_str(py: Python<'_>, json: &str, keep_added_ids: bool) -> PyResult<Self> {
+        let engine = detach_work(py, || match keep_added_ids {
+            true => Engine::from_own_json(json),
+            false => Engine::from_json(json),
+        })?;
         Ok(CoreTokenizer {
             engine: Arc::new(engine),
         })
