@@ -27,7 +27,9 @@ def rows_for(name: str, hf: tokenizers.Tokenizer) -> list[list[int]]:
     cut = [row[rng.randrange(len(row) + 1):][:rng.randrange(1, 12)] for row in rows if row]
     noise = [[rng.randrange(size) for _ in range(rng.randrange(0, 16))] for _ in range(200)]
     beyond = [[5, size, size + 7, 2**32 - 1, 6], [size - 1, 0, size - 1]]
-    return rows + cut + noise + beyond
+    # The first kept token past the first chunk of ids the core gathers at once (32).
+    late = [[0] * 40 + rows[0][:50], [size + 1] * 70 + rows[1][:50]]
+    return rows + cut + noise + beyond + late
 
 
 @pytest.mark.parametrize("name", TOKENIZER_NAMES)

@@ -164,3 +164,26 @@ def test_sentencepiece_bpe_affixes_offsets_around_the_unknown_token(prefix: str,
     texts = ["a\u3000b", "a\u3000b\u3000c", "\u3000ab", "ab\u3000", "a,b\u3000", "abc", "\u3000", "x"]
     assert stages(gpu_tok.Tokenizer.from_str(hf.to_str()))["model"]["path"] == "fast"
     assert_matches(hf.to_str(), texts, f"prefix {prefix!r} suffix {suffix!r}")
+
+
+@pytest.mark.parametrize("normalizer", [None, normalizers.Sequence([])], ids=["none", "empty-sequence"])
+def test_normalized_added_tokens_without_a_normalizer_take_the_fast_path(normalizer: object) -> None:
+    """DeepSeek-V3's chat tokens (`<｜User｜>`...) are `normalized` added
+    tokens under an empty normalizer: the crate matches them on the raw text
+    as the fast path's split does, so chat rows holding them stay on the fast
+    path (they all took the exact path before), with identical ids and offsets."""
+    spec = json.loads(gpu_tok._data.default_tokenizer_json())
+    spec["normalizer"] = None  # Qwen3's is NFC
+    hf = tokenizers.Tokenizer.from_str(json.dumps(spec))
+    if normalizer is not None:
+        hf.normalizer = normalizer
+    hf.add_tokens([tokenizers.AddedToken("<｜User｜>", normalized=True, special=False),
+                   tokenizers.AddedToken("<｜Assistant｜>", normalized=True, special=False),
+                   tokenizers.AddedToken("<｜User｜>x", normalized=False, special=True)])
+    json_text = hf.to_str()
+    texts = [f"<｜User｜>{a}<｜Assistant｜>{b}<｜User｜>xy <｜User｜> x" for a, b in
+             zip(corpus_sample()[:40], corpus_sample()[40:80], strict=True)] + edge_cases()
+    tok = gpu_tok.Tokenizer.from_str(json_text)
+    assert tok._core.fast_path_share(texts[:40], True) == 1.0
+    assert tok._core.fast_path_share(texts[:40], False) == 1.0
+    assert_matches(json_text, texts, "normalized added tokens")

@@ -445,3 +445,52 @@ def test_save_pretrained_round_trips(name: str, tmp_path) -> None:
     assert again.chat_template == ours.chat_template and again.padding_side == "left"
     assert_same(expected, _quiet(lambda: theirs(texts, padding=True)), f"{name} saved")
     assert json.loads((tmp_path / "tokenizer_config.json").read_text())["padding_side"] == "left"
+
+
+def _gapped_tokenizer_json(byte_level: bool) -> str:
+    """A vocabulary whose special tokens sit in the model past a gap in the ids
+    (as cl100k's and o200k's do): 0..n-1, then 257 and 270."""
+    if byte_level:
+        alphabet = gpu_tok._core.byte_level_alphabet()
+        vocab = {alphabet[b]: b for b in range(256)}
+        pre = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+        decoder: Any = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+    else:
+        vocab = {w: i for i, w in enumerate(["hello", "world", "again", "[UNK]"])}
+        pre, decoder = {"type": "Whitespace"}, None
+    specials = {"<|first|>": 257, "<|last|>": 270}
+    vocab.update(specials)
+    model = ({"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+              "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+              "vocab": vocab, "merges": []} if byte_level else
+             {"type": "WordLevel", "vocab": vocab, "unk_token": "[UNK]"})
+    return json.dumps({
+        "version": "1.0", "truncation": None, "padding": None,
+        "added_tokens": [{"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
+                          "normalized": False, "special": True} for t, i in specials.items()],
+        "normalizer": None, "pre_tokenizer": pre, "post_processor": None, "decoder": decoder, "model": model})
+
+
+@pytest.mark.parametrize("byte_level", [True, False], ids=["byte-level", "word-level"])
+def test_add_tokens_after_an_id_gap_takes_the_largest_id_plus_one(byte_level: bool, tmp_path) -> None:
+    """transformers numbers a new token after the largest id (271), never
+    inside the gap (a fresh load of the file would): the same ids here, and
+    they survive pickling (a DataLoader worker's copy) and add_bos_token's rebuild."""
+    import pickle
+
+    (tmp_path / "tokenizer.json").write_text(_gapped_tokenizer_json(byte_level))
+    ours = gpu_tok.Tokenizer.from_pretrained(tmp_path)
+    theirs = _quiet(lambda: transformers.AutoTokenizer.from_pretrained(str(tmp_path)))
+    text = "hello <|first|> <new_one> world <|last|> <new_two> again"
+    for step in (lambda tok: tok.add_tokens(["<new_one>"]),
+                 lambda tok: tok.add_tokens(["<new_two>"], special_tokens=True)):
+        assert step(ours) == _quiet(lambda s=step: s(theirs))
+        assert ours.get_added_vocab() == theirs.get_added_vocab()
+        assert ours(text)["input_ids"] == theirs(text)["input_ids"]
+    assert ours.convert_tokens_to_ids(["<new_one>", "<new_two>"]) == [271, 272]
+    expected = ours(text)["input_ids"]
+    again = pickle.loads(pickle.dumps(ours))
+    assert again.get_added_vocab() == ours.get_added_vocab()
+    assert again(text)["input_ids"] == expected
+    again.add_bos_token = False
+    assert again(text)["input_ids"] == expected

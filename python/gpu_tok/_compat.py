@@ -119,7 +119,7 @@ class TransformersNames:
             "type": "TemplateProcessing", "single": sequence("A", 0), "pair": sequence("A", 0) + sequence("B", 1),
             "special_tokens": {t: {"id": t, "ids": [i], "tokens": [t]} for t, i in tokens},
         }
-        self._core = _core.CoreTokenizer.from_str(json.dumps(spec, ensure_ascii=False))
+        self._core = _core.CoreTokenizer.from_str(json.dumps(spec, ensure_ascii=False), keep_added_ids=True)
         _maps.register(self._core)
         self._set_model(add_bos_token=bos, add_eos_token=eos)
 

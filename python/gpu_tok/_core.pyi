@@ -152,7 +152,7 @@ class CoreMaps:
 @final
 class CoreTokenizer:
     @staticmethod
-    def from_str(json: str) -> CoreTokenizer: ...
+    def from_str(json: str, keep_added_ids: bool = False) -> CoreTokenizer: ...
     def encode_batch(
         self,
         texts: Any,

@@ -941,7 +941,7 @@ class Tokenizer(_compat.TransformersNames):
 
 def _unpickle(json_text: str, config: dict[str, Any], defaults: _settings.Defaults, model: _config.ModelConfig,
               name_or_path: str) -> Tokenizer:
-    tok = Tokenizer(_core.CoreTokenizer.from_str(json_text), config, name_or_path)
+    tok = Tokenizer(_core.CoreTokenizer.from_str(json_text, keep_added_ids=True), config, name_or_path)
     tok._model, tok._defaults = model, defaults
     return tok
 

@@ -118,14 +118,21 @@ pub fn each_segment<'s>(
         None => {
             // The crate's split of the raw text, the one it makes before
             // normalizing, as long as no token it matches is one it would
-            // match only after normalizing.
+            // match only after normalizing (without a normalizer, such
+            // tokens are matched in the raw pieces, as here: DeepSeek-V3).
             crate_split = added.extract_and_normalize(None::<&NormalizerWrapper>, text);
             let splits = crate_split.get_splits(OffsetReferential::Original, OffsetType::Byte);
             let decoder = added.get_added_tokens_decoder();
+            let normalized_apart = !plan.normalizer.is_identity();
             let mut pieces = Vec::with_capacity(splits.len());
             for (_, (start, end), tokens) in splits {
                 let token = tokens.as_ref().and_then(|t| t.first());
-                if token.is_some_and(|t| decoder.get(&t.id).is_none_or(|a| a.normalized)) {
+                let apart = |t: &tokenizers::Token| {
+                    decoder
+                        .get(&t.id)
+                        .is_none_or(|a| a.normalized && normalized_apart)
+                };
+                if token.is_some_and(apart) {
                     return false;
                 }
                 let piece = &text[start..end];

@@ -22,7 +22,7 @@ use crate::error::{Error, Result};
 use crate::plan::spm::SpmPlan;
 use crate::plan::unigram::UnigramPlan;
 use crate::plan::FastPlan;
-use tokenizers::{Encoding, Model, OffsetType, Token};
+use tokenizers::{Encoding, Model, OffsetType, PreTokenizedString, Token};
 
 /// The model of a per-word plan, one word at a time.
 enum WordModel<'p> {
@@ -114,14 +114,7 @@ impl Engine {
                 }
             })
             .map_err(Error::tokenizers)?;
-        // Byte offsets, then characters as the crate converts them, through an
-        // array rather than the crate's per-call hash map of every byte.
-        let mut encoding = pretokenized
-            .into_encoding(None, type_id, OffsetType::Byte)
-            .map_err(Error::tokenizers)?;
-        let chars = crate_char_offsets(text, encoding.get_offsets());
-        encoding.get_offsets_mut().copy_from_slice(&chars);
-        Ok(encoding)
+        char_offset_encoding(pretokenized, text, None, type_id)
     }
 
     /// Bytes of normalized text each id of the model covers (`token_spans`).
@@ -218,4 +211,23 @@ impl Engine {
         });
         fine.then_some(tokens)
     }
+}
+
+/// A tokenized `pretokenized` (of `text`) as the crate's `into_encoding`
+/// gives it with character offsets (`word`: every token's word id, else the
+/// pre-token's index): byte offsets first, then characters as the crate
+/// converts them, through an array rather than the crate's per-call hash map
+/// of every byte.
+pub(super) fn char_offset_encoding(
+    pretokenized: PreTokenizedString,
+    text: &str,
+    word: Option<u32>,
+    type_id: u32,
+) -> Result<Encoding> {
+    let mut encoding = pretokenized
+        .into_encoding(word, type_id, OffsetType::Byte)
+        .map_err(Error::tokenizers)?;
+    let chars = crate_char_offsets(text, encoding.get_offsets());
+    encoding.get_offsets_mut().copy_from_slice(&chars);
+    Ok(encoding)
 }

@@ -3,8 +3,9 @@
 //! every token string again; its decoders then walk the strings (ByteLevel
 //! looks every character up in a hash map). The decoders real tokenizers
 //! use depend on each token alone, plus whether it comes first: so every
-//! id's output is worked out once per tokenizer ([`Forms`]) and a row is a
-//! run of copies:
+//! id's output is worked out once per tokenizer ([`Forms`]: 16 bytes per
+//! id, its text in place when short) and a row is a run of fixed-size
+//! copies, checked as UTF-8 only when an output is not UTF-8 alone:
 //!
 //! - `ByteLevel`: each token's bytes (its characters read back through the
 //!   byte-level alphabet, or its own UTF-8 when a character is not in it),
@@ -26,26 +27,105 @@ use crate::error::{Error, Result};
 use serde_json::Value;
 use tokenizers::Tokenizer;
 
-/// Every id's output, back to back: `bytes[ends[id - 1]..ends[id]]`.
+/// One id's output and flags in 16 bytes: up to `INLINE` bytes of text in
+/// place (a row copies all 16 bytes at once and keeps `len` of them: one
+/// memory access and no copy call per id), else where the text lies in the
+/// table's `long` bytes. Bytes 14 and 15: the length (`LONG` when not in
+/// place) and the flags.
+#[derive(Clone, Copy)]
+struct Entry([u8; 16]);
+
+const INLINE: usize = 14;
+const LONG: u8 = u8::MAX;
+
+impl Entry {
+    /// An id past the table: no token.
+    const NONE: Entry = Entry([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, MISSING]);
+
+    fn len(self) -> u8 {
+        self.0[14]
+    }
+
+    fn flags(self) -> u8 {
+        self.0[15]
+    }
+
+    /// Where a `LONG` entry's text lies in `long`.
+    fn span(self) -> std::ops::Range<usize> {
+        let word = |at: usize| u32::from_le_bytes(self.0[at..at + 4].try_into().unwrap()) as usize;
+        word(0)..word(0) + word(4)
+    }
+}
+
+/// Every id's entry.
 #[derive(Default)]
 struct Table {
-    bytes: Vec<u8>,
-    ends: Vec<u32>,
+    entries: Vec<Entry>,
+    long: Vec<u8>,
 }
 
 impl Table {
-    fn push(&mut self, form: &[u8]) {
-        self.bytes.extend_from_slice(form);
-        self.ends.push(self.bytes.len() as u32);
+    /// The next id's output and flags (`WHOLE` added when `form` is UTF-8).
+    fn push(&mut self, form: &[u8], flags: u8) {
+        let mut entry = [0u8; 16];
+        if form.len() <= INLINE {
+            entry[..form.len()].copy_from_slice(form);
+            entry[14] = form.len() as u8;
+        } else {
+            entry[..4].copy_from_slice(&(self.long.len() as u32).to_le_bytes());
+            entry[4..8].copy_from_slice(&(form.len() as u32).to_le_bytes());
+            entry[14] = LONG;
+            self.long.extend_from_slice(form);
+        }
+        let whole = std::str::from_utf8(form).map_or(0, |_| WHOLE);
+        entry[15] = flags | whole;
+        self.entries.push(Entry(entry));
+    }
+}
+
+/// A row's bytes: a zeroed buffer and a cursor, so that an entry's 16
+/// bytes can always be stored at the cursor (the bytes past its length are
+/// overwritten by the next one, or cut at the end).
+struct Row {
+    buf: Vec<u8>,
+    len: usize,
+}
+
+impl Row {
+    fn with_capacity(bytes: usize) -> Row {
+        Row {
+            buf: vec![0; bytes.max(16)],
+            len: 0,
+        }
     }
 
-    fn get(&self, id: usize) -> &[u8] {
-        let start = if id == 0 {
-            0
-        } else {
-            self.ends[id - 1] as usize
-        };
-        &self.bytes[start..self.ends[id] as usize]
+    fn room(&mut self, more: usize) {
+        if self.len + more > self.buf.len() {
+            let grown = (self.buf.len() * 2).max(self.len + more);
+            self.buf.resize(grown, 0);
+        }
+    }
+
+    fn entry(&mut self, entry: Entry, long: &[u8]) {
+        match entry.len() {
+            LONG => self.bytes(&long[entry.span()]),
+            len => {
+                self.room(16);
+                self.buf[self.len..self.len + 16].copy_from_slice(&entry.0);
+                self.len += len as usize;
+            }
+        }
+    }
+
+    fn bytes(&mut self, bytes: &[u8]) {
+        self.room(bytes.len());
+        self.buf[self.len..self.len + bytes.len()].copy_from_slice(bytes);
+        self.len += bytes.len();
+    }
+
+    fn into_bytes(mut self) -> Vec<u8> {
+        self.buf.truncate(self.len);
+        self.buf
     }
 }
 
@@ -64,20 +144,21 @@ enum Kind {
 /// The per-id outputs of a tokenizer's decoder (see the module comment).
 pub struct Forms {
     kind: Kind,
-    /// Each id's output (for `WordPiece`, as a continuing token).
+    /// Each id's output (for `WordPiece`, as a continuing token; for a
+    /// byte token, its byte) and flags.
     forms: Table,
     /// The first token's output where it differs (`Metaspace`, `WordPiece`).
     first: Option<Table>,
-    /// Per id: `MISSING` (no token), `SPECIAL` (a special added token),
-    /// `BYTE` (a `<0xXX>` token, with `ByteFallback`).
-    flags: Vec<u8>,
-    /// The byte of each byte token.
-    byte_of: Vec<u8>,
 }
 
+/// An id without a token.
 const MISSING: u8 = 1;
+/// A special added token.
 const SPECIAL: u8 = 2;
+/// A `<0xXX>` token, with `ByteFallback`.
 const BYTE: u8 = 4;
+/// The output is UTF-8 on its own (a row of such outputs needs no check).
+const WHOLE: u8 = 8;
 
 impl Forms {
     /// The forms for `hf`'s decoder, or None when the crate must decode.
@@ -129,25 +210,23 @@ impl Forms {
             .map_or(0, |m| m as usize + 1);
         let mut forms = Table::default();
         let mut first = (metaspace.is_some() || wordpiece.is_some()).then(Table::default);
-        let mut flags = vec![0u8; ids];
-        let mut byte_of = vec![0u8; ids];
         let alphabet = byte_level_of();
         for id in 0..ids {
             let Some(token) = hf.id_to_token(id as u32) else {
-                flags[id] = MISSING;
-                forms.push(b"");
+                forms.push(b"", MISSING);
                 if let Some(first) = first.as_mut() {
-                    first.push(b"");
+                    first.push(b"", MISSING);
                 }
                 continue;
             };
-            if added.is_special_token(&token) {
-                flags[id] = SPECIAL;
-            }
+            let flags = match added.is_special_token(&token) {
+                true => SPECIAL,
+                false => 0,
+            };
             match &kind {
                 Kind::Bytes => {
                     let bytes: Option<Vec<u8>> = token.chars().map(&alphabet).collect();
-                    forms.push(bytes.as_deref().unwrap_or(token.as_bytes()));
+                    forms.push(bytes.as_deref().unwrap_or(token.as_bytes()), flags);
                 }
                 Kind::WordPiece => {
                     let (prefix, cleanup) = wordpiece.as_ref()?;
@@ -156,8 +235,8 @@ impl Forms {
                         Some(rest) => rest.to_string(),
                         None => format!(" {token}"),
                     };
-                    forms.push(clean(later).as_bytes());
-                    first.as_mut()?.push(clean(token).as_bytes());
+                    forms.push(clean(later).as_bytes(), flags);
+                    first.as_mut()?.push(clean(token).as_bytes(), flags);
                 }
                 Kind::Pieces { .. } => {
                     let mut text = token;
@@ -165,8 +244,11 @@ impl Forms {
                         text = text.replace(pattern.as_str(), content);
                     }
                     if let Some(byte) = byte_fallback.then(|| fallback_byte(&text)).flatten() {
-                        flags[id] |= BYTE;
-                        byte_of[id] = byte;
+                        forms.push(&[byte], flags | BYTE);
+                        if let Some(first) = first.as_mut() {
+                            first.push(&[byte], flags | BYTE);
+                        }
+                        continue;
                     }
                     match metaspace {
                         Some((replacement, drop_first)) => {
@@ -174,58 +256,69 @@ impl Forms {
                                 .chars()
                                 .map(|c| if c == replacement { ' ' } else { c })
                                 .collect();
-                            forms.push(spaced.as_bytes());
+                            forms.push(spaced.as_bytes(), flags);
                             let first_form: String = match drop_first {
                                 true => text.chars().filter(|&c| c != replacement).collect(),
                                 false => spaced,
                             };
-                            first.as_mut()?.push(first_form.as_bytes());
+                            first.as_mut()?.push(first_form.as_bytes(), flags);
                         }
-                        None => forms.push(text.as_bytes()),
+                        None => forms.push(text.as_bytes(), flags),
                     }
                 }
             }
         }
-        Some(Forms {
-            kind,
-            forms,
-            first,
-            flags,
-            byte_of,
-        })
+        Some(Forms { kind, forms, first })
     }
 
-    /// The text of one row of ids (see the module comment).
+    /// The text of one row of ids (see the module comment): one pass of
+    /// 16-byte copies, and no UTF-8 check when every output is UTF-8.
     pub fn decode(&self, ids: &[u32], skip_special_tokens: bool, clean_up: bool) -> String {
-        let mut out: Vec<u8> = Vec::with_capacity(ids.len() * 4);
-        let mut run: Vec<u8> = Vec::new();
-        let mut kept = 0usize;
-        for &id in ids {
-            let id = id as usize;
-            let flag = match self.flags.get(id) {
-                Some(&flag) => flag,
-                None => continue,
-            };
-            if flag & MISSING != 0 || (flag & SPECIAL != 0 && skip_special_tokens) {
-                continue;
+        let mut row = Decoding {
+            forms: self,
+            skipped: match skip_special_tokens {
+                true => MISSING | SPECIAL,
+                false => MISSING,
+            },
+            first: self.first.as_ref(),
+            run: Vec::new(),
+            out: Row::with_capacity(ids.len() * 4),
+            whole: true,
+        };
+        for chunk in ids.chunks(GATHER) {
+            // The entries first, in a loop of independent loads (the table
+            // is larger than the caches: their misses then overlap), then the
+            // copies.
+            let mut entries = [Entry::NONE; GATHER];
+            for (slot, &id) in entries.iter_mut().zip(chunk) {
+                *slot = self
+                    .forms
+                    .entries
+                    .get(id as usize)
+                    .copied()
+                    .unwrap_or(Entry::NONE);
             }
-            if flag & BYTE != 0 {
-                run.push(self.byte_of[id]);
-                kept += 1;
-                continue;
+            for (&entry, &id) in entries.iter().zip(chunk) {
+                row.push(entry, id);
             }
-            flush_bytes(&mut run, &mut out);
-            let form = match (&self.first, kept) {
-                (Some(first), 0) => first.get(id),
-                _ => self.forms.get(id),
-            };
-            out.extend_from_slice(form);
-            kept += 1;
         }
+        let Decoding {
+            mut run,
+            mut out,
+            whole,
+            ..
+        } = row;
         flush_bytes(&mut run, &mut out);
-        let mut text = match String::from_utf8(out) {
-            Ok(text) => text,
-            Err(err) => String::from_utf8_lossy(err.as_bytes()).into_owned(),
+        let bytes = out.into_bytes();
+        let mut text = match whole {
+            // SAFETY: every output copied was UTF-8 on its own (`WHOLE`, checked
+            // when the table was built) and byte runs are written as UTF-8
+            // (`flush_bytes`): their concatenation is UTF-8.
+            true => unsafe { String::from_utf8_unchecked(bytes) },
+            false => match String::from_utf8(bytes) {
+                Ok(text) => text,
+                Err(err) => String::from_utf8_lossy(err.as_bytes()).into_owned(),
+            },
         };
         if let Kind::Pieces {
             strip: Some((content, start)),
@@ -246,15 +339,54 @@ impl Forms {
     }
 }
 
+/// Ids per gather of entries (`Forms::decode`).
+const GATHER: usize = 32;
+
+/// One row being decoded.
+struct Decoding<'f> {
+    forms: &'f Forms,
+    /// The flags of the ids left out.
+    skipped: u8,
+    /// The first kept token's table (`Metaspace`, `WordPiece`), until that token.
+    first: Option<&'f Table>,
+    /// Pending `ByteFallback` bytes.
+    run: Vec<u8>,
+    out: Row,
+    /// Every output so far is UTF-8 on its own.
+    whole: bool,
+}
+
+impl Decoding<'_> {
+    /// Id `id`, whose entry in the forms' table is `entry`.
+    fn push(&mut self, entry: Entry, id: u32) {
+        let flags = entry.flags();
+        if flags & self.skipped != 0 {
+            return;
+        }
+        if flags & BYTE != 0 {
+            self.run.push(entry.0[0]);
+            self.first = None;
+            return;
+        }
+        flush_bytes(&mut self.run, &mut self.out);
+        let (entry, table) = match self.first.take() {
+            Some(table) => (table.entries[id as usize], table),
+            None => (entry, &self.forms.forms),
+        };
+        self.whole &= entry.flags() & WHOLE != 0;
+        self.out.entry(entry, &table.long);
+    }
+}
+
 /// A run of byte tokens, as `ByteFallback` writes it: its text when the
 /// bytes are UTF-8, else U+FFFD for each byte.
-fn flush_bytes(run: &mut Vec<u8>, out: &mut Vec<u8>) {
+fn flush_bytes(run: &mut Vec<u8>, out: &mut Row) {
     if run.is_empty() {
         return;
     }
     match std::str::from_utf8(run) {
-        Ok(_) => out.extend_from_slice(run),
-        Err(_) => (0..run.len()).for_each(|_| out.extend_from_slice("\u{FFFD}".as_bytes())),
+        Ok(_) => out.bytes(run),
+        Err(_) => (0..run.len()).for_each(|_| out.bytes("\u{FFFD}".as_bytes())),
     }
     run.clear();
 }
@@ -341,10 +473,13 @@ mod tests {
 
     #[test]
     fn byte_fallback_runs() {
-        let mut out = Vec::new();
+        let mut out = Row::with_capacity(0);
         flush_bytes(&mut vec![0xE6, 0x97, 0xA5], &mut out);
         flush_bytes(&mut vec![0xE6, 0x97], &mut out);
-        assert_eq!(String::from_utf8(out).unwrap(), "日\u{FFFD}\u{FFFD}");
+        assert_eq!(
+            String::from_utf8(out.into_bytes()).unwrap(),
+            "日\u{FFFD}\u{FFFD}"
+        );
         assert_eq!(fallback_byte("<0x41>"), Some(0x41));
         assert_eq!(fallback_byte("<0xZZ>"), None);
     }

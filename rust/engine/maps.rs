@@ -15,7 +15,6 @@
 
 use super::overflow::{self, Windows};
 use super::{Engine, Settings};
-use crate::cpu::encode::char_offsets;
 use crate::cpu::word_cache;
 use crate::error::{Error, Result};
 use crate::kernels;
@@ -23,7 +22,7 @@ use crate::layout::Batch;
 use crate::plan::FastPlan;
 use crate::pool;
 use std::sync::OnceLock;
-use tokenizers::{AddedVocabulary, Encoding, Model, OffsetType, PreTokenizer, Token};
+use tokenizers::{AddedVocabulary, Encoding, Model, PreTokenizer, Token};
 
 /// Bytes a crate `Encoding` holds per token: ids, type ids, masks, word,
 /// offsets and the token's string (a copy of the pad token's in padding).
@@ -334,13 +333,7 @@ impl Engine {
                 }
             })
             .map_err(Error::tokenizers)?;
-        // Byte offsets, then characters as the crate converts them (`aligned`).
-        let mut encoding = pretokenized
-            .into_encoding(word, type_id, OffsetType::Byte)
-            .map_err(Error::tokenizers)?;
-        let chars = char_offsets(text, encoding.get_offsets());
-        encoding.get_offsets_mut().copy_from_slice(&chars);
-        Ok(encoding)
+        super::aligned::char_offset_encoding(pretokenized, text, word, type_id)
     }
 
     /// The tokens of one pre-token with their byte spans in it and their

@@ -11,6 +11,7 @@
 //! truncation, the post-processor and packing (`pack`) are the same for both.
 //! `offload` runs a whole batch on a CUDA device (or its emulator) instead.
 
+mod added_ids;
 mod aligned;
 pub mod decode;
 pub mod exact;
@@ -75,8 +76,18 @@ pub struct Engine {
 static NEXT_ENGINE_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl Engine {
-    /// Builds an engine from the text of a tokenizer.json.
+    /// Builds an engine from the text of a tokenizer.json, as the crate loads it.
     pub fn from_json(json: &str) -> Result<Self> {
+        Engine::load(json, false)
+    }
+
+    /// Builds an engine from a tokenizer.json this project wrote (`to_json`):
+    /// added tokens keep the ids it gives them (`added_ids`).
+    pub fn from_own_json(json: &str) -> Result<Self> {
+        Engine::load(json, true)
+    }
+
+    fn load(json: &str, keep_added_ids: bool) -> Result<Self> {
         // The crate's loader and the fast plan each parse the JSON: side by side.
         let (parsed, fast) = std::thread::scope(|scope| {
             let plan = scope.spawn(|| match serde_json::from_str::<serde_json::Value>(json) {
@@ -90,6 +101,9 @@ impl Engine {
             (parsed, fast)
         });
         let mut hf = parsed.map_err(|err| classify_load_error(json, err))?;
+        if keep_added_ids {
+            hf = added_ids::keep_json_ids(json, hf)?;
+        }
         let fast = fast.and_then(|mut plan| {
             plan.resolve_added_ids(|content| hf.token_to_id(content))?;
             Ok(plan)
@@ -139,7 +153,7 @@ impl Engine {
         let (truncation, padding) = (self.file_truncation.clone(), self.file_padding.clone());
         let Ok(plan) = &self.fast else {
             let reloaded = Engine::assemble(hf, Err(String::new()), truncation, padding);
-            return Ok((Engine::from_json(&reloaded.to_json()?)?, added));
+            return Ok((Engine::from_own_json(&reloaded.to_json()?)?, added));
         };
         let spec = serde_json::to_value(hf.get_added_vocabulary()).map_err(Error::tokenizers)?;
         let fast = plan.with_added_tokens(&spec).and_then(|mut plan| {

@@ -4,7 +4,7 @@
 //! and two new ints per token. Ints are immutable, so equal values share
 //! one object: a small cache by value (token ids repeat; an offset's end is
 //! usually the next one's start) turns most of them into a reference count;
-//! only the (start, end) tuples are made per token.
+//! so do the (start, end) tuples, which recur across a batch's rows.
 
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -88,6 +88,98 @@ impl Drop for Ints {
     }
 }
 
+/// (start, end) tuples, the last ones made kept in a direct-mapped cache as
+/// `Ints` keeps ints: tuples are immutable, and in a batch the same offsets
+/// recur (rows from one chat template, tokens at the same places), so a
+/// recurring pair costs a reference count instead of a tuple, two ints and,
+/// after the call, a deallocation (and the collector's visit of the lists
+/// holding it finds it in cache).
+struct Pairs {
+    slots: Vec<((i64, i64), *mut ffi::PyObject)>,
+    ints: Ints,
+}
+
+impl Pairs {
+    /// A cache for a batch of `tokens` tokens (small calls pay for a small one).
+    fn new(tokens: usize) -> Self {
+        let size = tokens.clamp(64, PAIR_SLOTS).next_power_of_two();
+        Pairs {
+            slots: vec![((0, 0), std::ptr::null_mut()); size],
+            ints: Ints::new(),
+        }
+    }
+
+    /// A new reference to an untracked (start, end) tuple, or null with a
+    /// Python error set.
+    ///
+    /// # Safety
+    /// The GIL must be held.
+    unsafe fn get(&mut self, start: i64, end: i64) -> *mut ffi::PyObject {
+        let hash = (start as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (end as u64);
+        let index = (hash as usize) & (self.slots.len() - 1);
+        if self.slots[index].1.is_null() || self.slots[index].0 != (start, end) {
+            // SAFETY: with the GIL (the caller's promise).
+            let made = unsafe { self.make(start, end) };
+            if made.is_null() {
+                return made;
+            }
+            let slot = &mut self.slots[index];
+            if !slot.1.is_null() {
+                // SAFETY: the slot owns one reference to this object.
+                unsafe { ffi::Py_DecRef(slot.1) };
+            }
+            *slot = ((start, end), made);
+        }
+        let tuple = self.slots[index].1;
+        // SAFETY: the slot's object is alive (the slot holds a reference); one more for the caller.
+        unsafe { ffi::Py_IncRef(tuple) };
+        tuple
+    }
+
+    /// A new (start, end) tuple, untracked, or null with an error set.
+    ///
+    /// # Safety
+    /// The GIL must be held.
+    unsafe fn make(&mut self, start: i64, end: i64) -> *mut ffi::PyObject {
+        // SAFETY: with the GIL; a null result is an error.
+        let tuple = unsafe { ffi::PyTuple_New(2) };
+        if tuple.is_null() {
+            return tuple;
+        }
+        for (slot, v) in [start, end].into_iter().enumerate() {
+            // SAFETY: with the GIL.
+            let int = unsafe { self.ints.get(v) };
+            if int.is_null() {
+                // SAFETY: the tuple is ours (a new reference).
+                unsafe { ffi::Py_DecRef(tuple) };
+                return int;
+            }
+            // SAFETY: slot < 2, the tuple's length; SetItem steals the new reference.
+            unsafe { ffi::PyTuple_SetItem(tuple, slot as ffi::Py_ssize_t, int) };
+        }
+        // A tuple of two ints is in no cycle: untracked, as the collector
+        // would untrack it on its first pass (a pass over every new tuple,
+        // right after the call, was ~30% of a call with offsets).
+        // SAFETY: a live, tracked tuple of ours.
+        unsafe { ffi::PyObject_GC_UnTrack(tuple.cast()) };
+        tuple
+    }
+}
+
+impl Drop for Pairs {
+    fn drop(&mut self) {
+        for &(_, obj) in &self.slots {
+            if !obj.is_null() {
+                // SAFETY: as for `Ints`: one reference per slot, dropped under the GIL.
+                unsafe { ffi::Py_DecRef(obj) };
+            }
+        }
+    }
+}
+
+/// The most (start, end) tuples a batch's cache keeps.
+const PAIR_SLOTS: usize = 1 << 15;
+
 /// A new list of `n` items from `item(i)` (each a new reference, or null
 /// with an error set), or the error.
 ///
@@ -126,32 +218,16 @@ pub fn rows<'py>(
 ) -> PyResult<Bound<'py, PyList>> {
     let mut ints = Ints::new();
     let n_rows = starts.len().saturating_sub(1);
+    let tokens = starts.last().map_or(0, |&t| t as usize);
+    let mut pairs = (per_token == 2).then(|| Pairs::new(tokens));
     // SAFETY: `py` proves the GIL is held for every C API call below.
     let outer = unsafe {
         list_of(py, n_rows, |r| {
             let (a, b) = (starts[r] as usize, starts[r + 1] as usize);
             let row = &values[per_token * a..per_token * b];
-            let made = match per_token {
-                2 => list_of(py, b - a, |k| {
-                    let tuple = ffi::PyTuple_New(2);
-                    if tuple.is_null() {
-                        return tuple;
-                    }
-                    for (slot, &v) in row[2 * k..2 * k + 2].iter().enumerate() {
-                        let int = ints.get(v);
-                        if int.is_null() {
-                            ffi::Py_DecRef(tuple);
-                            return int;
-                        }
-                        ffi::PyTuple_SetItem(tuple, slot as ffi::Py_ssize_t, int);
-                    }
-                    // A tuple of two ints is in no cycle: untracked, as the collector
-                    // would untrack it on its first pass (a pass over every new
-                    // tuple, right after the call, was ~30% of a call with offsets).
-                    ffi::PyObject_GC_UnTrack(tuple.cast());
-                    tuple
-                }),
-                _ => list_of(py, b - a, |k| ints.get(row[k])),
+            let made = match pairs.as_mut() {
+                Some(pairs) => list_of(py, b - a, |k| pairs.get(row[2 * k], row[2 * k + 1])),
+                None => list_of(py, b - a, |k| ints.get(row[k])),
             };
             // The error is set again by `list_of`'s fetch below: restore it for the caller.
             made.unwrap_or_else(|err| {

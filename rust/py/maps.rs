@@ -11,11 +11,9 @@
 use super::batch::CoreBatch;
 use super::errors::detach_work;
 use super::inputs;
-use super::settings::{Padding, Truncation};
+use super::settings::{call_settings, check_pairs, Padding, Truncation};
 use super::tokenizer::CoreTokenizer;
 use crate::engine::maps::{RichInput, RichSettings, Sequence};
-use crate::engine::Settings;
-use crate::layout::{Dtype, Outputs};
 use pyo3::exceptions::{PyIndexError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString, PyTuple};
@@ -215,20 +213,21 @@ pub fn encode_rich(
     offsets: bool,
     dtype: &str,
 ) -> PyResult<(CoreBatch, CoreMaps)> {
-    let dtype = Dtype::parse(dtype).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let (base, dtype) = call_settings(
+        add_special_tokens,
+        truncation,
+        padding,
+        attention_mask,
+        type_ids,
+        special_tokens_mask,
+        offsets,
+        dtype,
+    )?;
     let firsts = read_rows(texts, pretokenized, "texts")?;
     let seconds = pairs
         .map(|p| read_rows(p, pretokenized, "text_pair"))
         .transpose()?;
-    if let Some(seconds) = &seconds {
-        if seconds.len() != firsts.len() {
-            return Err(PyValueError::new_err(format!(
-                "text_pair has {} items but texts has {}; they must match",
-                seconds.len(),
-                firsts.len()
-            )));
-        }
-    }
+    check_pairs(firsts.len(), seconds.as_ref().map(Vec::len))?;
     let mut inputs: Vec<RichInput<'_>> = Vec::with_capacity(firsts.len());
     for (i, first) in firsts.iter().enumerate() {
         let a = borrow(py, first, &format!("texts[{i}]"))?;
@@ -239,18 +238,7 @@ pub fn encode_rich(
         inputs.push((a, b));
     }
     let settings = RichSettings {
-        base: Settings {
-            add_special_tokens,
-            truncation: truncation.map(|t| t.params.clone()),
-            padding: padding.map(|p| p.params.clone()),
-            outputs: Outputs {
-                attention_mask,
-                type_ids,
-                special_tokens_mask,
-                offsets,
-                dtype,
-            },
-        },
+        base,
         overflow,
         split_special_tokens,
     };

@@ -5,12 +5,11 @@
 use super::batch::CoreBatch;
 use super::errors::detach_work;
 use super::inputs;
-use super::settings::{Padding, Truncation};
+use super::settings::{call_settings, check_pairs, Padding, Truncation};
 use crate::cuda::driver;
 use crate::cuda::emulator::Emulator;
-use crate::engine::{Engine, Settings};
+use crate::engine::Engine;
 use crate::error::Error;
-use crate::layout::{Dtype, Outputs};
 use crate::plan;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -55,10 +54,17 @@ pub struct CoreTokenizer {
 
 #[pymethods]
 impl CoreTokenizer {
-    /// Builds a tokenizer from the text of a tokenizer.json (GIL released while parsing).
+    /// Builds a tokenizer from the text of a tokenizer.json (GIL released while
+    /// parsing). `keep_added_ids`: the text is this module's own `to_json`,
+    /// whose added tokens keep their ids (the crate's loader renumbers the
+    /// ones past an id gap).
     #[staticmethod]
-    fn from_str(py: Python<'_>, json: &str) -> PyResult<Self> {
-        let engine = detach_work(py, || Engine::from_json(json))?;
+    #[pyo3(signature = (json, keep_added_ids=false))]
+    fn from_str(py: Python<'_>, json: &str, keep_added_ids: bool) -> PyResult<Self> {
+        let engine = detach_work(py, || match keep_added_ids {
+            true => Engine::from_own_json(json),
+            false => Engine::from_json(json),
+        })?;
         Ok(CoreTokenizer {
             engine: Arc::new(engine),
         })
@@ -94,20 +100,21 @@ impl CoreTokenizer {
         if chunk_bytes == Some(0) {
             return Err(PyValueError::new_err("chunk_bytes must be positive"));
         }
-        let dtype = Dtype::parse(dtype).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let (settings, dtype) = call_settings(
+            add_special_tokens,
+            truncation,
+            padding,
+            attention_mask,
+            type_ids,
+            special_tokens_mask,
+            offsets,
+            dtype,
+        )?;
         let firsts = inputs::Texts::read(texts, "texts")?;
         let seconds = pairs
             .map(|p| inputs::Texts::read(p, "text_pair"))
             .transpose()?;
-        if let Some(seconds) = &seconds {
-            if seconds.len() != firsts.len() {
-                return Err(PyValueError::new_err(format!(
-                    "text_pair has {} items but texts has {}; they must match",
-                    seconds.len(),
-                    firsts.len()
-                )));
-            }
-        }
+        check_pairs(firsts.len(), seconds.as_ref().map(|s| s.len()))?;
         let first_strs = firsts.strs(py, "texts")?;
         let second_strs = seconds
             .as_ref()
@@ -120,18 +127,6 @@ impl CoreTokenizer {
                 .map(|(a, b)| (*a, Some(*b)))
                 .collect(),
             None => first_strs.iter().map(|a| (*a, None)).collect(),
-        };
-        let settings = Settings {
-            add_special_tokens,
-            truncation: truncation.map(|t| t.params.clone()),
-            padding: padding.map(|p| p.params.clone()),
-            outputs: Outputs {
-                attention_mask,
-                type_ids,
-                special_tokens_mask,
-                offsets,
-                dtype,
-            },
         };
         let engine = &self.engine;
         match backend {
