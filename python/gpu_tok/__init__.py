@@ -28,7 +28,7 @@ from ._errors import (
     UnsupportedTokenizerError,
 )
 from .batch import BatchEncoding
-from .tokenizer import Tokenizer
+from .compat.tokenizer import Tokenizer
 
 Tensor = _core.Tensor
 __version__: str = _core.__version__
