@@ -35,8 +35,8 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from .. import _wire
-from ..tokenizer import Tokenizer
+from ..compat.tokenizer import Tokenizer
+from . import _wire
 from .batcher import Batcher, QueueFull
 from .binary import BinaryListener
 from .connections import Connections, Watched

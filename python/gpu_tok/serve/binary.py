@@ -1,11 +1,11 @@
 """The binary framed protocol of `gpu-tok serve` (`--binary-port`, `--binary-uds`):
 `/encode` without HTTP, for clients that send many short requests.
 
-Frames are those of `gpu_tok._frames` (docs/SERVE.md, "Binary protocol"). Each
+Frames are those of `gpu_tok.serve._frames` (docs/SERVE.md, "Binary protocol"). Each
 request goes through the service's `Batcher` like an HTTP one (same groups,
 so HTTP and binary requests with equal options share engine calls; same
 queue limit, metrics and graceful drain) and is answered in the packed layout
-of `gpu_tok._wire`, or with an error frame mirroring HTTP's JSON error.
+of `gpu_tok.serve._wire`, or with an error frame mirroring HTTP's JSON error.
 
 The per-request path is kept short, since the point of this listener is that
 it costs less than HTTP: frames are cut from the received bytes with
@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 
-from .._frames import ANSWER_HEAD, FLAG_PAIRS, LENGTH_AND_ID, lengths_struct
+from ._frames import ANSWER_HEAD, FLAG_PAIRS, LENGTH_AND_ID, lengths_struct
 from .batcher import QueueFull
 from .connections import Watched
 from .engine import EncodeJob

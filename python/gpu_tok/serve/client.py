@@ -3,7 +3,7 @@
     from gpu_tok.client import Client, AsyncClient
     with Client("http://127.0.0.1:8000") as c:          # or Client("unix:///run/gpu-tok.sock")
         c.encode(["Hello world"], truncation=True)       # {"input_ids": [[...]], "attention_mask": [[...]]}
-        c.encode(["Hello world"], packed=True)           # numpy arrays from the binary layout (gpu_tok._wire)
+        c.encode(["Hello world"], packed=True)           # numpy arrays from the binary layout (gpu_tok.serve._wire)
         c.decode([[9707, 1879]])                          # ["Hello world"]
     async with AsyncClient("http://127.0.0.1:8000") as c:
         await c.encode(["Hello world"])
@@ -34,8 +34,8 @@ from collections import deque
 from typing import Any, Self, cast
 from urllib.parse import urlsplit
 
+from .._errors import GpuTokError
 from . import _frames, _wire
-from ._errors import GpuTokError
 
 _JSON = "application/json"
 
@@ -297,7 +297,7 @@ class AsyncClient:
         await self.close()
 
 
-# -- the binary framed protocol (gpu_tok._frames) ----------------------------------------------
+# -- the binary framed protocol (gpu_tok.serve._frames) ----------------------------------------------
 
 def _binary_target(url: str) -> tuple[str, int | str]:
     return _target(url, "gtok", "gtok+unix", 9000)

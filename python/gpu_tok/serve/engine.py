@@ -15,9 +15,9 @@ from typing import Any, NamedTuple
 import numpy as np
 import orjson
 
-from .. import _wire
 from .._errors import GpuTokError
-from ..tokenizer import Tokenizer
+from ..compat.tokenizer import Tokenizer
+from . import _wire
 from .protocol import DecodeRequest, EncodeRequest
 
 Outcome = bytes | Exception
@@ -25,7 +25,7 @@ Outcome = bytes | Exception
 
 class EncodeJob(NamedTuple):
     request: EncodeRequest
-    packed: bool  # answer in the binary layout of `gpu_tok._wire`, else JSON
+    packed: bool  # answer in the binary layout of `gpu_tok.serve._wire`, else JSON
 
 
 class Engine:

@@ -26,7 +26,7 @@ import orjson
 
 from .. import _settings
 from .._errors import EncodingError, GpuTokError, OutputTooLargeError
-from ..tokenizer import Tokenizer
+from ..compat.tokenizer import Tokenizer
 
 _MAX_ID = 2**32 - 1
 
