@@ -237,7 +237,7 @@ def test_resume_after_a_failure_mid_shard(tmp_path: Path, monkeypatch: pytest.Mo
         calls.append(1)
         return real(*a, **k)
 
-    monkeypatch.setattr(corpus, "encode_documents", counting)
+    monkeypatch.setattr(corpus.job, "encode_documents", counting)
     run([source], tmp_path / "whole", **args)
     fail_at, calls = len(calls) // 2, []
 
@@ -247,12 +247,12 @@ def test_resume_after_a_failure_mid_shard(tmp_path: Path, monkeypatch: pytest.Mo
             raise RuntimeError("injected failure")
         return real(*a, **k)
 
-    monkeypatch.setattr(corpus, "encode_documents", failing)
+    monkeypatch.setattr(corpus.job, "encode_documents", failing)
     with pytest.raises(RuntimeError, match="injected"):
         run([source], tmp_path / "out", **args)
     done = corpus.read_manifest(tmp_path / "out")
     assert not done["complete"] and 0 < len(done["shards"]) and not list((tmp_path / "out").glob("*.tmp"))
-    monkeypatch.setattr(corpus, "encode_documents", real)
+    monkeypatch.setattr(corpus.job, "encode_documents", real)
     summary = run([source], tmp_path / "out", **args)
     assert summary["shards_skipped"] == len(done["shards"]) and summary["shards_written"] > 0
     assert file_digests(tmp_path / "out") == file_digests(tmp_path / "whole")
@@ -427,7 +427,7 @@ def slowed_encodes(monkeypatch: pytest.MonkeyPatch, fail_at: int | None = None) 
             time.sleep(0.05)
         return real(*a, **k)
 
-    monkeypatch.setattr(corpus, "encode_documents", slowed)
+    monkeypatch.setattr(corpus.job, "encode_documents", slowed)
 
 
 @pytest.mark.parametrize("fmt", ["npy", "parquet"])
@@ -505,7 +505,7 @@ def held(*args, **kwargs):
     while not Path(sys.argv[2]).exists() and time.monotonic() < deadline:
         time.sleep(0.01)
     return real(*args, **kwargs)
-corpus.encode_documents = held
+corpus.job.encode_documents = held
 sys.exit(cli.main(sys.argv[3:]))
 """
 
@@ -618,13 +618,13 @@ def test_a_run_interrupted_at_several_points_resumes_to_identical_shards(tmp_pat
                     raise RuntimeError("injected interruption")
             return real(*a, **k)
 
-        monkeypatch.setattr(corpus, "encode_documents", failing)
+        monkeypatch.setattr(corpus.job, "encode_documents", failing)
         with pytest.raises(RuntimeError, match="injected"):
             run([source], out, **args)
         now = len(corpus.read_manifest(out)["shards"])
         assert now > finished
         finished = now
-    monkeypatch.setattr(corpus, "encode_documents", real)
+    monkeypatch.setattr(corpus.job, "encode_documents", real)
     summary = run([source], tmp_path / "out", **args)
     assert summary["shards_skipped"] == finished and summary["shards_written"] > 0
     assert file_digests(tmp_path / "out") == file_digests(tmp_path / "whole")
@@ -697,7 +697,7 @@ def test_any_other_refusal_of_a_batch_names_its_lines(tmp_path: Path, monkeypatc
     def refusing(*a, **k):
         raise InvalidInputError("a limit of the engine")
 
-    monkeypatch.setattr(corpus, "encode_documents", refusing)
+    monkeypatch.setattr(corpus.job, "encode_documents", refusing)
     with pytest.raises(InvalidInputError, match=re.escape(f"{source}: lines 1-4: a limit of the engine")):
         run([source], tmp_path / "out")
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from ._errors import InvalidInputError
-from .tokenizer import Tokenizer
+from .._errors import InvalidInputError
+from ..compat.tokenizer import Tokenizer
 
 
 def eos_token_id(tok: Tokenizer) -> int:

@@ -40,11 +40,11 @@ from typing import Any
 
 import numpy as np
 
+from .._errors import InvalidInputError
+from ..compat.tokenizer import Tokenizer
 from . import shards
-from ._errors import InvalidInputError
-from .corpus_readers import InputFile, TextBatch, describe_inputs, read_ahead, read_batches, refusal
 from .documents import encode_documents, eos_token_id
-from .tokenizer import Tokenizer
+from .readers import InputFile, TextBatch, describe_inputs, read_ahead, read_batches, refusal
 
 MANIFEST = "manifest.json"
 LOCK = ".tokenize.lock"

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from ._errors import InvalidInputError
+from .._errors import InvalidInputError
 
 KINDS = {".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".txt": "txt", ".text": "txt",
          ".parquet": "parquet"}
