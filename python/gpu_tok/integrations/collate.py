@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from .tokenizer import Tokenizer
+from ..compat.tokenizer import Tokenizer
 
 
 class LengthBucketSampler:

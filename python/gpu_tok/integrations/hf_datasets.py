@@ -11,7 +11,7 @@ returns it with an Arrow `list<int32>` ids column: text goes to the engine
 without a copy and ids come back without a Python list per token (datasets
 writes the table as it is). Given the default (Python) format it returns one
 numpy array per row. Ids are those of `gpu-tok tokenize`
-(`gpu_tok.documents.encode_documents`).
+(`gpu_tok.corpus.documents.encode_documents`).
 
 (The module is `hf_datasets`, not `datasets`, so that it never shadows the
 `datasets` package.)
@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from .documents import encode_documents, eos_token_id, split_documents, to_arrow_lists
-from .tokenizer import Tokenizer
+from ..compat.tokenizer import Tokenizer
+from ..corpus.documents import encode_documents, eos_token_id, split_documents, to_arrow_lists
 
 
 class TokenizeFunction:

@@ -12,7 +12,7 @@ outgrow one machine.
 loads the tokenizer once and encodes whole batches (Arrow string columns go
 to the engine without a copy). It takes Arrow tables (the fastest), pandas
 DataFrames or dicts of numpy arrays, and returns the same kind with an ids
-column added. The ids are those of `gpu_tok.documents.encode_documents`, the
+column added. The ids are those of `gpu_tok.corpus.documents.encode_documents`, the
 call `gpu-tok tokenize` makes. Ray is not a dependency of gpu_tok:
 `pip install "ray[data]"` (the `ray` extra).
 """
@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from .documents import encode_documents, eos_token_id, split_documents, to_arrow_lists
-from .tokenizer import Tokenizer
+from ..compat.tokenizer import Tokenizer
+from ..corpus.documents import encode_documents, eos_token_id, split_documents, to_arrow_lists
 
 
 def _load(tokenizer: str | os.PathLike[str] | Tokenizer) -> Tokenizer:
