@@ -40,8 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..compat.tokenizer import Tokenizer
 from . import peers
-from .tokenizer import Tokenizer
 
 SCHEMA = "gpu_tok.bench/2"
 ORACLE = ("tokenizers", "tokenizers[encode]")  # whose ids are right by definition

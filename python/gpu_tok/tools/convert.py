@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 
-from . import _core
+from .. import _state
 
 CL100K_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
                   r"|\s*[\r\n]+|\s+(?!\S)|\s+")
@@ -21,7 +21,7 @@ CL100K_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{
 def tiktoken_to_tokenizer_json(mergeable_ranks: dict[bytes, int], pattern: str = CL100K_PATTERN,
                                special_tokens: dict[str, int] | None = None) -> str:
     """A tokenizer.json (byte-level BPE, Split(pattern) + ByteLevel) for these ranks."""
-    alphabet = _core.byte_level_alphabet()
+    alphabet = _state.byte_level_alphabet()
 
     def text(token: bytes) -> str:
         return "".join(alphabet[b] for b in token)

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .tokenizer import Tokenizer
+from ..compat.tokenizer import Tokenizer
 
 
 @dataclass
@@ -99,9 +99,9 @@ def _hf(json_text: str, *, batch: bool) -> Engine:
 
 def _byte_decoder() -> dict[str, int]:
     """Byte-level character -> byte (inverse of GPT-2's bytes_to_unicode, from the core)."""
-    from . import _core
+    from .. import _state
 
-    return {c: b for b, c in enumerate(_core.byte_level_alphabet())}
+    return {c: b for b, c in enumerate(_state.byte_level_alphabet())}
 
 
 GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
@@ -378,7 +378,7 @@ def load_peer(name: str, json_text: str, path: str | None, threads: int) -> Engi
 def gpu_tok_engine(tok: Tokenizer, device: str) -> Engine:
     """gpu_tok on `device` ('cpu' or 'cuda'), or `Skipped` when that device is unusable
     (no CUDA, or kernels that do not compile: the reason is shown)."""
-    from ._errors import CudaError, CudaUnavailableError
+    from .._errors import CudaError, CudaUnavailableError
 
     try:
         tok.encode_batch(["probe"], device=device)

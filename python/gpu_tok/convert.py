@@ -1,0 +1,5 @@
+"""Old path of `gpu_tok.tools.convert` (the same module under both names)."""
+
+from ._alias import alias
+
+alias(__name__, "gpu_tok.tools.convert")
