@@ -35,6 +35,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from .._info import info
 from ..compat.tokenizer import Tokenizer
 from . import _wire
 from .batcher import Batcher, QueueFull
@@ -255,7 +256,8 @@ class Service:
         self._info = self._make_info(tokenizer_source)
         self._runner: web.AppRunner | None = None
         self._servers: list[asyncio.AbstractServer] = []  # the HTTP listeners
-        self.binary = BinaryListener(self)
+        self.binary = BinaryListener(self.batcher, self.metrics, self.parse_encode, self.connections,
+                                     max_frame=config.max_request_bytes, timeout_s=config.timeout_s)
         self._own_sockets: list[tuple[str, int, int]] = []  # socket files we made: path, device, inode
         self._reads: set[asyncio.Future[bytes]] = set()  # bodies still arriving (a drain stops waiting for them)
 
@@ -266,9 +268,7 @@ class Service:
         return self.engine.decode(options, payloads)
 
     def _make_info(self, source: str | None) -> dict[str, Any]:
-        import gpu_tok
-
-        report = gpu_tok.info(self.tok, probe_cuda=self.config.device != "cpu")
+        report = info(self.tok, probe_cuda=self.config.device != "cpu")
         config = asdict(self.config)
         if not self.config.info_paths:  # where files are is nobody's business but the operator's
             source = _elide(source, 2)
