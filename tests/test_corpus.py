@@ -231,7 +231,7 @@ def test_resume_after_a_failure_mid_shard(tmp_path: Path, monkeypatch: pytest.Mo
     [source] = write_input(tmp_path, kind, texts)
     args = {"fmt": fmt, "shard_tokens": 50000, "batch_bytes": 30_000, "append_eos": True}
 
-    real, calls = corpus.encode_documents, []
+    real, calls = corpus.job.encode_documents, []
 
     def counting(*a, **k):
         calls.append(1)
@@ -415,7 +415,7 @@ def slowed_encodes(monkeypatch: pytest.MonkeyPatch, fail_at: int | None = None) 
     """Makes every other encode call slow, so that later batches finish before
     earlier ones; call `fail_at` (counting from 1) fails while the one before is
     still encoding."""
-    real, lock, calls = corpus.encode_documents, threading.Lock(), [0]
+    real, lock, calls = corpus.job.encode_documents, threading.Lock(), [0]
 
     def slowed(*a, **k):
         with lock:
@@ -498,7 +498,7 @@ HELD_RUN = """
 import sys, time
 from pathlib import Path
 from gpu_tok import cli, corpus
-real = corpus.encode_documents
+real = corpus.job.encode_documents
 def held(*args, **kwargs):
     Path(sys.argv[1]).touch()
     deadline = time.monotonic() + 60
@@ -608,7 +608,7 @@ def test_a_run_interrupted_at_several_points_resumes_to_identical_shards(tmp_pat
         assert len(groups) > 3
         for rows in groups[:-1]:
             assert sum(map(len, rows)) >= 4000 > sum(map(len, rows[:-1]))
-    real, out, finished = corpus.encode_documents, tmp_path / "out", 0
+    real, out, finished = corpus.job.encode_documents, tmp_path / "out", 0
     for later in (1, 3, 2):  # encode calls after the run's first finished shard
 
         def failing(*a, later=later, before=finished, since=[0], **k):  # noqa: B006 - a counter per run

@@ -26,9 +26,8 @@ pytest.importorskip("aiohttp")
 
 import gpu_tok  # noqa: E402
 from conftest import corpus_sample, edge_cases, ours, tokenizer_config, tokenizer_json  # noqa: E402
-from gpu_tok.serve import _wire  # noqa: E402
 from gpu_tok.client import AsyncClient, Client, ServerError  # noqa: E402
-from gpu_tok.serve import BackgroundServer, ServeConfig  # noqa: E402
+from gpu_tok.serve import BackgroundServer, ServeConfig, _wire  # noqa: E402
 
 LONG = os.environ.get("GPU_TOK_LONG") == "1"
 

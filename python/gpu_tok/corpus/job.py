@@ -60,7 +60,7 @@ ENCODES_IN_FLIGHT = 2
 def tokenizer_sha256(tok: Tokenizer) -> str:
     """sha256 of the tokenizer's JSON as the core writes it back (about 0.7 s
     for a 150k vocabulary: pass the file's own digest when you have it)."""
-    return hashlib.sha256(tok._core.to_json().encode("utf-8")).hexdigest()
+    return hashlib.sha256(tok.to_str().encode("utf-8")).hexdigest()
 
 
 def _job(tok: Tokenizer, digest: str, inputs: list[InputFile], text_field: str, fmt: str, append_eos: bool,
