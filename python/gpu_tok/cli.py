@@ -367,10 +367,10 @@ def _decode(args: argparse.Namespace) -> int:
 
 
 def _info(args: argparse.Namespace) -> int:
-    import gpu_tok
+    from ._info import info
 
     tok = _load(args.tokenizer)[0]  # the embedded Qwen3 without --tokenizer, as for every command
-    report = gpu_tok.info(tok)
+    report = info(tok)
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
