@@ -6,8 +6,8 @@ return_tensors="pt")` and the methods built on it (`encode`, `tokenize`,
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any
+from operator import itemgetter
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .. import _maps, _placement, _settings
 from .._errors import InvalidInputError
@@ -16,10 +16,10 @@ from ..batch import BatchEncoding, as_tensor, check_dtype, check_kind, ordered_f
 from . import _pad
 
 
-@dataclass(frozen=True, slots=True)
-class CallOptions:
+class CallOptions(NamedTuple):
     """The options of `__call__` that every encoding of the call shares (the
-    one list of them: `__call__` collects its arguments into it by name)."""
+    one list of them: `__call__` collects its arguments into it by name; a
+    tuple, as that is the cheapest to build on every call)."""
 
     add_special_tokens: bool
     padding: bool | str
@@ -42,7 +42,7 @@ class CallOptions:
     dtype: str
 
 
-_OPTION_NAMES = tuple(f.name for f in fields(CallOptions))
+_options_of = itemgetter(*CallOptions._fields)  # __call__'s arguments -> the options, in field order
 
 
 def _as_list(texts: Any) -> list[Any]:
@@ -110,13 +110,12 @@ class TransformersCall(HoldsState):
         A single str gives un-batched lists. `text_target` adds `labels`.
         gpu_tok's additions: `truncation_side`, `pad_token_id`, `device`, and
         `dtype` ("int64" as transformers, or "int32": tensors in half the bytes)."""
-        arguments = locals()  # the options by name, before anything else is bound here
+        options = tuple.__new__(CallOptions, _options_of(locals()))  # before anything else is bound here
         if text is None and text_target is None:
             raise TypeError("pass text (a str or a list of str), or text_target")
         check_kind(return_tensors)
         check_dtype(dtype)
         state = self._state  # one read: the whole call sees one state
-        options = CallOptions(*[arguments[name] for name in _OPTION_NAMES])
         encodings = None if text is None else _encode(state, text, text_pair, max_length, options)
         if text_target is None:
             assert encodings is not None
