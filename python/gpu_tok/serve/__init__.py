@@ -7,7 +7,7 @@ engine calls (HTTP over TCP and a Unix socket, and a binary framed protocol). Ne
         print(server.addresses)            # ["http://127.0.0.1:40123"]
 
 Modules: `protocol` (request bodies -> engine terms), `batcher` (dynamic
-batching, bounded queue), `engine` (one call for many requests, split back),
+batching, bounded queue), `calls` (one call for many requests, split back),
 `metrics` (Prometheus text), `app` (aiohttp handlers and lifecycle), `binary`
 (the binary protocol's listener), `connections` (limit, timeouts and drain of
 every connection); `client` (the clients, standard library only), `_wire`

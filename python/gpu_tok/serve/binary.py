@@ -42,8 +42,8 @@ import orjson
 
 from ._frames import ANSWER_HEAD, FLAG_PAIRS, LENGTH_AND_ID, lengths_struct
 from .batcher import Batcher, QueueFull
+from .calls import EncodeJob
 from .connections import Connections, Watched
-from .engine import EncodeJob
 from .metrics import Metrics
 from .protocol import BadRequest, EncodeParser, EncodeRequest, failure
 

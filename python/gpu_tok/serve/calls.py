@@ -28,8 +28,8 @@ class EncodeJob(NamedTuple):
     packed: bool  # answer in the binary layout of `gpu_tok.serve._wire`, else JSON
 
 
-class Engine:
-    """A tokenizer and the device its calls run on."""
+class MergedCalls:
+    """A tokenizer and the device its calls run on: one call for many requests, split back."""
 
     def __init__(self, tok: Tokenizer, device: str) -> None:
         self.tok = tok

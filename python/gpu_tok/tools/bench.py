@@ -164,7 +164,7 @@ class ModeReport:
 
 
 @dataclass
-class EngineReport:
+class PeerReport:
     name: str
     version: str = ""
     status: str = "ok"
@@ -177,19 +177,19 @@ class EngineReport:
     modes: dict[int, ModeReport] = field(default_factory=dict)
 
 
-def _rotated(items: list[peers.Engine], by: int) -> list[peers.Engine]:
+def _rotated(items: list[peers.Peer], by: int) -> list[peers.Peer]:
     if not items:
         return []
     by %= len(items)
     return items[by:] + items[:by]
 
 
-def _one_per_call(engine: peers.Engine, size: int) -> bool:
+def _one_per_call(engine: peers.Peer, size: int) -> bool:
     """Batch size 1 uses the library's call for one document, where it has one."""
     return size == 1 and engine.encode_one is not None
 
 
-def _calls(engine: peers.Engine, texts: list[str], size: int) -> list[Any]:
+def _calls(engine: peers.Peer, texts: list[str], size: int) -> list[Any]:
     """The engine's results for `texts`, `size` documents per call: the timed work."""
     if _one_per_call(engine, size):
         one = engine.encode_one
@@ -200,7 +200,7 @@ def _calls(engine: peers.Engine, texts: list[str], size: int) -> list[Any]:
     return [encode(batch) for batch in batches]
 
 
-def _rows(engine: peers.Engine, results: list[Any], size: int) -> list[list[int]]:
+def _rows(engine: peers.Peer, results: list[Any], size: int) -> list[list[int]]:
     if _one_per_call(engine, size):
         ids_one = engine.ids_one
         assert ids_one is not None
@@ -226,12 +226,12 @@ def _warm_up_texts(count: int = 64, words: int = 160) -> list[str]:
 class _Run:
     """One benchmark: the engines, their reports, and the timed runs."""
 
-    def __init__(self, engines: list[peers.Engine], reports: dict[str, EngineReport],
+    def __init__(self, engines: list[peers.Peer], reports: dict[str, PeerReport],
                  progress: Callable[[int], Any] | None) -> None:
         self.engines, self.reports, self.progress = engines, reports, progress
         self.oracle = next((e for name in ORACLE for e in engines if e.name == name), None)
 
-    def _timed(self, engine: peers.Engine, texts: list[str], size: int) -> tuple[list[Any], float, float] | None:
+    def _timed(self, engine: peers.Peer, texts: list[str], size: int) -> tuple[list[Any], float, float] | None:
         """(results, wall seconds, process CPU seconds), or None when the engine
         failed (it is then reported as such and leaves the run)."""
         report = self.reports[engine.name]
@@ -321,21 +321,21 @@ def run(
 ) -> dict[str, Any]:
     """Measures every engine; returns the JSON-ready report (see SCHEMA)."""
     threads = threads or peers.default_threads()
-    engines: list[peers.Engine] = []
-    reports: dict[str, EngineReport] = {}
+    engines: list[peers.Peer] = []
+    reports: dict[str, PeerReport] = {}
 
-    def try_load(name: str, load: Callable[[], peers.Engine]) -> None:
+    def try_load(name: str, load: Callable[[], peers.Peer]) -> None:
         try:
             engine = load()
         except peers.Skipped as why:
             reason = " ".join(str(why).split())  # a peer's multi-line error, on one line
-            reports[name] = EngineReport(name, status="skipped", reason=reason[:300])
+            reports[name] = PeerReport(name, status="skipped", reason=reason[:300])
             return
         engines.append(engine)
-        reports[engine.name] = EngineReport(engine.name, engine.version, note=engine.note)
+        reports[engine.name] = PeerReport(engine.name, engine.version, note=engine.note)
 
     for device in devices:
-        try_load(f"gpu_tok[{device}]", functools.partial(peers.gpu_tok_engine, tok, device))
+        try_load(f"gpu_tok[{device}]", functools.partial(peers.gpu_tok_peer, tok, device))
     for name in compare:
         try_load(name, functools.partial(peers.load_peer, name, json_text, tokenizer_path, threads))
 
@@ -368,11 +368,11 @@ def _paired_ratio(ours: ModeReport, theirs: ModeReport) -> float | None:
     return statistics.median(ratios) if ratios else None
 
 
-def _exact(report: EngineReport, has_oracle: bool) -> bool:
+def _exact(report: PeerReport, has_oracle: bool) -> bool:
     return has_oracle and report.status == "ok" and report.total > 0 and report.identical == report.total
 
 
-def _report(tok: Tokenizer, docs: list[bytes], groups: list[list[bytes]], reports: dict[str, EngineReport],
+def _report(tok: Tokenizer, docs: list[bytes], groups: list[list[bytes]], reports: dict[str, PeerReport],
             settings: dict[str, Any], threads: int, has_oracle: bool) -> dict[str, Any]:
     hf = next((reports[n] for n in ORACLE if n in reports and reports[n].status == "ok"), None)
     engines = []
@@ -428,7 +428,7 @@ def _report(tok: Tokenizer, docs: list[bytes], groups: list[list[bytes]], report
     }
 
 
-def _fastest_exact(ours: EngineReport, size: int, reports: dict[str, EngineReport],
+def _fastest_exact(ours: PeerReport, size: int, reports: dict[str, PeerReport],
                    has_oracle: bool) -> dict[str, Any] | None:
     """The peer with every document identical to tokenizers' that was fastest at
     this batch size, and our speed over its (median of the per-set ratios)."""

@@ -27,7 +27,7 @@ from ..compat.tokenizer import Tokenizer
 
 
 @dataclass
-class Engine:
+class Peer:
     """One tokenizer under test: `encode` (a batch) and `encode_one` (one document,
     where the library has such a call) are timed; `ids` and `ids_one`, which turn
     their results into lists of ids, are not."""
@@ -66,7 +66,7 @@ def _file(path: str | None, peer: str) -> str:
     return path
 
 
-def _gpu_tok(tok: Tokenizer, device: str) -> Engine:
+def _gpu_tok(tok: Tokenizer, device: str) -> Peer:
     def encode(texts: list[str]) -> Any:
         return tok.encode_batch(texts, add_special_tokens=False, padding=False, truncation=False,
                                 return_attention_mask=False, return_token_type_ids=False, device=device)
@@ -74,11 +74,11 @@ def _gpu_tok(tok: Tokenizer, device: str) -> Engine:
     def encode_one(text: str) -> Any:
         return tok.encode(text, add_special_tokens=False)
 
-    return Engine(f"gpu_tok[{device}]", _version("gpu_tok"), encode, lambda r: r.to_lists()["input_ids"],
+    return Peer(f"gpu_tok[{device}]", _version("gpu_tok"), encode, lambda r: r.to_lists()["input_ids"],
                   encode_one if device == "cpu" else None, list)
 
 
-def _hf(json_text: str, *, batch: bool) -> Engine:
+def _hf(json_text: str, *, batch: bool) -> Peer:
     tokenizers = _require("tokenizers")
     hf = tokenizers.Tokenizer.from_str(json_text)
     hf.no_truncation()
@@ -94,7 +94,7 @@ def _hf(json_text: str, *, batch: bool) -> Engine:
         def encode(texts: list[str]) -> Any:
             return [hf.encode(t, add_special_tokens=False) for t in texts]
         name = "tokenizers[encode]"
-    return Engine(name, _version("tokenizers"), encode, lambda r: [e.ids for e in r], encode_one, _ids_of)
+    return Peer(name, _version("tokenizers"), encode, lambda r: [e.ids for e in r], encode_one, _ids_of)
 
 
 def _byte_decoder() -> dict[str, int]:
@@ -107,7 +107,7 @@ def _byte_decoder() -> dict[str, int]:
 GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 
 
-def _tiktoken(json_text: str, threads: int) -> Engine:
+def _tiktoken(json_text: str, threads: int) -> Peer:
     """tiktoken built from the same vocabulary: possible for byte-level BPE whose
     ids are merge ranks and whose pre-tokenizer is one regex."""
     tiktoken = _require("tiktoken")
@@ -133,7 +133,7 @@ def _tiktoken(json_text: str, threads: int) -> Engine:
     def encode(texts: list[str]) -> Any:
         return enc.encode_ordinary_batch(texts, num_threads=threads)
 
-    return Engine("tiktoken", _version("tiktoken"), encode, lambda r: r, enc.encode_ordinary, list)
+    return Peer("tiktoken", _version("tiktoken"), encode, lambda r: r, enc.encode_ordinary, list)
 
 
 def _native_encoding(tiktoken: Any, ranks: dict[bytes, int]) -> Any:
@@ -146,7 +146,7 @@ def _native_encoding(tiktoken: Any, ranks: dict[bytes, int]) -> Any:
     return native if native._mergeable_ranks == ranks else None
 
 
-def _tokie(path: str | None) -> Engine:
+def _tokie(path: str | None) -> Peer:
     tok = _require("tokie").Tokenizer.from_json(_file(path, "tokie"))
 
     def encode(texts: list[str]) -> Any:
@@ -155,16 +155,16 @@ def _tokie(path: str | None) -> Engine:
     def encode_one(text: str) -> Any:
         return tok.encode(text, add_special_tokens=False)
 
-    return Engine("tokie", _version("tokie"), encode, lambda r: [e.ids for e in r], encode_one, _ids_of)
+    return Peer("tokie", _version("tokie"), encode, lambda r: [e.ids for e in r], encode_one, _ids_of)
 
 
-def _kitoken(path: str | None) -> Engine:
+def _kitoken(path: str | None) -> Peer:
     tok = _require("kitoken").Kitoken.from_tokenizers_file(_file(path, "kitoken"))
-    return Engine("kitoken", _version("kitoken"), lambda texts: tok.encode_all(texts, False), lambda r: r,
+    return Peer("kitoken", _version("kitoken"), lambda texts: tok.encode_all(texts, False), lambda r: r,
                   lambda text: tok.encode(text, False), list)
 
 
-def _flash_tokenizer(json_text: str) -> Engine:
+def _flash_tokenizer(json_text: str) -> Peer:
     """flash-tokenizer (BERT WordPiece only): built from the vocabulary written
     out as vocab.txt. It always adds [CLS]/[SEP] and pads a batch with [PAD]
     (id 0 in BERT vocabularies): both are stripped from its rows."""
@@ -195,10 +195,10 @@ def _flash_tokenizer(json_text: str) -> Engine:
             out.append(list(row[1:-1]))
         return out
 
-    return Engine("flash-tokenizer", _version("flash_tokenizer"), encode, ids)
+    return Peer("flash-tokenizer", _version("flash_tokenizer"), encode, ids)
 
 
-def _sentencepiece(json_text: str, path: str | None, threads: int) -> Engine:
+def _sentencepiece(json_text: str, path: str | None, threads: int) -> Peer:
     """sentencepiece with the .model file beside the tokenizer.json (as a
     converted T5 / XLM-R / Llama folder keeps it). Its piece ids are mapped to
     the tokenizer.json's ids by piece text, untimed, for the parity column."""
@@ -216,7 +216,7 @@ def _sentencepiece(json_text: str, path: str | None, threads: int) -> Engine:
     def encode(texts: list[str]) -> Any:
         return sp.encode(texts, num_threads=threads)
 
-    return Engine("sentencepiece", _version("sentencepiece"), encode,
+    return Peer("sentencepiece", _version("sentencepiece"), encode,
                   lambda rows: [[to_ours[i] for i in row] for row in rows],
                   sp.encode, lambda row: [to_ours[i] for i in row])
 
@@ -241,16 +241,16 @@ def _flat_rows(ids: Any, offsets: Any) -> list[list[int]]:
     return [list(flat[bounds[i]:bounds[i + 1]]) for i in range(len(bounds) - 1)]
 
 
-def _gigatoken(json_text: str) -> Engine:
+def _gigatoken(json_text: str) -> Peer:
     """gigatoken from the tokenizer.json (byte-level and SentencePiece-style BPE).
     Its batch call returns an awkward Array; its single call a numpy array."""
     gigatoken = _require("gigatoken")
     tok = gigatoken.Tokenizer.from_json(json_text)
-    return Engine("gigatoken", _version("gigatoken"), tok.encode_batch, lambda rows: rows.to_list(),
+    return Peer("gigatoken", _version("gigatoken"), tok.encode_batch, lambda rows: rows.to_list(),
                   tok.encode, lambda row: row.tolist())
 
 
-def _fastokens(json_text: str) -> Engine:
+def _fastokens(json_text: str) -> Peer:
     """fastokens from the tokenizer.json; the batch call is its flat one (no
     per-token Python objects), the single call its `encode`."""
     fastokens = _require("fastokens")
@@ -264,7 +264,7 @@ def _fastokens(json_text: str) -> Engine:
     def encode_one(text: str) -> Any:
         return tok.encode(text, add_special_tokens=False)
 
-    return Engine("fastokens", _version("fastokens"), encode, lambda r: _flat_rows(*r), encode_one, _ids_of)
+    return Peer("fastokens", _version("fastokens"), encode, lambda r: _flat_rows(*r), encode_one, _ids_of)
 
 
 # toktok's built-in encodings and their base vocabulary sizes: only those of this
@@ -288,7 +288,7 @@ def _byte_level_tokens(spec: dict[str, Any]) -> list[bytes] | None:
     return None if any(t is None for t in tokens) else tokens  # type: ignore[return-value]
 
 
-def _toktok(json_text: str, threads: int) -> Engine:
+def _toktok(json_text: str, threads: int) -> Peer:
     """toktok (PyPI `toktok-rs`) has no loader: it ships compiled-in encodings. It
     runs where one of them has exactly this tokenizer's vocabulary (cl100k,
     o200k: gpt-oss) and there is no normalizer. Its public API only counts; the
@@ -314,11 +314,11 @@ def _toktok(json_text: str, threads: int) -> Engine:
     def encode(texts: list[str]) -> Any:
         return enc.encode_batch(texts, threads, False)
 
-    return Engine("toktok", _version("toktok-rs"), encode, lambda r: _flat_rows(*r), enc.encode_ordinary, list,
+    return Peer("toktok", _version("toktok-rs"), encode, lambda r: _flat_rows(*r), enc.encode_ordinary, list,
                   note=f"built-in {name}")
 
 
-def _quicktok(path: str | None, threads: int) -> Engine:
+def _quicktok(path: str | None, threads: int) -> Peer:
     """quicktok (PyPI `quicktok-v1`) imports a tokenizer.json into its own format,
     checking its ids against `tokenizers` as it does; it refuses grammars and
     normalizers it does not implement (the reason is shown)."""
@@ -336,14 +336,14 @@ def _quicktok(path: str | None, threads: int) -> Engine:
     def encode(texts: list[str]) -> Any:
         return enc.encode_batch(texts, threads, False)
 
-    return Engine("quicktok", _version("quicktok-v1"), encode, lambda r: _flat_rows(*r), enc.encode_ordinary, list)
+    return Peer("quicktok", _version("quicktok-v1"), encode, lambda r: _flat_rows(*r), enc.encode_ordinary, list)
 
 
 PEERS = ("tokenizers", "tokenizers-encode", "tiktoken", "tokie", "kitoken", "flash-tokenizer", "sentencepiece",
          "gigatoken", "fastokens", "toktok", "quicktok")
 
 
-def load_peer(name: str, json_text: str, path: str | None, threads: int) -> Engine:
+def load_peer(name: str, json_text: str, path: str | None, threads: int) -> Peer:
     """The peer called `name` for this tokenizer, or `Skipped`."""
     try:
         if name == "tokenizers":
@@ -375,7 +375,7 @@ def load_peer(name: str, json_text: str, path: str | None, threads: int) -> Engi
     raise Skipped(f"unknown peer {name!r} (known: {', '.join(PEERS)})")
 
 
-def gpu_tok_engine(tok: Tokenizer, device: str) -> Engine:
+def gpu_tok_peer(tok: Tokenizer, device: str) -> Peer:
     """gpu_tok on `device` ('cpu' or 'cuda'), or `Skipped` when that device is unusable
     (no CUDA, or kernels that do not compile: the reason is shown)."""
     from .._errors import CudaError, CudaUnavailableError
