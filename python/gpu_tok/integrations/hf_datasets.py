@@ -21,39 +21,25 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from ..compat.tokenizer import Tokenizer
-from ..corpus.documents import encode_documents, eos_token_id, split_documents, to_arrow_lists
+from ._columns import ColumnTokenizer
 
 
-class TokenizeFunction:
+class TokenizeFunction(ColumnTokenizer):
     """Adds `output_column`, the ids of `text_column`, to a batch. Pickles with
     its tokenizer (tokenizer.json text), so `num_proc > 1` works."""
 
     def __init__(self, tok: Tokenizer, *, text_column: str = "text", output_column: str = "input_ids",
                  add_special_tokens: bool = False, append_eos: bool = False, device: str = "auto") -> None:
-        self.tok = tok
-        self.text_column, self.output_column = text_column, output_column
-        self.add_special_tokens, self.device = add_special_tokens, device
-        self.eos_id = eos_token_id(tok) if append_eos else None
-
-    def _encode(self, texts: Any) -> tuple[np.ndarray, np.ndarray]:
-        return encode_documents(self.tok, texts, add_special_tokens=self.add_special_tokens, eos_id=self.eos_id,
-                                device=self.device)
+        super().__init__(tok, text_column=text_column, output_column=output_column,
+                         add_special_tokens=add_special_tokens, append_eos=append_eos, device=device)
 
     def __call__(self, batch: Any) -> Any:
         import pyarrow as pa
 
         if isinstance(batch, pa.Table):
-            ids = to_arrow_lists(*self._encode(batch.column(self.text_column)))
-            if self.output_column in batch.column_names:
-                batch = batch.drop_columns([self.output_column])
-            return batch.append_column(self.output_column, ids)
-        rows = split_documents(*self._encode(list(batch[self.text_column])))
-        column = np.empty(len(rows), dtype=object)
-        column[:] = rows
-        return {self.output_column: column}
+            return self._with_ids(batch)
+        return {self.output_column: self._object_column(list(batch[self.text_column]))}
 
 
 def tokenize_dataset(ds: Any, tok: Tokenizer, *, text_column: str = "text", output_column: str = "input_ids",

@@ -23,10 +23,8 @@ import os
 import warnings
 from typing import Any
 
-import numpy as np
-
 from ..compat.tokenizer import Tokenizer
-from ..corpus.documents import encode_documents, eos_token_id, split_documents, to_arrow_lists
+from ._columns import ColumnTokenizer
 
 
 def _load(tokenizer: str | os.PathLike[str] | Tokenizer) -> Tokenizer:
@@ -35,7 +33,7 @@ def _load(tokenizer: str | os.PathLike[str] | Tokenizer) -> Tokenizer:
     return Tokenizer.from_pretrained(tokenizer) if os.path.isdir(tokenizer) else Tokenizer.from_file(tokenizer)
 
 
-class TokenizeBatch:
+class TokenizeBatch(ColumnTokenizer):
     """`map_batches` callable: adds `output_column` (the ids of each row's
     `text_column`) to a batch.
 
@@ -50,34 +48,18 @@ class TokenizeBatch:
         if threads is not None:
             # Read when the pool first starts, which is at the first encode in this process.
             os.environ["GPU_TOK_NUM_THREADS"] = str(threads)
-        self.tok = _load(tokenizer)
-        self.text_column, self.output_column = text_column, output_column
-        self.add_special_tokens, self.device = add_special_tokens, device
-        self.eos_id = eos_token_id(self.tok) if append_eos else None
-
-    def _encode(self, texts: Any) -> tuple[np.ndarray, np.ndarray]:
-        return encode_documents(self.tok, texts, add_special_tokens=self.add_special_tokens, eos_id=self.eos_id,
-                                device=self.device)
+        super().__init__(_load(tokenizer), text_column=text_column, output_column=output_column,
+                         add_special_tokens=add_special_tokens, append_eos=append_eos, device=device)
 
     def __call__(self, batch: Any) -> Any:
         import pyarrow as pa
 
         if isinstance(batch, pa.Table):
-            column = batch.column(self.text_column)
-            if pa.types.is_string_view(column.type):
-                column = column.cast(pa.string())
-            ids = to_arrow_lists(*self._encode(column))
-            if self.output_column in batch.column_names:
-                batch = batch.drop_columns([self.output_column])
-            return batch.append_column(self.output_column, ids)
+            return self._with_ids(batch)
         if isinstance(batch, dict):  # Ray's "numpy" format: column name -> numpy array
-            rows = split_documents(*self._encode([str(t) for t in batch[self.text_column]]))
-            column = np.empty(len(rows), dtype=object)
-            column[:] = rows
-            return {**batch, self.output_column: column}
+            return {**batch, self.output_column: self._object_column([str(t) for t in batch[self.text_column]])}
         if hasattr(batch, "assign"):  # a pandas DataFrame
-            rows = split_documents(*self._encode(batch[self.text_column].tolist()))
-            return batch.assign(**{self.output_column: rows})
+            return batch.assign(**{self.output_column: self._rows(batch[self.text_column].tolist())})
         raise TypeError(f"TokenizeBatch takes a pyarrow Table, a pandas DataFrame or a dict of numpy arrays, "
                         f"not {type(batch).__name__}")
 
