@@ -31,13 +31,35 @@ import json
 import queue
 import socket
 from collections import deque
-from typing import Any, Self, cast
+from collections.abc import Awaitable, Callable
+from typing import Any, Self, TypeVar, cast
 from urllib.parse import urlsplit
 
 from .._errors import GpuTokError
 from . import _frames, _wire
 
 _JSON = "application/json"
+_HTTP_STALE = (ConnectionError, http.client.RemoteDisconnected, http.client.BadStatusLine)
+R = TypeVar("R")
+
+
+def _retrying(attempt: Callable[[], R], stale: tuple[type[BaseException], ...]) -> R:
+    """The clients' one retry policy: a connection the server closed meanwhile
+    (kept alive, pooled or pipelined) fails with `stale`: retry once, on a new one."""
+    try:
+        return attempt()
+    except stale:
+        pass  # the second try's error, if any, is the one raised (not chained to the first)
+    return attempt()
+
+
+async def _retrying_async(attempt: Callable[[], Awaitable[R]], stale: tuple[type[BaseException], ...]) -> R:
+    """`_retrying` for the asyncio clients."""
+    try:
+        return await attempt()
+    except stale:
+        pass
+    return await attempt()
 
 
 class ServerError(GpuTokError):
@@ -103,6 +125,28 @@ class _Pooled:
 
     _idle: queue.LifoQueue[Any]
 
+    def _connection(self) -> Any:
+        raise NotImplementedError
+
+    def _exchange(self, send: Callable[[Any], R], stale: tuple[type[BaseException], ...]) -> tuple[Any, R]:
+        """`send(connection)` on an idle connection or a new one (retried as
+        `_retrying` says); the connection and the answer. The caller puts the
+        connection back in `_idle` or closes it."""
+
+        def attempt() -> tuple[Any, R]:
+            connection = self._connection()
+            try:
+                return connection, send(connection)
+            except stale:
+                connection.close()
+                self.close()  # the other idle connections are as stale (a restarted server)
+                raise
+            except BaseException:
+                connection.close()
+                raise
+
+        return _retrying(attempt, stale)
+
     def close(self) -> None:
         while True:
             try:
@@ -137,27 +181,18 @@ class Client(_Pooled):
     def request(self, method: str, path: str, body: bytes | None = None, accept: str = _JSON) -> Any:
         """One request; the answer decoded (JSON, packed arrays or text)."""
         headers = {"Content-Type": _JSON, "Accept": accept}
-        for attempt in range(2):  # a kept-alive connection the server closed meanwhile: retry once on a new one
-            conn = self._connection()
-            try:
-                conn.request(method, path, body=body, headers=headers)
-                response = conn.getresponse()
-                data = response.read()
-            except (ConnectionError, http.client.RemoteDisconnected, http.client.BadStatusLine):
-                conn.close()
-                self.close()  # the other idle connections are as stale (a restarted server)
-                if attempt:
-                    raise
-                continue
-            except BaseException:
-                conn.close()
-                raise
-            if response.will_close:
-                conn.close()
-            else:
-                self._idle.put(conn)
-            return _result(response.status, {k.lower(): v for k, v in response.getheaders()}, data)
-        raise AssertionError("unreachable")
+
+        def send(conn: http.client.HTTPConnection) -> tuple[http.client.HTTPResponse, bytes]:
+            conn.request(method, path, body=body, headers=headers)
+            response = conn.getresponse()
+            return response, response.read()
+
+        conn, (response, data) = self._exchange(send, _HTTP_STALE)
+        if response.will_close:
+            conn.close()
+        else:
+            self._idle.put(conn)
+        return _result(response.status, {k.lower(): v for k, v in response.getheaders()}, data)
 
     def encode(self, texts: list[str], pairs: list[str] | None = None, *, packed: bool = False,
                **options: Any) -> dict[str, Any]:
@@ -238,18 +273,18 @@ class AsyncClient:
     async def request(self, method: str, path: str, body: bytes = b"", accept: str = _JSON) -> Any:
         head = (f"{method} {path} HTTP/1.1\r\nHost: gpu-tok\r\nContent-Type: {_JSON}\r\nAccept: {accept}\r\n"
                 f"Content-Length: {len(body)}\r\n\r\n").encode("latin-1")
-        for attempt in range(2):  # a kept-alive connection the server closed meanwhile: retry once on a new one
+        stale = (ConnectionError, asyncio.IncompleteReadError)
+
+        async def attempt() -> Any:
             stream = self._idle.pop() if self._idle else await self._open()
             try:
                 status, headers, data = await asyncio.wait_for(stream.exchange(head + body), self._timeout)
-            except (ConnectionError, asyncio.IncompleteReadError):
+            except stale:
                 stream.close()
                 for idle in self._idle:  # as stale (a restarted server)
                     idle.close()
                 self._idle.clear()
-                if attempt:
-                    raise
-                continue
+                raise
             except BaseException:
                 stream.close()
                 raise
@@ -258,7 +293,8 @@ class AsyncClient:
             else:
                 self._idle.append(stream)
             return _result(status, headers, data)
-        raise AssertionError("unreachable")
+
+        return await _retrying_async(attempt, stale)
 
     async def encode(self, texts: list[str], pairs: list[str] | None = None, *, packed: bool = False,
                      **options: Any) -> dict[str, Any]:
@@ -366,30 +402,21 @@ class BinaryClient(_Pooled):
         """`tok(texts, pairs, **options)` as per-row lists; `packed=True`: numpy
         arrays (row_offsets + flat fields), as `Client.encode` gives them."""
         frame = _frames.request_frame(0, texts, pairs, _options_header(texts, pairs, options))
-        for attempt in range(2):  # a pooled connection the server closed meanwhile: retry once on a new one
-            sock = self._connection()
-            try:
-                sock.sendall(frame)
-                length, request_id, status = _frames.ANSWER_HEAD.unpack(_recv_exactly(sock, _frames.ANSWER_HEAD.size))
-                body = _recv_exactly(sock, length - 8)
-            except ConnectionError:
-                sock.close()
-                self.close()  # the other idle connections are as stale (a restarted server)
-                if attempt:
-                    raise
-                continue
-            except BaseException:
-                sock.close()
-                raise
-            if request_id != 0 or length < 8:
-                sock.close()
-                raise ConnectionError(f"malformed answer frame (id {request_id}, length {length})")
-            if status == 413:  # the server closes the connection after a frame over its limit
-                sock.close()
-            else:
-                self._idle.put(sock)
-            return _answer(status, body, packed)
-        raise AssertionError("unreachable")
+
+        def send(sock: socket.socket) -> tuple[int, int, int, bytes]:
+            sock.sendall(frame)
+            length, request_id, status = _frames.ANSWER_HEAD.unpack(_recv_exactly(sock, _frames.ANSWER_HEAD.size))
+            return length, request_id, status, _recv_exactly(sock, length - 8)
+
+        sock, (length, request_id, status, body) = self._exchange(send, (ConnectionError,))
+        if request_id != 0 or length < 8:
+            sock.close()
+            raise ConnectionError(f"malformed answer frame (id {request_id}, length {length})")
+        if status == 413:  # the server closes the connection after a frame over its limit
+            sock.close()
+        else:
+            self._idle.put(sock)
+        return _answer(status, body, packed)
 
 
 
@@ -495,20 +522,18 @@ class AsyncBinaryClient:
         arrays (row_offsets + flat fields), as `AsyncClient.encode` gives them.
         No answer within `timeout`: `TimeoutError`."""
         header = _options_header(texts, pairs, options)
-        for attempt in range(2):  # a connection the server closed meanwhile: retry once on a new one
+
+        async def attempt() -> dict[str, Any]:
             pipeline = await self._connection()
             request_id = self._next_id
             self._next_id = (request_id + 1) & _frames.MAX_ID
             try:
                 status, body = await pipeline.send(request_id, _frames.request_frame(request_id, texts, pairs, header))
-            except ConnectionError:
-                if attempt:
-                    raise
-                continue
             finally:
                 pipeline.waiting.pop(request_id, None)
             return _answer(status, body, packed)
-        raise AssertionError("unreachable")
+
+        return await _retrying_async(attempt, (ConnectionError,))
 
     async def close(self) -> None:
         pipeline, self._pipeline = self._pipeline, None
