@@ -47,13 +47,13 @@ kernels:  ## prebuilt CUBINs for KERNEL_ARCHS into python/gpu_tok/kernels/ (git-
 	$(PYTHON) -m zipfile -e $(KERNEL_CORE)/*.whl $(KERNEL_CORE)/site
 	test -d $(KERNEL_NVRTC_DIR)/nvidia || $(PYTHON) -m pip install -q --no-deps --target $(KERNEL_NVRTC_DIR) \
 		"nvidia-cuda-nvrtc==$(KERNEL_NVRTC).*"
-	PYTHONPATH=$(KERNEL_NVRTC_DIR):$(KERNEL_CORE)/site $(PYTHON) -m gpu_tok._prebuilt --nvrtc $(KERNEL_NVRTC) \
+	PYTHONPATH=$(KERNEL_NVRTC_DIR):$(KERNEL_CORE)/site $(PYTHON) -m gpu_tok.tools._prebuilt --nvrtc $(KERNEL_NVRTC) \
 		--out python/gpu_tok/kernels $(KERNEL_ARCHS)
 
 wheel: kernels  ## the abi3 wheel (every CPython >= 3.11) with prebuilt kernels into dist/, e.g. for benches/gpu_check.sh on a GPU machine
 	rm -f dist/gpu_tok-*.whl
 	$(PYTHON) -m maturin build --release --out dist
-	PYTHONPATH=$(KERNEL_CORE)/site $(PYTHON) -m gpu_tok._prebuilt --check dist/gpu_tok-*.whl $(KERNEL_ARCHS)
+	PYTHONPATH=$(KERNEL_CORE)/site $(PYTHON) -m gpu_tok.tools._prebuilt --check dist/gpu_tok-*.whl $(KERNEL_ARCHS)
 
 wheelhouse:  ## what gpu_check.sh installs offline on a GPU machine (CPython 3.12, x86_64) into dist/wheelhouse
 	$(PYTHON) -m pip download -q --only-binary=:all: --python-version 3.12 --platform manylinux2014_x86_64 \

@@ -678,7 +678,8 @@ def test_idle_pool_is_trimmed_and_out_of_memory_is_typed(monkeypatch: pytest.Mon
 
 def test_the_device_loads_the_prebuilt_kernels_of_its_sm() -> None:
     """A wheel from `make wheel` carries its SM's kernels: no NVRTC compile at set-up."""
-    from gpu_tok import _core, _prebuilt
+    from gpu_tok import _core
+    from gpu_tok.tools import _prebuilt
 
     sm = CUDA["devices"][0]["sm"]
     prebuilt = dict(_core.prebuilt_kernels())

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import gpu_tok
 import pytest
-from gpu_tok import _core, _prebuilt
+from gpu_tok import _core
+from gpu_tok.tools import _prebuilt
 
 ROOT = Path(__file__).resolve().parent.parent
 ARCHS = ["sm_80", "sm_90"]

@@ -96,6 +96,30 @@ def as_tensor(value: Any, kind: str, dtype: str = "int64") -> Any:
     return _import("cupy", kind).asarray(array)
 
 
+def ordered_fields(fields: dict[str, Any]) -> dict[str, Any]:
+    """`fields` in transformers' key order (`KEY_ORDER`, the one definition of it)."""
+    return {name: fields[name] for name in KEY_ORDER if name in fields}
+
+
+def tensors_of(core: _core.CoreBatch, kind: str, dtype: str) -> dict[str, Any]:
+    """Every field as a `[B, L]` (`[B, L, 2]`) tensor of `kind`: zero-copy when
+    the rows have one length, else as transformers makes them from lists."""
+    width = core.width
+    if width is None:
+        starts = core.row_offsets().tolist()
+        widths = {b - a for a, b in zip(starts, starts[1:], strict=False)}
+        if len(widths) > 1:  # ragged: numpy object arrays, or a ValueError for torch/CuPy
+            return {name: as_tensor(rows, kind, dtype) for name, rows in core.to_lists().items()}
+        width = widths.pop() if widths else 0
+    out = {}
+    for name in core.keys():
+        value = convert(core.tensor(name), kind)
+        if core.width is None:  # equal rows stored flat: a view with the batch's shape
+            value = value.reshape((core.rows, width, 2) if name == "offset_mapping" else (core.rows, width))
+        out[name] = value
+    return out
+
+
 def _is_tensor(value: Any, kind: str) -> bool:
     module = type(value).__module__.split(".")[0]
     return {"np": "numpy", "pt": "torch", "cupy": "cupy"}[kind] == module
@@ -158,8 +182,8 @@ class BatchEncoding(dict):
     def from_core(cls, core: _core.CoreBatch, total_ms: float | None = None,
                   encodings: Maps | None = None) -> BatchEncoding:
         """Every field of `core` as a gpu_tok Tensor (no copy), in transformers' key order."""
-        names = sorted(core.keys(), key=KEY_ORDER.index)
-        return cls({name: core.tensor(name) for name in names}, core, total_ms, encodings=encodings)
+        return cls(ordered_fields({name: core.tensor(name) for name in core.keys()}), core, total_ms,
+                   encodings=encodings)
 
     # -- transformers' BatchEncoding ------------------------------------------------
 
@@ -313,12 +337,11 @@ class BatchEncoding(dict):
 
     def to_lists(self) -> dict[str, list[Any]]:
         """Every field as per-row Python lists."""
-        lists = self._require_core().to_lists()
-        return {name: lists[name] for name in sorted(lists, key=KEY_ORDER.index)}
+        return ordered_fields(self._require_core().to_lists())
 
     def _convert_all(self, kind: str) -> dict[str, Any]:
         core = self._require_core()
-        return {name: convert(core.tensor(name), kind) for name in sorted(core.keys(), key=KEY_ORDER.index)}
+        return ordered_fields({name: convert(core.tensor(name), kind) for name in core.keys()})
 
     def to_numpy(self) -> dict[str, Any]:
         """Every field as a numpy array (no copy)."""

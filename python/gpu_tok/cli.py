@@ -229,7 +229,8 @@ def _unknown_arguments(parser: argparse.ArgumentParser, extras: list[str]) -> st
 def _load(spec: str | None) -> tuple[Any, str, str | None]:
     """(Tokenizer, tokenizer.json text, path of the file or None for the embedded one).
     `default` names the embedded tokenizer unless a file or folder has that name."""
-    from . import Tokenizer, _data
+    from . import _data
+    from .compat.tokenizer import Tokenizer
 
     path = Path(spec) if spec is not None else None
     if path is None or (spec == "default" and not path.exists()):
@@ -242,7 +243,8 @@ def _load(spec: str | None) -> tuple[Any, str, str | None]:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from . import _data, bench, peers
+    from . import _data
+    from .tools import bench, peers
 
     tok, json_text, path = _load(args.tokenizer)
     source = path or "embedded Qwen3"
@@ -365,10 +367,10 @@ def _decode(args: argparse.Namespace) -> int:
 
 
 def _info(args: argparse.Namespace) -> int:
-    import gpu_tok
+    from ._info import info
 
     tok = _load(args.tokenizer)[0]  # the embedded Qwen3 without --tokenizer, as for every command
-    report = gpu_tok.info(tok)
+    report = info(tok)
     if args.json:
         print(json.dumps(report, indent=2))
         return 0

@@ -2,14 +2,14 @@
 kernels for the SMs a wheel ships for, so users of those GPUs never wait for
 NVRTC (`make kernels`, run by `make wheel` and Dockerfile.cuda).
 
-The compiler is the core's own JIT (`_core.compile_kernels`, NVRTC from the
+The compiler is the core's own JIT (`_state.compile_kernels`, NVRTC from the
 pip wheel), writing kernel-cache files named by source hash, arch and NVRTC
 version into the package's `kernels/` folder; the core looks there before
 compiling (rust/cuda/prebuilt.rs) and ignores files of other sources. Run it
 with the core built from the same sources as the wheel, e.g.:
 
-    python -m gpu_tok._prebuilt --out python/gpu_tok/kernels sm_80 sm_90
-    python -m gpu_tok._prebuilt --check dist/gpu_tok-*.whl   # the wheel carries them
+    python -m gpu_tok.tools._prebuilt --out python/gpu_tok/kernels sm_80 sm_90
+    python -m gpu_tok.tools._prebuilt --check dist/gpu_tok-*.whl   # the wheel carries them
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from . import _core, _nvrtc
+from .. import _nvrtc, _state
 
 # Ampere (A100, A10/RTX 30), Ada (L4/L40, RTX 40), Hopper, Blackwell (B200, RTX 50).
 ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120")
@@ -45,8 +45,8 @@ def build(out: Path, archs: Sequence[str] = ARCHS, nvrtc: str | None = None) -> 
         old.unlink()
     # The core releases the GIL while NVRTC compiles: one thread per arch.
     with ThreadPoolExecutor(max_workers=min(len(archs), os.cpu_count() or 1) or 1) as pool:
-        list(pool.map(lambda arch: _core.compile_kernels(arch, out), archs))
-    listed = _core.prebuilt_kernels(out)
+        list(pool.map(lambda arch: _state.compile_kernels(arch, out), archs))
+    listed = _state.prebuilt_kernels(out)
     if sorted(arch for arch, _ in listed) != sorted(archs):
         raise RuntimeError(f"prebuilt kernels in {out}: {listed}, expected {sorted(archs)}")
     return listed
@@ -59,7 +59,7 @@ def check_wheel(wheel: Path, archs: Sequence[str] = ARCHS) -> list[str]:
         for name in archive.namelist():
             if name.startswith(WHEEL_FOLDER) and name.endswith(".cubin"):
                 (Path(tmp) / Path(name).name).write_bytes(archive.read(name))
-        found = [arch for arch, _ in _core.prebuilt_kernels(tmp)]
+        found = [arch for arch, _ in _state.prebuilt_kernels(tmp)]
     missing = sorted(set(archs) - set(found))
     if missing:
         raise RuntimeError(f"{wheel} lacks prebuilt kernels for {missing} (it has {found})")
@@ -67,7 +67,7 @@ def check_wheel(wheel: Path, archs: Sequence[str] = ARCHS) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gpu_tok._prebuilt", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m gpu_tok.tools._prebuilt", description=__doc__.split("\n\n")[0])
     parser.add_argument("archs", nargs="*", default=list(ARCHS), help=f"SMs (default: {' '.join(ARCHS)})")
     parser.add_argument("--out", type=Path, help="the folder to fill (python/gpu_tok/kernels when building a wheel)")
     parser.add_argument("--check", type=Path, metavar="WHEEL", help="check that WHEEL carries them instead")

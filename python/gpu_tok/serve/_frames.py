@@ -22,7 +22,7 @@ Answer frame:
     offset 0   uint32   L: the bytes that follow this field
     offset 4   uint32   the request's id
     offset 8   uint32   status: 200, or 400 / 413 / 500 / 503 / 504 as over HTTP
-    offset 12  bytes    200: the packed layout of `gpu_tok._wire` (GTK1...);
+    offset 12  bytes    200: the packed layout of `gpu_tok.serve._wire` (GTK1...);
                         else the JSON error `{"error": "...", "status": N}`, with
                         `"retry_after": 1` on 503
 """

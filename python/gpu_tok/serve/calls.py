@@ -15,9 +15,9 @@ from typing import Any, NamedTuple
 import numpy as np
 import orjson
 
-from .. import _wire
 from .._errors import GpuTokError
-from ..tokenizer import Tokenizer
+from ..compat.tokenizer import Tokenizer
+from . import _wire
 from .protocol import DecodeRequest, EncodeRequest
 
 Outcome = bytes | Exception
@@ -25,11 +25,11 @@ Outcome = bytes | Exception
 
 class EncodeJob(NamedTuple):
     request: EncodeRequest
-    packed: bool  # answer in the binary layout of `gpu_tok._wire`, else JSON
+    packed: bool  # answer in the binary layout of `gpu_tok.serve._wire`, else JSON
 
 
-class Engine:
-    """A tokenizer and the device its calls run on."""
+class MergedCalls:
+    """A tokenizer and the device its calls run on: one call for many requests, split back."""
 
     def __init__(self, tok: Tokenizer, device: str) -> None:
         self.tok = tok

@@ -7,13 +7,11 @@ token, padding side and model input names. Ported from transformers 5's
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from . import _core, _settings
-from .batch import BatchEncoding, check_kind
-
-if TYPE_CHECKING:
-    from .tokenizer import Tokenizer
+from .. import _settings
+from .._state import TokenizerState, check_memory
+from ..batch import BatchEncoding, check_kind
 
 
 def _plain(value: Any) -> Any:
@@ -28,14 +26,16 @@ def _tensor_kind(value: Any) -> str | None:
     return {"numpy": "np", "torch": "pt"}.get(module)
 
 
-def pad(tok: Tokenizer, encoded_inputs: Any, *, padding: Any, max_length: int | None, pad_to_multiple_of: int | None,
-        padding_side: str | None, return_attention_mask: bool | None, return_tensors: str | None) -> BatchEncoding:
+def pad(state: TokenizerState, encoded_inputs: Any, *, padding: Any, max_length: int | None,
+        pad_to_multiple_of: int | None, padding_side: str | None, return_attention_mask: bool | None,
+        return_tensors: str | None) -> BatchEncoding:
     check_kind(return_tensors)
     if isinstance(encoded_inputs, (list, tuple)) and encoded_inputs and isinstance(encoded_inputs[0], Mapping):
         encoded_inputs = {key: [example[key] for example in encoded_inputs] for key in encoded_inputs[0]}
     if not isinstance(encoded_inputs, Mapping):
         raise TypeError("pad takes a dict of fields or a list of dicts")
-    main = tok.model_input_names[0]
+    names = state.model.model_input_names
+    main = names[0]
     if main not in encoded_inputs:
         raise ValueError(f"pad needs {main!r} among the fields, got {list(encoded_inputs)}")
     inputs = dict(encoded_inputs)
@@ -53,11 +53,11 @@ def pad(tok: Tokenizer, encoded_inputs: Any, *, padding: Any, max_length: int | 
             raise ValueError(f"pad: values of type {type(first).__name__} are not lists, numpy arrays or tensors")
         return_tensors = return_tensors or kind
         inputs = {key: _plain(value) for key, value in inputs.items()}
-    _, settings = _settings.call_settings(tok._defaults, padding, None, max_length)  # pad never truncates
+    _, settings = _settings.call_settings(state.defaults, padding, None, max_length)  # pad never truncates
     strategy_length = None if settings is None else settings.length
     required = inputs[main]
-    mask = ("attention_mask" in tok.model_input_names) if return_attention_mask is None else return_attention_mask
-    options: dict[str, Any] = dict(pad_id=tok._defaults.pad_token_id, side=padding_side or tok.padding_side,
+    mask = ("attention_mask" in names) if return_attention_mask is None else return_attention_mask
+    options: dict[str, Any] = dict(pad_id=state.defaults.pad_token_id, side=padding_side or state.model.padding_side,
                                    mask=mask, multiple=pad_to_multiple_of)
     fields = len(inputs) + int(mask)
     if required and not isinstance(required[0], (list, tuple)):
@@ -86,7 +86,7 @@ def _check_size(rows: int, length: int | None, multiple: int | None, fields: int
         return
     if multiple and length % multiple:
         length = (length // multiple + 1) * multiple
-    _core.check_memory(rows * length * fields * _BYTES_PER_VALUE, "the padded rows",
+    check_memory(rows * length * fields * _BYTES_PER_VALUE, "the padded rows",
                        f"the padding length {length} (max_length with padding='max_length')")
 
 

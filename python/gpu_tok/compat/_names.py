@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import _core, _maps, _settings
-from ._config import ModelConfig
-from ._errors import InvalidInputError
+from .._errors import InvalidInputError
+from .._settings import Padding, Truncation
+from .._state import HoldsState
 
 
 @dataclass(frozen=True)
@@ -44,63 +44,58 @@ def _value(strategy: Any) -> Any:
     return getattr(strategy, "value", strategy)
 
 
-class TransformersNames:
+class TransformersNames(HoldsState):
     """Mixed into `Tokenizer` (which holds the state these read)."""
 
-    __slots__ = ("_core", "_defaults")  # the two this mixin replaces (the others are Tokenizer's)
-    _core: _core.CoreTokenizer
-    _config: dict[str, Any]
-    _model: ModelConfig
-    _defaults: _settings.Defaults
-
-    def _set_model(self, **changes: Any) -> None:
-        raise NotImplementedError
+    __slots__ = ()
 
     @property
     def init_kwargs(self) -> dict[str, Any]:
         """The configuration the tokenizer was loaded with (tokenizer_config.json,
         special_tokens_map.json, the chat template and keyword arguments), a copy."""
-        return json.loads(json.dumps(self._config, default=str))
+        return json.loads(json.dumps(self._state.config, default=str))
 
     @property
     def added_tokens_decoder(self) -> dict[int, AddedToken]:
         """Every added token by id, with its flags."""
         return {i: AddedToken(content, single_word, lstrip, rstrip, normalized, special)
                 for i, content, single_word, lstrip, rstrip, normalized, special
-                in _core.added_token_flags(self._core)}
+                in self._state.added_token_flags()}
 
     @property
     def do_lower_case(self) -> bool:
         """The config's `do_lower_case` (BERT-style tokenizers); other configs have none."""
-        if "do_lower_case" not in self._config:
+        config = self._state.config
+        if "do_lower_case" not in config:
             raise AttributeError("this tokenizer's config has no do_lower_case")
-        return bool(self._config["do_lower_case"])
+        return bool(config["do_lower_case"])
 
     @property
     def add_bos_token(self) -> bool:
         """As transformers 5: False until set; setting it (or `add_eos_token`)
         makes the post-processor `[bos] $A [eos]` / `... [bos] $B [eos]`."""
-        return self._model.add_bos_token
+        return self._state.model.add_bos_token
 
     @add_bos_token.setter
     def add_bos_token(self, value: bool) -> None:
-        self._set_template(bos=bool(value), eos=self._model.add_eos_token)
+        self._set_template(bos=bool(value), eos=self._state.model.add_eos_token)
 
     @property
     def add_eos_token(self) -> bool:
-        return self._model.add_eos_token
+        return self._state.model.add_eos_token
 
     @add_eos_token.setter
     def add_eos_token(self, value: bool) -> None:
-        self._set_template(bos=self._model.add_bos_token, eos=bool(value))
+        self._set_template(bos=self._state.model.add_bos_token, eos=bool(value))
 
     def _set_template(self, *, bos: bool, eos: bool) -> None:
         """transformers' `update_post_processor`: a TemplateProcessing with the
         BOS and EOS tokens asked for (a missing one is not added)."""
-        special = self._model.special
+        state = self._state
+        special = state.model.special
         bos_token, eos_token = special.get("bos_token"), special.get("eos_token")
         bos, eos = bos and bos_token is not None, eos and eos_token is not None
-        tokens = [(t, self._core.token_to_id(t)) for t, on in ((bos_token, bos), (eos_token, eos))
+        tokens = [(t, state.core.token_to_id(t)) for t, on in ((bos_token, bos), (eos_token, eos))
                   if on and t is not None]
         missing = [t for t, i in tokens if i is None]
         if missing:
@@ -114,14 +109,12 @@ class TransformersNames:
                 [{"Sequence": {"id": name, "type_id": type_id}}] + \
                 ([piece(eos_token, type_id)] if eos_token is not None and eos else [])
 
-        spec = json.loads(self._core.to_json())
+        spec = json.loads(state.core.to_json())
         spec["post_processor"] = {
             "type": "TemplateProcessing", "single": sequence("A", 0), "pair": sequence("A", 0) + sequence("B", 1),
             "special_tokens": {t: {"id": t, "ids": [i], "tokens": [t]} for t, i in tokens},
         }
-        self._core = _core.CoreTokenizer.from_str(json.dumps(spec, ensure_ascii=False), keep_added_ids=True)
-        _maps.register(self._core)
-        self._set_model(add_bos_token=bos, add_eos_token=eos)
+        self._state = state.with_json(json.dumps(spec, ensure_ascii=False), add_bos_token=bos, add_eos_token=eos)
 
     def save_vocabulary(self, save_directory: str | os.PathLike[str], filename_prefix: str | None = None
                         ) -> tuple[str, ...]:
@@ -130,7 +123,7 @@ class TransformersNames:
         directory = Path(save_directory)
         if not directory.is_dir():
             raise NotADirectoryError(f"save_vocabulary needs an existing directory, not {directory}")
-        return tuple(_core.save_model(self._core, str(directory), filename_prefix))
+        return tuple(self._state.save_model(str(directory), filename_prefix))
 
     def set_truncation_and_padding(self, padding_strategy: Any, truncation_strategy: Any, max_length: int | None,
                                    stride: int = 0, pad_to_multiple_of: int | None = None,
@@ -140,22 +133,23 @@ class TransformersNames:
         tokenizer. `tok(...)` itself follows its arguments, as in transformers."""
         truncation = _value(truncation_strategy)
         padding = _value(padding_strategy)
-        model = self._model
+        state = self._state
+        model, defaults = state.model, state.defaults
         trunc = None
         if truncation not in (None, False, "do_not_truncate"):
             if max_length is None:
                 raise InvalidInputError("set_truncation_and_padding: truncation needs max_length")
             strategy = "longest_first" if truncation is True else truncation
-            trunc = _core.Truncation(max_length, strategy, model.truncation_side, stride)
+            trunc = Truncation(max_length, strategy, model.truncation_side, stride)
         pad = None
         if padding not in (None, False, "do_not_pad"):
-            if self._defaults.pad_token_id is None:
+            if defaults.pad_token_id is None:
                 raise InvalidInputError("set_truncation_and_padding: padding needs a pad token")
             length = max_length if padding == "max_length" else None
-            pad = _core.Padding(length, padding_side or model.padding_side, pad_to_multiple_of or None,
-                                self._defaults.pad_token_id, 0, self._defaults.pad_token or "")
-        self._defaults = replace(self._defaults, file_truncation=trunc, file_padding=pad)
+            pad = Padding(length, padding_side or model.padding_side, pad_to_multiple_of or None,
+                          defaults.pad_token_id, 0, defaults.pad_token or "")
+        self._state = state.with_defaults(file_truncation=trunc, file_padding=pad)
 
     def to_str(self) -> str:
         """The tokenizer.json text (`tokenizers`' `Tokenizer.to_str`)."""
-        return self._core.to_json()
+        return self._state.core.to_json()

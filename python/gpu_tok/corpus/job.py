@@ -40,11 +40,11 @@ from typing import Any
 
 import numpy as np
 
+from .._errors import InvalidInputError
+from ..compat.tokenizer import Tokenizer
 from . import shards
-from ._errors import InvalidInputError
-from .corpus_readers import InputFile, TextBatch, describe_inputs, read_ahead, read_batches, refusal
 from .documents import encode_documents, eos_token_id
-from .tokenizer import Tokenizer
+from .readers import InputFile, TextBatch, describe_inputs, read_ahead, read_batches, refusal
 
 MANIFEST = "manifest.json"
 LOCK = ".tokenize.lock"
@@ -60,7 +60,7 @@ ENCODES_IN_FLIGHT = 2
 def tokenizer_sha256(tok: Tokenizer) -> str:
     """sha256 of the tokenizer's JSON as the core writes it back (about 0.7 s
     for a 150k vocabulary: pass the file's own digest when you have it)."""
-    return hashlib.sha256(tok._core.to_json().encode("utf-8")).hexdigest()
+    return hashlib.sha256(tok.to_str().encode("utf-8")).hexdigest()
 
 
 def _job(tok: Tokenizer, digest: str, inputs: list[InputFile], text_field: str, fmt: str, append_eos: bool,

@@ -11,7 +11,12 @@ import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from .._state import HoldsState
+
+if TYPE_CHECKING:
+    from ..batch import BatchEncoding
 
 _CONTINUE_TAG = "CONTINUE_FINAL_MESSAGE_TAG "
 _REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
@@ -130,3 +135,58 @@ def render(template: str, conversation: Any, *, tools: Any, documents: Any, add_
             text = text[:at] if text[at:at + len(_CONTINUE_TAG)] == _CONTINUE_TAG else text[:at].rstrip()
         rendered.append(text)
     return rendered, batched
+
+
+class ChatTemplates(HoldsState):
+    """transformers' `get_chat_template` / `apply_chat_template`, mixed into
+    `Tokenizer` (which holds `_state` and the call)."""
+
+    __slots__ = ()
+
+    if TYPE_CHECKING:
+        def __call__(self, text: Any = None, *args: Any, **kwargs: Any) -> BatchEncoding: ...
+
+        @property
+        def special_tokens_map(self) -> dict[str, str]: ...
+
+    def get_chat_template(self, chat_template: str | None = None, tools: list[dict[str, Any]] | None = None) -> str:
+        """The template `apply_chat_template` would use (a name picks one of several)."""
+        return select(self._state.model.chat_template, chat_template, tools)
+
+    def apply_chat_template(
+        self,
+        conversation: Sequence[Mapping[str, Any]] | Sequence[Sequence[Mapping[str, Any]]],
+        tools: list[dict[str, Any]] | None = None,
+        documents: list[dict[str, str]] | None = None,
+        chat_template: str | None = None,
+        add_generation_prompt: bool = False,
+        continue_final_message: bool | str = False,
+        tokenize: bool = True,
+        padding: bool | str = False,
+        truncation: bool = False,
+        max_length: int | None = None,
+        return_tensors: str | None = None,
+        return_dict: bool = True,
+        return_assistant_tokens_mask: bool = False,
+        tokenizer_kwargs: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """transformers' `apply_chat_template`: renders the conversation(s) with the
+        Jinja template (jinja2: the `chat` extra); with `tokenize`,
+        encodes it without adding special tokens (the template writes them) and
+        returns a BatchEncoding (`return_dict`) or the ids."""
+        if return_assistant_tokens_mask:
+            raise NotImplementedError("return_assistant_tokens_mask is not supported by gpu_tok yet")
+        if kwargs.pop("sanitize_control_tokens", False):
+            raise NotImplementedError("sanitize_control_tokens is not supported by gpu_tok yet")
+        template = self.get_chat_template(chat_template, tools)
+        rendered, batched = render(template, conversation, tools=tools, documents=documents,
+                                   add_generation_prompt=add_generation_prompt,
+                                   continue_final_message=continue_final_message,
+                                   variables={**self.special_tokens_map, **kwargs})
+        if not tokenize:
+            return rendered if batched else rendered[0]
+        out = self(rendered if batched else rendered[0], padding=padding, truncation=truncation,
+                   max_length=max_length, add_special_tokens=False, return_tensors=return_tensors,
+                   **(tokenizer_kwargs or {}))
+        return out if return_dict else out["input_ids"]
