@@ -6,6 +6,7 @@ ids must be the batch call's and `tokenizers`' ids, whatever decides them
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import gpu_tok
 import pytest
@@ -31,7 +32,7 @@ class CountingCore:
 def counted(tok: gpu_tok.Tokenizer) -> tuple[gpu_tok.Tokenizer, CountingCore]:
     other = copy.copy(tok)
     spy = CountingCore(tok._core)
-    other._core = spy  # type: ignore[assignment]
+    other._state = dataclasses.replace(tok._state, core=spy)  # type: ignore[arg-type]
     return other, spy
 
 
