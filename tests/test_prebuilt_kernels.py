@@ -1,4 +1,4 @@
-"""Prebuilt kernels (CPU only): the wheel-build step (`gpu_tok._prebuilt`, run
+"""Prebuilt kernels (CPU only): the wheel-build step (`gpu_tok.tools._prebuilt`, run
 by `make kernels`) compiles CUBINs the core lists and would load for their arch
 before compiling, ignoring stale or damaged files; wheels carry them."""
 

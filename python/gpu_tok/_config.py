@@ -63,6 +63,10 @@ class ModelConfig:
     add_bos_token: bool = False
     add_eos_token: bool = False
 
+    def special_tokens_map(self) -> dict[str, str]:
+        """The named special tokens that are set, as transformers 5 lists them."""
+        return {name: token for name, token in self.special.items() if token is not None}
+
 
 def _class_name(config: dict[str, Any], json_text: Callable[[], str]) -> str:
     name = config.get("tokenizer_class")

@@ -23,7 +23,7 @@ use super::Part;
 use crate::kernels::{Scratch, UnigramScratch};
 use crate::short_words::{packed, Lookup, ShortWords};
 use rustc_hash::FxHashMap;
-use std::cell::RefCell;
+use std::cell::{RefCell, RefMut};
 
 /// Words longer than this are not cached (rare, and they would crowd the
 /// cache). Long enough for code's identifier chains and the whitespace-free
@@ -142,13 +142,26 @@ thread_local! {
 /// Runs `f` with this thread's cache, emptied first if it belonged to another plan.
 pub fn with_cache<R>(plan_id: u64, f: impl FnOnce(&mut WordCache) -> R) -> R {
     CACHE.with(|cell| {
-        let mut cache = cell.borrow_mut();
-        if cache.plan_id != plan_id {
-            cache.clear();
-            cache.plan_id = plan_id;
+        let mut cache = ResetOnPanic(cell.borrow_mut());
+        if cache.0.plan_id != plan_id {
+            cache.0.clear();
+            cache.0.plan_id = plan_id;
         }
-        f(&mut cache)
+        f(&mut cache.0)
     })
+}
+
+/// A panic inside a call (caught at the Python edge) can leave words marked
+/// pending or half pushed; the thread's next call must not read them, so the
+/// cache starts over.
+struct ResetOnPanic<'a>(RefMut<'a, WordCache>);
+
+impl Drop for ResetOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            *self.0 = WordCache::default();
+        }
+    }
 }
 
 impl WordCache {
@@ -378,4 +391,26 @@ fn hit(hits: &mut Vec<u32>, ids: &[u32]) -> Found {
     let at = hits.len() as u32;
     hits.extend_from_slice(ids);
     Found::Hit(at, ids.len() as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_inside_a_call_leaves_the_next_call_an_empty_cache() {
+        let caught = std::panic::catch_unwind(|| {
+            with_cache(7, |cache| {
+                cache.ids.push(42);
+                cache
+                    .words
+                    .insert(b"a word of twenty bytes".to_vec().into(), (0, 0));
+                panic!("a kernel failed mid-call");
+            })
+        });
+        assert!(caught.is_err());
+        with_cache(7, |cache| {
+            assert!(cache.ids.is_empty() && cache.words.is_empty());
+        });
+    }
 }

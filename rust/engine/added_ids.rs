@@ -65,7 +65,7 @@ fn runs(base: &Tokenizer, tokens: &[(u32, AddedToken)]) -> Option<Vec<Vec<AddedT
     let size = model.get_vocab_size() as u32;
     // The crate's first id for a call, from the largest id added so far.
     let next_id = |largest: Option<u32>| match largest {
-        Some(max) if max >= size || size == 0 => max + 1,
+        Some(max) if max >= size || size == 0 => max.saturating_add(1),
         _ => size,
     };
     let (mut runs, mut run) = (Vec::new(), Vec::new());
@@ -85,7 +85,7 @@ fn runs(base: &Tokenizer, tokens: &[(u32, AddedToken)]) -> Option<Vec<Vec<AddedT
                         return None;
                     }
                 }
-                next += 1;
+                next = next.saturating_add(1);
             }
         }
         largest = largest.max(Some(*id));

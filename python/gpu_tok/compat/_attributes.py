@@ -119,7 +119,7 @@ class SettingsAttributes(HoldsState):
     @property
     def special_tokens_map(self) -> dict[str, str]:
         """The named special tokens that are set, as transformers 5 lists them."""
-        return {name: token for name, token in self._state.model.special.items() if token is not None}
+        return self._state.model.special_tokens_map()
 
     @property
     def all_special_tokens(self) -> list[str]:

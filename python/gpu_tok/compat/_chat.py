@@ -146,9 +146,6 @@ class ChatTemplates(HoldsState):
     if TYPE_CHECKING:
         def __call__(self, text: Any = None, *args: Any, **kwargs: Any) -> BatchEncoding: ...
 
-        @property
-        def special_tokens_map(self) -> dict[str, str]: ...
-
     def get_chat_template(self, chat_template: str | None = None, tools: list[dict[str, Any]] | None = None) -> str:
         """The template `apply_chat_template` would use (a name picks one of several)."""
         return select(self._state.model.chat_template, chat_template, tools)
@@ -179,11 +176,12 @@ class ChatTemplates(HoldsState):
             raise NotImplementedError("return_assistant_tokens_mask is not supported by gpu_tok yet")
         if kwargs.pop("sanitize_control_tokens", False):
             raise NotImplementedError("sanitize_control_tokens is not supported by gpu_tok yet")
-        template = self.get_chat_template(chat_template, tools)
+        model = self._state.model  # one read: the template and its special tokens of one moment
+        template = select(model.chat_template, chat_template, tools)
         rendered, batched = render(template, conversation, tools=tools, documents=documents,
                                    add_generation_prompt=add_generation_prompt,
                                    continue_final_message=continue_final_message,
-                                   variables={**self.special_tokens_map, **kwargs})
+                                   variables={**model.special_tokens_map(), **kwargs})
         if not tokenize:
             return rendered if batched else rendered[0]
         out = self(rendered if batched else rendered[0], padding=padding, truncation=truncation,

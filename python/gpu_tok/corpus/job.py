@@ -1,6 +1,6 @@
 """`gpu-tok tokenize`: a corpus to token shards, in bounded memory, resumable.
 
-The job reads documents (`corpus_readers`), encodes them a batch at a time
+The job reads documents (`readers`), encodes them a batch at a time
 (`documents.encode_documents`: the library call) and cuts the token stream into
 shards of whole documents (`shards`): a shard ends with the first document that
 brings it to `shard_tokens` tokens. Where shards end depends only on the
