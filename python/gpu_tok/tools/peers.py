@@ -30,7 +30,9 @@ from ..compat.tokenizer import Tokenizer
 class Peer:
     """One tokenizer under test: `encode` (a batch) and `encode_one` (one document,
     where the library has such a call) are timed; `ids` and `ids_one`, which turn
-    their results into lists of ids, are not."""
+    their results into lists of ids, are not. `encode_one` hands back the ids
+    (a list, as gpu_tok's `encode` does, where the library's result is an object
+    that builds the list only when `.ids` is read)."""
 
     name: str
     version: str
@@ -84,7 +86,7 @@ def _hf(json_text: str, *, batch: bool) -> Peer:
     hf.no_truncation()
     hf.no_padding()
     def encode_one(text: str) -> Any:
-        return hf.encode(text, add_special_tokens=False)
+        return hf.encode(text, add_special_tokens=False).ids
 
     if batch:
         def encode(texts: list[str]) -> Any:
@@ -94,7 +96,7 @@ def _hf(json_text: str, *, batch: bool) -> Peer:
         def encode(texts: list[str]) -> Any:
             return [hf.encode(t, add_special_tokens=False) for t in texts]
         name = "tokenizers[encode]"
-    return Peer(name, _version("tokenizers"), encode, lambda r: [e.ids for e in r], encode_one, _ids_of)
+    return Peer(name, _version("tokenizers"), encode, lambda r: [e.ids for e in r], encode_one, list)
 
 
 def _byte_decoder() -> dict[str, int]:
@@ -153,9 +155,9 @@ def _tokie(path: str | None) -> Peer:
         return tok.encode_batch(texts, add_special_tokens=False)
 
     def encode_one(text: str) -> Any:
-        return tok.encode(text, add_special_tokens=False)
+        return tok.encode(text, add_special_tokens=False).ids
 
-    return Peer("tokie", _version("tokie"), encode, lambda r: [e.ids for e in r], encode_one, _ids_of)
+    return Peer("tokie", _version("tokie"), encode, lambda r: [e.ids for e in r], encode_one, list)
 
 
 def _kitoken(path: str | None) -> Peer:
@@ -229,10 +231,6 @@ def _normalizer(spec: dict[str, Any]) -> Any:
     return normalizer
 
 
-def _ids_of(encoding: Any) -> list[int]:
-    return list(encoding.ids)
-
-
 def _flat_rows(ids: Any, offsets: Any) -> list[list[int]]:
     """The rows of a flat result: every document's ids in one buffer (uint32) and
     len(rows) + 1 offsets into it (64-bit), as bytes or as numpy arrays."""
@@ -252,7 +250,8 @@ def _gigatoken(json_text: str) -> Peer:
 
 def _fastokens(json_text: str) -> Peer:
     """fastokens from the tokenizer.json; the batch call is its flat one (no
-    per-token Python objects), the single call its `encode`."""
+    per-token Python objects), the single call its `encode` and the `.ids` its
+    Encoding builds only when asked (gpu_tok's `encode` returns the list)."""
     fastokens = _require("fastokens")
     tok = fastokens.Tokenizer.from_json_str(json_text)
     tok.no_truncation()
@@ -262,9 +261,9 @@ def _fastokens(json_text: str) -> Peer:
         return tok.encode_batch_flat(texts, add_special_tokens=False)
 
     def encode_one(text: str) -> Any:
-        return tok.encode(text, add_special_tokens=False)
+        return tok.encode(text, add_special_tokens=False).ids
 
-    return Peer("fastokens", _version("fastokens"), encode, lambda r: _flat_rows(*r), encode_one, _ids_of)
+    return Peer("fastokens", _version("fastokens"), encode, lambda r: _flat_rows(*r), encode_one, list)
 
 
 # toktok's built-in encodings and their base vocabulary sizes: only those of this
