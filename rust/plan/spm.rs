@@ -291,7 +291,8 @@ impl SpmPlan {
 /// off on both sides too: it becomes `<0xXX>` tokens, which no merge takes
 /// (checked), and it never becomes the unknown token, which could fuse.
 pub struct Cuts {
-    /// `GtSpmCuts.bits`: ASCII pairs adjacent inside a token, then the
+    /// `GtSpmCuts.bits`: ASCII pairs no word ends between (adjacent inside
+    /// a token, or, unless `unknown_alone`, one is not a token), then the
     /// characters that are tokens (one bit per code point up to the highest).
     bits: Vec<u32>,
     /// The other pairs adjacent inside a token, by code point.
@@ -355,6 +356,21 @@ impl Cuts {
                     true => set(&mut bits, a as usize * 128 + b as usize),
                     false => drop(joined.insert((a as u32, b as u32))),
                 }
+            }
+        }
+        // An ASCII pair's bit is the whole answer (`gt_spm_cut_between`): a
+        // pair with a character that is not a token is joined too, unless
+        // such characters are cut off (their bits are never set above:
+        // every character of a reachable token is a token).
+        let known = |bits: &[u32], c: usize| {
+            let i = ASCII_WORDS * 32 + c;
+            bits.get(i / 32).is_some_and(|w| (w >> (i % 32)) & 1 == 1)
+        };
+        let pairs = (0..128).flat_map(|a| (0..128).map(move |b| (a, b)));
+        for (a, b) in pairs.filter(|_| !every_byte) {
+            let both_tokens = known(&bits, a) && known(&bits, b);
+            if !both_tokens {
+                set(&mut bits, a * 128 + b);
             }
         }
         let mut slots = vec![GtPairSlot::default(); (2 * joined.len()).next_power_of_two().max(2)];
