@@ -133,7 +133,7 @@ GT_HD void gt_long_word(const GtSpmModel* m, const gt_u8* bytes, gt_u32 n, GtBpe
 #define GT_SPM_ASCII_WORDS 512  // 128 rows of 128 bits: bit b of row a
 
 struct GtSpmCuts {
-    const gt_u32* bits;     // ASCII pairs a-then-b inside a token (GT_SPM_ASCII_WORDS words), then
+    const gt_u32* bits;     // ASCII pairs a-then-b no word ends between (GT_SPM_ASCII_WORDS words), then
                             // one bit per code point below n_known: a token of its own
     GtPairTable joined;     // the other pairs adjacent inside a token, by code point (rank unused)
     gt_u32 n_known;         // code points the known bits cover
@@ -148,10 +148,12 @@ GT_HD int gt_spm_known(const GtSpmCuts* c, gt_u32 cp) {
     return cp < c->n_known && gt_spm_bit(c->bits + GT_SPM_ASCII_WORDS, cp);
 }
 
-// True when a word may end between characters a and b.
+// True when a word may end between characters a and b. An ASCII pair's bit
+// is the whole answer (the plan folds the known checks into it: one load for
+// most pairs of a text).
 GT_HD int gt_spm_cut_between(const GtSpmCuts* c, gt_u32 a, gt_u32 b) {
-    if (!gt_spm_known(c, a) || !gt_spm_known(c, b)) return c->unknown_alone;
     if (a < 128 && b < 128) return !gt_spm_bit(c->bits, a * 128 + b);
+    if (!gt_spm_known(c, a) || !gt_spm_known(c, b)) return c->unknown_alone;
     gt_u32 rank, merged;
     return !gt_pair_find(&c->joined, a, b, &rank, &merged);
 }

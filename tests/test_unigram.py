@@ -265,3 +265,22 @@ def test_metaspace_written_before_prepend_scheme() -> None:
     json_text = json.dumps(spec)
     assert stages(gpu_tok.Tokenizer.from_str(json_text))["pre_tokenize"]["path"] == "fast"
     assert_matches(json_text, TRICKY + MARKS + corpus_sample()[:20], "add_prefix_space")
+
+
+@pytest.mark.parametrize("name", ["metaspace-always", "lowercase", "no-pre-tokenizer"])
+def test_normalized_added_tokens_are_looked_for_in_each_normalized_piece(name: str) -> None:
+    """The crate matches `normalized` added tokens in each piece after the
+    normalizer ("HELLO" is "hello" under Lowercase): the plan takes them (it
+    refused the whole tokenizer before), a piece whose normalized text holds
+    one going to the exact path, the rest fast."""
+    hf = tokenizers.Tokenizer.from_str(variant(**VARIANTS[name]))  # type: ignore[arg-type]
+    hf.add_tokens([tokenizers.AddedToken("hello", normalized=True),
+                   tokenizers.AddedToken("<mark>", normalized=True),
+                   tokenizers.AddedToken("<sep>", normalized=False)])
+    json_text = hf.to_str()
+    tok = gpu_tok.Tokenizer.from_str(json_text)
+    assert stages(tok)["model"]["path"] == "fast", stages(tok)
+    plain = [t[:2000] for t in corpus_sample()[80:120] if "hello" not in t.lower() and "<mark>" not in t]
+    assert tok._core.fast_path_share([t + "<sep>x" for t in plain], False) == 1.0
+    texts = ["say HELLO there<sep>Hello", "x <mark> y<mark><sep>", "hello", "x<mark>", "<sep>hello<sep>"]
+    assert_matches(json_text, texts + TRICKY + MARKS + edge_cases() + plain, name)

@@ -32,7 +32,7 @@
 use super::normalize::PieceNormalizer;
 use super::regex::charset::{self, CharSet};
 use super::regex::{self as compiled_regex, CompiledRegex};
-use super::PlainAdded;
+use super::{NormalizedAdded, PlainAdded};
 use crate::kernels::{
     self, BytesTable, GtBpeModel, GtChain, GtChainStep, GtPairSlot, GtPairTable, GtRegex,
     GtSpmModel, NONE,
@@ -329,7 +329,7 @@ pub struct ByteLevelPlan {
     /// The added tokens the crate matches in normalized text (`normalized`),
     /// by their texts and normalized texts: a piece holding one after the
     /// normalizer takes the exact path. None when there are none.
-    normalized_added: Option<AhoCorasick>,
+    normalized_added: Option<NormalizedAdded>,
     /// When every added token is plain: the crate's split, without its alignments.
     pub plain_added: Option<PlainAdded>,
 }
@@ -794,10 +794,8 @@ impl ByteLevelPlan {
     /// (the crate would split it there: the exact path).
     pub fn normalize<'t>(&self, piece: &'t str) -> Option<Cow<'t, str>> {
         let normalized = self.normalizer.normalize(piece)?;
-        match &self.normalized_added {
-            Some(added) if added.is_match(normalized.as_ref()) => None,
-            _ => Some(normalized),
-        }
+        let held = NormalizedAdded::held_in(self.normalized_added.as_ref(), &normalized);
+        (!held).then_some(normalized)
     }
 
     /// Gives the plain added tokens the ids the crate gave them (`id_of`, e.g.
@@ -1125,33 +1123,22 @@ pub(super) fn merge_parts(merge: &Value) -> Result<(&str, &str), String> {
     }
 }
 
-/// The automata over every added token's text, and over the texts and
-/// normalized texts of those matched after the normalizer (`normalized`).
-type AddedAutomata = (Option<AhoCorasick>, Option<AhoCorasick>);
+/// The automaton over every added token's text, and the normalized tokens'.
+type AddedAutomata = (Option<AhoCorasick>, Option<NormalizedAdded>);
 
 fn added_tokens(tokens: &Value, normalizer: &PieceNormalizer) -> Result<AddedAutomata, String> {
-    let (mut texts, mut normalized): (Vec<String>, Vec<String>) = (Vec::new(), Vec::new());
-    for token in tokens.as_array().map(Vec::as_slice).unwrap_or_default() {
-        let Some(content) = token["content"].as_str().filter(|c| !c.is_empty()) else {
-            continue;
-        };
-        texts.push(content.to_string());
-        if token["normalized"].as_bool().unwrap_or(false) {
-            normalized.push(content.to_string());
-            match normalizer.normalize(content) {
-                Some(form) if !form.is_empty() => normalized.push(form.into_owned()),
-                Some(_) => {}
-                None => return Err("the normalizer fails on an added token".into()),
-            }
-        }
-    }
-    let automaton = |texts: &[String]| match texts.is_empty() {
-        true => Ok(None),
-        false => AhoCorasick::new(texts)
-            .map(Some)
-            .map_err(|e| format!("cannot index the added tokens: {e}")),
+    let items = tokens.as_array().map(Vec::as_slice).unwrap_or_default();
+    let texts: Vec<&str> = items
+        .iter()
+        .filter_map(|token| token["content"].as_str().filter(|c| !c.is_empty()))
+        .collect();
+    let automaton = match texts.is_empty() {
+        true => None,
+        false => Some(
+            AhoCorasick::new(&texts).map_err(|e| format!("cannot index the added tokens: {e}"))?,
+        ),
     };
-    Ok((automaton(&texts)?, automaton(&normalized)?))
+    Ok((automaton, NormalizedAdded::from_spec(tokens, normalizer)?))
 }
 
 /// Isolated steps over `patterns` run by `engine`, and their kernel chain

@@ -348,6 +348,49 @@ pub struct PlainAdded {
     contents: Vec<String>,
 }
 
+/// The added tokens the crate matches in each normalized piece
+/// (`normalized`): an automaton over their texts and normalized texts. A
+/// piece whose normalized text holds one is split there by the crate, so the
+/// plans leave it to the exact path (a superset: the text itself counts too).
+pub struct NormalizedAdded(AhoCorasick);
+
+impl NormalizedAdded {
+    /// The automaton for tokenizer.json's `added_tokens` under `normalizer`;
+    /// None when none is normalized, an error when the normalizer fails on one.
+    pub fn from_spec(
+        tokens: &Value,
+        normalizer: &normalize::PieceNormalizer,
+    ) -> Result<Option<NormalizedAdded>, String> {
+        let mut texts = Vec::new();
+        for token in tokens.as_array().map(Vec::as_slice).unwrap_or_default() {
+            let Some(content) = token["content"].as_str().filter(|c| !c.is_empty()) else {
+                continue;
+            };
+            if !token["normalized"].as_bool().unwrap_or(false) {
+                continue;
+            }
+            texts.push(content.to_string());
+            match normalizer.normalize(content) {
+                Some(form) if !form.is_empty() => texts.push(form.into_owned()),
+                Some(_) => {}
+                None => return Err("the normalizer fails on an added token".into()),
+            }
+        }
+        match texts.is_empty() {
+            true => Ok(None),
+            false => AhoCorasick::new(&texts)
+                .map(|ac| Some(NormalizedAdded(ac)))
+                .map_err(|e| format!("cannot index the added tokens: {e}")),
+        }
+    }
+
+    /// True when `normalized` (a piece after the normalizer) holds one of
+    /// the tokens (`this` None: there are none).
+    pub fn held_in(this: Option<&NormalizedAdded>, normalized: &str) -> bool {
+        this.is_some_and(|added| added.0.is_match(normalized))
+    }
+}
+
 /// A piece of a text split at added tokens: its text, its byte span, and for
 /// an added token its (id, text).
 pub type Piece<'t> = (&'t str, (usize, usize), Option<(u32, &'t str)>);
@@ -356,33 +399,53 @@ impl PlainAdded {
     /// The automaton for tokenizer.json's `added_tokens`; None when any is
     /// not plain (or there are none). Ids come from [`PlainAdded::resolve`].
     pub fn from_spec(tokens: &Value) -> Option<PlainAdded> {
-        Self::build(tokens, false)
+        Self::build(tokens, false, false)
     }
 
     /// As [`PlainAdded::from_spec`], but tokens that strip spaces or match
     /// single words (and are not normalized) are allowed: texts holding one
     /// go to the exact path (`PlainAdded::split` gives None for them).
     pub fn with_irregular(tokens: &Value) -> Option<PlainAdded> {
-        Self::build(tokens, true)
+        Self::build(tokens, true, false)
     }
 
-    /// The split of a per-word plan (SentencePiece BPE, Unigram, WordPiece):
-    /// [`PlainAdded::with_irregular`], or why the plan cannot take these tokens.
+    /// The split of a per-word plan (SentencePiece BPE, Unigram, WordPiece)
+    /// at the tokens the crate matches in the original text: as
+    /// [`PlainAdded::with_irregular`], without the `normalized` tokens (the
+    /// crate matches those in each normalized piece afterwards: see
+    /// [`NormalizedAdded`]); or why the plan cannot take these tokens.
     pub fn for_word_plan(tokens: &Value) -> Result<Option<PlainAdded>, String> {
-        let plain = Self::with_irregular(tokens);
-        if plain.is_none() && tokens.as_array().is_some_and(|a| !a.is_empty()) {
-            return Err("added tokens that are normalized".into());
+        let plain = Self::build(tokens, true, true);
+        let matched_first = |token: &&Value| !token["normalized"].as_bool().unwrap_or(false);
+        let any = tokens
+            .as_array()
+            .is_some_and(|a| a.iter().any(|t| matched_first(&t)));
+        if plain.is_none() && any {
+            return Err("added tokens with an empty or repeated text".into());
         }
         Ok(plain)
     }
 
-    fn build(tokens: &Value, allow_irregular: bool) -> Option<PlainAdded> {
+    /// Why a plan that normalizes inside its kernel (WordPiece: the host
+    /// never sees the normalized text) cannot take `normalized` tokens.
+    pub fn refuse_normalized(tokens: &Value) -> Result<(), String> {
+        let items = tokens.as_array().map(Vec::as_slice).unwrap_or_default();
+        let normalized = |token: &Value| token["normalized"].as_bool() == Some(true);
+        match items.iter().any(normalized) {
+            true => Err("added tokens that are normalized (its kernel normalizes)".into()),
+            false => Ok(()),
+        }
+    }
+
+    fn build(tokens: &Value, allow_irregular: bool, skip_normalized: bool) -> Option<PlainAdded> {
         let (mut contents, mut irregular) = (Vec::new(), Vec::new());
         for token in tokens.as_array()? {
             let flag = |key: &str| token[key].as_bool().unwrap_or(false);
             let content = token["content"].as_str().filter(|c| !c.is_empty())?;
-            if flag("normalized") {
-                return None;
+            match flag("normalized") {
+                true if skip_normalized => continue,
+                true => return None,
+                false => {}
             }
             match ["single_word", "lstrip", "rstrip"].iter().any(|k| flag(k)) {
                 true if allow_irregular => irregular.push(content.to_string()),

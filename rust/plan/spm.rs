@@ -22,7 +22,7 @@
 use super::bytelevel::{affixes, check_bpe_model, merge_table, MergeTable};
 use super::metaspace::Words;
 use super::normalize::{Aligns, PieceNormalizer};
-use super::{DevicePiece, PlainAdded};
+use super::{DevicePiece, NormalizedAdded, PlainAdded};
 use crate::kernels::{
     self, BytesTable, GtPairSlot, GtPairTable, GtSpmCuts, GtSpmModel, AFFIX_MAX, NONE,
 };
@@ -36,6 +36,9 @@ pub struct SpmPlan {
     shared: Arc<SpmTables>,
     /// When every added token is plain: the crate's split, without its alignments.
     pub plain_added: Option<PlainAdded>,
+    /// The added tokens matched after the normalizer: a piece holding one
+    /// goes to the exact path (`normalize` gives None).
+    normalized_added: Option<NormalizedAdded>,
 }
 
 impl std::ops::Deref for SpmPlan {
@@ -78,6 +81,7 @@ impl SpmPlan {
         let model = &spec["model"];
         check_bpe_model(model)?;
         let plain_added = PlainAdded::for_word_plan(&spec["added_tokens"])?;
+        let normalized_added = NormalizedAdded::from_spec(&spec["added_tokens"], &normalizer)?;
         let vocab = model["vocab"]
             .as_object()
             .ok_or("model.vocab is not a map")?;
@@ -167,6 +171,7 @@ impl SpmPlan {
         Ok(SpmPlan {
             shared,
             plain_added,
+            normalized_added,
         })
     }
 
@@ -175,6 +180,7 @@ impl SpmPlan {
         Ok(SpmPlan {
             shared: Arc::clone(&self.shared),
             plain_added: PlainAdded::for_word_plan(added_tokens)?,
+            normalized_added: NormalizedAdded::from_spec(added_tokens, &self.normalizer)?,
         })
     }
 
@@ -222,6 +228,10 @@ impl SpmPlan {
     /// here. None when the normalizer fails (the exact path reports it).
     pub fn device_piece<'t>(&self, piece: &'t str) -> Option<DevicePiece<'t>> {
         let (text, spaced) = match self.spaces_as {
+            // With normalized added tokens the host normalizes to look for them.
+            Some(_) if self.normalized_added.is_some() && self.normalize(piece).is_none() => {
+                return None
+            }
             Some((_, prepend)) => (piece.into(), prepend && !piece.is_empty()),
             None => (self.normalize(piece)?, false),
         };
@@ -234,15 +244,21 @@ impl SpmPlan {
     }
 
     /// A piece of text (between added tokens) after the normalizer; None
-    /// when the normalizer fails (the exact path reports it).
+    /// when the normalizer fails (the exact path reports it) or writes text
+    /// holding a normalized added token (the crate splits it there).
     pub fn normalize<'t>(&self, piece: &'t str) -> Option<std::borrow::Cow<'t, str>> {
-        self.normalizer.normalize(piece)
+        let normalized = self.normalizer.normalize(piece)?;
+        let held = NormalizedAdded::held_in(self.normalized_added.as_ref(), &normalized);
+        (!held).then_some(normalized)
     }
 
     /// A piece normalized with its alignments, when the normalizer can give
-    /// them (`PieceNormalizer::normalize_aligned`).
+    /// them (`PieceNormalizer::normalize_aligned`) and the text holds no
+    /// normalized added token.
     pub fn normalize_aligned(&self, piece: &str) -> Option<(String, Aligns)> {
-        self.normalizer.normalize_aligned(piece)
+        let (normalized, align) = self.normalizer.normalize_aligned(piece)?;
+        let held = NormalizedAdded::held_in(self.normalized_added.as_ref(), &normalized);
+        (!held).then_some((normalized, align))
     }
 
     /// How the plan normalizes and splits, for `tok.plan`.
@@ -275,7 +291,8 @@ impl SpmPlan {
 /// off on both sides too: it becomes `<0xXX>` tokens, which no merge takes
 /// (checked), and it never becomes the unknown token, which could fuse.
 pub struct Cuts {
-    /// `GtSpmCuts.bits`: ASCII pairs adjacent inside a token, then the
+    /// `GtSpmCuts.bits`: ASCII pairs no word ends between (adjacent inside
+    /// a token, or, unless `unknown_alone`, one is not a token), then the
     /// characters that are tokens (one bit per code point up to the highest).
     bits: Vec<u32>,
     /// The other pairs adjacent inside a token, by code point.
@@ -339,6 +356,21 @@ impl Cuts {
                     true => set(&mut bits, a as usize * 128 + b as usize),
                     false => drop(joined.insert((a as u32, b as u32))),
                 }
+            }
+        }
+        // An ASCII pair's bit is the whole answer (`gt_spm_cut_between`): a
+        // pair with a character that is not a token is joined too, unless
+        // such characters are cut off (their bits are never set above:
+        // every character of a reachable token is a token).
+        let known = |bits: &[u32], c: usize| {
+            let i = ASCII_WORDS * 32 + c;
+            bits.get(i / 32).is_some_and(|w| (w >> (i % 32)) & 1 == 1)
+        };
+        let pairs = (0..128).flat_map(|a| (0..128).map(move |b| (a, b)));
+        for (a, b) in pairs.filter(|_| !every_byte) {
+            let both_tokens = known(&bits, a) && known(&bits, b);
+            if !both_tokens {
+                set(&mut bits, a * 128 + b);
             }
         }
         let mut slots = vec![GtPairSlot::default(); (2 * joined.len()).next_power_of_two().max(2)];

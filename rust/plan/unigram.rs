@@ -17,7 +17,7 @@
 
 use super::metaspace::Words;
 use super::normalize::{Aligns, PieceNormalizer};
-use super::{DevicePiece, PlainAdded};
+use super::{DevicePiece, NormalizedAdded, PlainAdded};
 use crate::kernels::{BytesTable, GtUnigramModel, NONE};
 use rustc_hash::FxHashMap;
 use serde_json::Value;
@@ -29,6 +29,9 @@ pub struct UnigramPlan {
     shared: Arc<UnigramTables>,
     /// When every added token is plain: the crate's split, without its alignments.
     pub plain_added: Option<PlainAdded>,
+    /// The added tokens matched after the normalizer: a piece holding one
+    /// goes to the exact path (`normalize` gives None).
+    normalized_added: Option<NormalizedAdded>,
 }
 
 impl std::ops::Deref for UnigramPlan {
@@ -67,6 +70,7 @@ impl UnigramPlan {
         let words = Words::from_spec(&spec["pre_tokenizer"], &spec["normalizer"])?;
         words.check_normalizer(&normalizer)?;
         let plain_added = PlainAdded::for_word_plan(&spec["added_tokens"])?;
+        let normalized_added = NormalizedAdded::from_spec(&spec["added_tokens"], &normalizer)?;
         let (table, scores, unk_score) = pieces(&model["vocab"])?;
         let unk_id = match &model["unk_id"] {
             Value::Null => NONE,
@@ -123,6 +127,7 @@ impl UnigramPlan {
         Ok(UnigramPlan {
             shared,
             plain_added,
+            normalized_added,
         })
     }
 
@@ -131,6 +136,7 @@ impl UnigramPlan {
         Ok(UnigramPlan {
             shared: Arc::clone(&self.shared),
             plain_added: PlainAdded::for_word_plan(added_tokens)?,
+            normalized_added: NormalizedAdded::from_spec(added_tokens, &self.normalizer)?,
         })
     }
 
@@ -176,6 +182,10 @@ impl UnigramPlan {
         // The device cuts only whitespace-separated words: whitespace the
         // normalizer turns into whitespace can stay as it is.
         let text = match self.normalizer.keeps_whitespace_words() {
+            // With normalized added tokens the host normalizes to look for them.
+            true if self.normalized_added.is_some() && self.normalize(piece).is_none() => {
+                return None
+            }
             true => self.normalizer.normalize_for_whitespace_words(piece),
             false => self.normalize(piece)?,
         };
@@ -189,9 +199,12 @@ impl UnigramPlan {
     }
 
     /// A piece of text (between added tokens) after the normalizer; None
-    /// when the normalizer fails (the exact path reports it).
+    /// when the normalizer fails (the exact path reports it) or writes text
+    /// holding a normalized added token (the crate splits it there).
     pub fn normalize<'t>(&self, piece: &'t str) -> Option<std::borrow::Cow<'t, str>> {
-        self.normalizer.normalize(piece)
+        let normalized = self.normalizer.normalize(piece)?;
+        let held = NormalizedAdded::held_in(self.normalized_added.as_ref(), &normalized);
+        (!held).then_some(normalized)
     }
 
     /// The words of a normalized piece that starts the original text
@@ -201,9 +214,12 @@ impl UnigramPlan {
     }
 
     /// A piece normalized with its alignments, when the normalizer can give
-    /// them (`PieceNormalizer::normalize_aligned`).
+    /// them (`PieceNormalizer::normalize_aligned`) and the text holds no
+    /// normalized added token.
     pub fn normalize_aligned(&self, piece: &str) -> Option<(String, Aligns)> {
-        self.normalizer.normalize_aligned(piece)
+        let (normalized, align) = self.normalizer.normalize_aligned(piece)?;
+        let held = NormalizedAdded::held_in(self.normalized_added.as_ref(), &normalized);
+        (!held).then_some((normalized, align))
     }
 
     /// [`UnigramPlan::words`] with each word's alignments.

@@ -62,6 +62,7 @@ impl WordPiecePlan {
             ))
             }
         };
+        PlainAdded::refuse_normalized(&spec["added_tokens"])?;
         let plain_added = PlainAdded::for_word_plan(&spec["added_tokens"])?;
         let vocab = model["vocab"]
             .as_object()
@@ -116,6 +117,7 @@ impl WordPiecePlan {
 
     /// This plan with other added tokens: the tables shared, the split built.
     pub fn with_added_tokens(&self, added_tokens: &Value) -> Result<Self, String> {
+        PlainAdded::refuse_normalized(added_tokens)?;
         Ok(WordPiecePlan {
             shared: Arc::clone(&self.shared),
             plain_added: PlainAdded::for_word_plan(added_tokens)?,
