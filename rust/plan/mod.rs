@@ -61,6 +61,9 @@ impl FastPlan {
         match spec["model"]["type"].as_str() {
             Some("WordPiece") => wordpiece::WordPiecePlan::build(spec).map(FastPlan::WordPiece),
             Some("Unigram") => unigram::UnigramPlan::build(spec).map(FastPlan::Unigram),
+            Some("WordLevel") => Err("model WordLevel: the fast engine has no WordLevel kernel \
+                                      (a lookup per pre-token; the crate runs it)"
+                .into()),
             // BPE without a pre-tokenizer, or with Metaspace, is
             // SentencePiece-style (the crate's BPE over characters); with
             // another, byte-level.
