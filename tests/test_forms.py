@@ -187,3 +187,19 @@ def test_normalized_added_tokens_without_a_normalizer_take_the_fast_path(normali
     assert tok._core.fast_path_share(texts[:40], True) == 1.0
     assert tok._core.fast_path_share(texts[:40], False) == 1.0
     assert_matches(json_text, texts, "normalized added tokens")
+
+
+def test_a_model_without_a_fast_kernel_is_named_in_the_plan() -> None:
+    """WordLevel has no fast kernel: every stage runs in the crate, and
+    `tok.plan` says so for the model (it gave the byte-level plan's reason
+    about the pre-tokenizer before)."""
+    json_text = json.dumps({
+        "version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
+        "pre_tokenizer": {"type": "Whitespace"}, "post_processor": None, "decoder": None,
+        "model": {"type": "WordLevel", "vocab": {"[UNK]": 0, "small": 1, "big": 2}, "unk_token": "[UNK]"},
+    })
+    tok = gpu_tok.Tokenizer.from_str(json_text)
+    rows = {row["stage"]: row for row in tok.plan}
+    assert [rows[s]["path"] for s in ("normalize", "pre_tokenize", "model")] == ["exact"] * 3
+    assert "WordLevel" in rows["model"]["reason"], rows["model"]
+    assert tok.encode("small big, x") == unpadded_oracle(json_text).encode("small big, x").ids

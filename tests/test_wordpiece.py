@@ -118,15 +118,68 @@ def test_normalizer_options_and_pre_tokenizers(variant: str) -> None:
     assert_matches(json_text, TRICKY + edge_cases() + corpus_sample()[:60], variant)
 
 
-def test_components_the_plan_does_not_cover_run_exactly() -> None:
-    """A normalizer that does not map each code point on its own (Strip): the
-    whole tokenizer runs in the crate, and the plan says why."""
-    json_text = with_components({"type": "Sequence", "normalizers": [
-        {"type": "Strip", "strip_left": True, "strip_right": True}, {"type": "Lowercase"}]}, BERT_PRE)
+# Normalizers that do not map each code point on its own: the host
+# normalizes each piece (plan/normalize/), the kernel splits and encodes it.
+HOST_NORMALIZED = {
+    "strip-lowercase": ({"type": "Sequence", "normalizers": [
+        {"type": "Strip", "strip_left": True, "strip_right": True}, {"type": "Lowercase"}]}, BERT_PRE),
+    "clip-like": ({"type": "Sequence", "normalizers": [
+        {"type": "NFC"}, {"type": "Replace", "pattern": {"Regex": "\\s+"}, "content": " "},
+        {"type": "Lowercase"}]}, BERT_PRE),
+    "prepend-replace": ({"type": "Sequence", "normalizers": [
+        {"type": "Prepend", "prepend": "▁"}, {"type": "Replace", "pattern": {"String": " "}, "content": " ▁"},
+        {"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True, "strip_accents": None,
+         "lowercase": True}]}, {"type": "WhitespaceSplit"}),
+    "replace-string-strip-right": ({"type": "Sequence", "normalizers": [
+        {"type": "Replace", "pattern": {"String": "in"}, "content": "IN "}, {"type": "NFD"},
+        {"type": "Strip", "strip_left": False, "strip_right": True}]}, BERT_PRE),
+}
+
+
+@pytest.mark.parametrize("variant", list(HOST_NORMALIZED))
+def test_normalizers_the_kernel_cannot_take_run_on_the_host(variant: str) -> None:
+    """A normalizer that does not map each code point on its own (Strip,
+    Prepend, Replace of a string or a regex, NFC): the host normalizes each
+    piece with the crate's alignments and the WordPiece kernel splits and
+    encodes it; ids and offsets are the crate's."""
+    json_text = with_components(*HOST_NORMALIZED[variant])
     tok = gpu_tok.Tokenizer.from_str(json_text)
-    row = next(r for r in tok.plan if r["stage"] == "normalize")
-    assert row["path"] == "exact" and "each code point" in row["reason"]
+    assert [stages(tok)[s] for s in ("normalize", "pre_tokenize", "model")] == ["fast"] * 3, tok.plan
+    plain = [t[:2000] for t in corpus_sample()[:60]]
+    assert tok._core.fast_path_share(plain, False) == 1.0
+    assert_matches(json_text, TRICKY + edge_cases() + plain, variant)
+
+
+def test_components_the_plan_does_not_cover_run_exactly() -> None:
+    """A pre-tokenizer the WordPiece plan does not cover (Metaspace): the
+    whole tokenizer runs in the crate, and the plan says why."""
+    json_text = with_components({"type": "Lowercase"}, {"type": "Metaspace", "replacement": "▁",
+                                                        "prepend_scheme": "always", "split": True})
+    tok = gpu_tok.Tokenizer.from_str(json_text)
+    row = next(r for r in tok.plan if r["stage"] == "pre_tokenize")
+    assert row["path"] == "exact" and "BertPreTokenizer" in row["reason"]
     assert_matches(json_text, TRICKY + edge_cases()[:40], "exact path")
+
+
+@pytest.mark.parametrize("variant", ["cased", "strip-lowercase"])
+def test_normalized_added_tokens_are_looked_for_in_each_normalized_piece(variant: str) -> None:
+    """The crate matches `normalized` added tokens in each piece after the
+    normalizer ("Hello World" is "hello world" there under lowercase): the
+    plan takes them (it refused the whole tokenizer before), a piece whose
+    normalized text holds one going to the exact path, the rest fast."""
+    components = (VARIANTS | HOST_NORMALIZED)[variant]
+    hf = tokenizers.Tokenizer.from_str(with_components(*components))
+    hf.add_tokens([tokenizers.AddedToken("hello world", normalized=True),
+                   tokenizers.AddedToken("<mark>", normalized=True),
+                   tokenizers.AddedToken("<sep>", normalized=False)])
+    json_text = hf.to_str()
+    tok = gpu_tok.Tokenizer.from_str(json_text)
+    assert stages(tok)["model"] == "fast", tok.plan
+    plain = [t[:2000] for t in corpus_sample()[80:120] if "hello world" not in t.lower() and "<mark>" not in t]
+    assert tok._core.fast_path_share([t + "<sep>x" for t in plain], False) == 1.0
+    texts = ["say Hello World<sep>hello  world", "x <MARK> y<mark><sep>", "hello world", "x<mark>",
+             "<sep>HELLO WORLD<sep>"] + TRICKY + edge_cases() + plain
+    assert_matches(json_text, texts, variant)
 
 
 @cache
@@ -161,7 +214,7 @@ def test_missing_unknown_token_fails_as_the_crate_does() -> None:
         gpu_tok.Tokenizer.from_str(json_text).encode("\u2603\u2603")
 
 
-@pytest.mark.parametrize("variant", [*VARIANTS, "trained-max-6"])
+@pytest.mark.parametrize("variant", [*VARIANTS, *HOST_NORMALIZED, "trained-max-6"])
 def test_emulated_device_pipeline_equals_cpu(variant: str) -> None:
     """The device pipeline (on the host emulator): the host cuts rows before
     spaces, the WordPiece kernel (gt_wordpiece_words) normalizes, splits and
@@ -169,7 +222,8 @@ def test_emulated_device_pipeline_equals_cpu(variant: str) -> None:
     encoded by the host."""
     from gpu_tok._core import Padding, Truncation
 
-    json_text = trained(6) if variant == "trained-max-6" else with_components(*VARIANTS[variant])
+    components = (VARIANTS | HOST_NORMALIZED).get(variant)
+    json_text = with_components(*components) if components else trained(6)
     core = gpu_tok.Tokenizer.from_str(json_text)._core
     texts = TRICKY + ["[CLS] x [SEP]", "a" * 9000 + " b " * 3000] + edge_cases() + corpus_sample()[:40]
     for options in ({}, {"truncation": Truncation(64), "padding": Padding(pad_id=0, pad_token="[PAD]"),

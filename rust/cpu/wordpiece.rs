@@ -2,7 +2,9 @@
 //! tokens (the crate's split), then normalize, pre-tokenize and WordPiece each
 //! piece with the shared kernel logic: without offsets word by word behind
 //! the per-thread word cache (`gt_wp_words`, `gt_wordpiece_word`), with
-//! offsets in one call that also maps spans (`gt_wordpiece_text`).
+//! offsets in one call that also maps spans (`gt_wordpiece_text`). When the
+//! plan's host normalizes (`WordPiecePlan::kernel_text`), the kernel reads
+//! each piece's normalized text and its spans go through the alignments.
 
 use super::encode::{char_offsets, push_added, Encoded};
 use super::word_cache;
@@ -39,19 +41,24 @@ pub fn encode(plan: &WordPiecePlan, plan_id: u64, text: &str, offsets: bool) -> 
                     value,
                 ),
                 None => {
-                    let model = plan.model();
-                    let bytes = piece.as_bytes();
-                    let growth = plan.growth();
+                    let (text, align) = plan.kernel_text_aligned(piece)?;
+                    let first = spans.as_ref().map_or(0, Vec::len);
+                    let base = if align.is_some() { 0 } else { start };
                     if !kernels::wordpiece_text(
-                        model,
-                        growth,
-                        bytes,
+                        plan.model(),
+                        plan.growth(),
+                        text.as_bytes(),
                         scratch,
                         &mut ids,
                         spans.as_mut(),
-                        start,
+                        base,
                     ) {
                         return None;
+                    }
+                    if let (Some(spans), Some(align)) = (spans.as_mut(), align) {
+                        for span in &mut spans[first..] {
+                            *span = original_span(*span, &align, start);
+                        }
                     }
                 }
             }
@@ -78,6 +85,9 @@ fn encode_ids(plan: &WordPiecePlan, plan_id: u64, pieces: &[Piece<'_>]) -> Optio
                     ids.push(id);
                     continue;
                 }
+                let Some(text) = plan.kernel_text(piece) else {
+                    return false;
+                };
                 let mut word = |w: &[u8]| {
                     cache.encode_word(w, &mut ids, |w, _, out| {
                         kernels::wordpiece_word(model, w, out);
@@ -87,7 +97,7 @@ fn encode_ids(plan: &WordPiecePlan, plan_id: u64, pieces: &[Piece<'_>]) -> Optio
                 if !kernels::wordpiece_words(
                     model,
                     plan.growth(),
-                    piece.as_bytes(),
+                    text.as_bytes(),
                     scratch,
                     &mut word,
                 ) {
@@ -102,4 +112,17 @@ fn encode_ids(plan: &WordPiecePlan, plan_id: u64, pieces: &[Piece<'_>]) -> Optio
         offsets: None,
         added: Vec::new(),
     })
+}
+
+/// A token's span in a piece's normalized text as a span of the original
+/// text (the piece starting at `start`): from the source of its first byte
+/// to the end of its last byte's, as the crate converts offsets.
+fn original_span((from, to): (usize, usize), align: &[(u32, u32)], start: usize) -> (usize, usize) {
+    let Some(&(first, _)) = align.get(from) else {
+        // Past the normalized text (an empty piece has no tokens): the piece's end.
+        let end = align.last().map_or(0, |a| a.1 as usize);
+        return (start + end, start + end);
+    };
+    let last = align[to.max(from + 1) - 1].1;
+    (start + first as usize, start + last as usize)
 }

@@ -213,19 +213,17 @@ fn byte_level_parts<'t>(
     fine.then_some(Row::Parts(parts))
 }
 
-/// A WordPiece row: pieces of its raw text the device normalizes and
-/// encodes, cut at added tokens (their ids from the host) as the crate splits
-/// them; None when only the host can (an added token that strips spaces, a
-/// character the crate's NFD could reorder).
+/// A WordPiece row: pieces of its text the device normalizes (or the host,
+/// `WordPiecePlan::kernel_text`) and encodes, cut at added tokens (their ids
+/// from the host) as the crate splits them; None when only the host can (an
+/// added token that strips spaces, a character the crate's NFD could reorder).
 fn wordpiece_row<'t>(plan: &WordPiecePlan, text: &'t str) -> Option<Row<'t>> {
     // None: an added token that strips spaces or matches single words.
     let pieces = PlainAdded::pieces(plan.plain_added.as_ref(), text)?;
     let words = |piece: &'t str| {
-        let ends = plan.piece_ends(piece, pipeline::PIECE_BYTES)?;
-        Some(Row::Words {
-            text: Cow::Borrowed(piece),
-            ends,
-        })
+        let text = plan.kernel_text(piece)?;
+        let ends = plan.piece_ends(&text, pipeline::PIECE_BYTES)?;
+        Some(Row::Words { text, ends })
     };
     if let [(piece, _, None)] = pieces[..] {
         return words(piece);

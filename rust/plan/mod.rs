@@ -61,6 +61,9 @@ impl FastPlan {
         match spec["model"]["type"].as_str() {
             Some("WordPiece") => wordpiece::WordPiecePlan::build(spec).map(FastPlan::WordPiece),
             Some("Unigram") => unigram::UnigramPlan::build(spec).map(FastPlan::Unigram),
+            Some("WordLevel") => Err("model WordLevel: the fast engine has no WordLevel kernel \
+                                      (a lookup per pre-token; the crate runs it)"
+                .into()),
             // BPE without a pre-tokenizer, or with Metaspace, is
             // SentencePiece-style (the crate's BPE over characters); with
             // another, byte-level.
@@ -131,9 +134,7 @@ impl FastPlan {
                     .into(),
             ],
             FastPlan::WordPiece(plan) => [
-                "per-code-point table built from the crate's Unicode data (cuda/gt_wordpiece.cuh); \
-                 offsets too"
-                    .into(),
+                plan.describe_normalizer(),
                 plan.describe(),
                 "WordPiece kernel (cuda/gt_wordpiece.cuh): greedy longest match over hashes of the vocabulary"
                     .into(),
@@ -424,17 +425,6 @@ impl PlainAdded {
             return Err("added tokens with an empty or repeated text".into());
         }
         Ok(plain)
-    }
-
-    /// Why a plan that normalizes inside its kernel (WordPiece: the host
-    /// never sees the normalized text) cannot take `normalized` tokens.
-    pub fn refuse_normalized(tokens: &Value) -> Result<(), String> {
-        let items = tokens.as_array().map(Vec::as_slice).unwrap_or_default();
-        let normalized = |token: &Value| token["normalized"].as_bool() == Some(true);
-        match items.iter().any(normalized) {
-            true => Err("added tokens that are normalized (its kernel normalizes)".into()),
-            false => Ok(()),
-        }
     }
 
     fn build(tokens: &Value, allow_irregular: bool, skip_normalized: bool) -> Option<PlainAdded> {

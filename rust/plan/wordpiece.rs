@@ -1,14 +1,21 @@
-//! The fast plan for BERT-style WordPiece tokenizers: `BertNormalizer` (or
-//! none), `BertPreTokenizer` or `WhitespaceSplit`, a `WordPiece` model, and
-//! plain added tokens. The tables behind `GtWordPieceModel`
-//! (cuda/gt_wordpiece.cuh): the per-code-point table ([`CharTable`]) and two
-//! hashes of the vocabulary (whole tokens; continuing pieces without their
-//! prefix).
+//! The fast plan for BERT-style WordPiece tokenizers: any normalizer,
+//! `BertPreTokenizer` or `WhitespaceSplit`, a `WordPiece` model, and added
+//! tokens. The tables behind `GtWordPieceModel` (cuda/gt_wordpiece.cuh): the
+//! per-code-point table ([`CharTable`]) and two hashes of the vocabulary
+//! (whole tokens; continuing pieces without their prefix).
+//!
+//! A normalizer whose steps all map code points on their own is composed
+//! into the kernel's table: the kernel normalizes. Any other normalizer, or
+//! `normalized` added tokens (the crate looks for them in each normalized
+//! piece), and the host normalizes each piece (`PieceNormalizer`, with the
+//! crate's alignments for offsets) for a kernel whose table only splits.
 
 use super::char_table::{CharStep, CharTable, Splitter};
-use super::PlainAdded;
+use super::normalize::{Aligns, PieceNormalizer};
+use super::{NormalizedAdded, PlainAdded};
 use crate::kernels::{BytesTable, GtWordPieceModel};
 use serde_json::Value;
+use std::borrow::Cow;
 use std::sync::Arc;
 
 /// The plan: its tables (shared by the tokenizers that differ only in their
@@ -17,6 +24,8 @@ pub struct WordPiecePlan {
     shared: Arc<WordPieceTables>,
     /// When every added token is plain: the crate's split, without its alignments.
     pub plain_added: Option<PlainAdded>,
+    /// The `normalized` added tokens, looked for in each normalized piece.
+    normalized_added: Option<NormalizedAdded>,
 }
 
 impl std::ops::Deref for WordPiecePlan {
@@ -30,11 +39,19 @@ impl std::ops::Deref for WordPiecePlan {
 /// What the plan builds from the model, normalizer and pre-tokenizer: the
 /// same for every set of added tokens ([`WordPiecePlan::with_added_tokens`]).
 pub struct WordPieceTables {
-    chars: Arc<CharTable>,
-    /// The hashes of whole tokens and of continuing pieces, owned here: `model` points into them.
+    /// The kernel's table when it normalizes: the normalizer's steps and the
+    /// pre-tokenizer's classes; None when some step does not map code points alone.
+    chars: Option<Arc<CharTable>>,
+    /// The table of the pre-tokenizer's classes alone, for text the host normalized.
+    split_chars: Arc<CharTable>,
+    /// The hashes of whole tokens and of continuing pieces, owned here: the models point into them.
     vocab_tables: [BytesTable; 2],
-    /// Points into `chars` and the vocabulary tables.
+    /// Points into `chars` and the vocabulary tables (`split_model` when `chars` is None).
     model: GtWordPieceModel,
+    /// Points into `split_chars` and the vocabulary tables.
+    split_model: GtWordPieceModel,
+    /// The normalizer as the host runs it, piece by piece.
+    normalizer: PieceNormalizer,
     description: String,
 }
 
@@ -51,7 +68,8 @@ impl WordPiecePlan {
         if model["type"] != "WordPiece" {
             return Err("the model is not WordPiece".into());
         }
-        let normalizer = char_steps(&spec["normalizer"])?;
+        let steps = char_steps(&spec["normalizer"]);
+        let normalizer = PieceNormalizer::from_spec(&spec["normalizer"])?;
         let splitter = match spec["pre_tokenizer"]["type"].as_str() {
             Some("BertPreTokenizer") => Splitter::Bert,
             Some("WhitespaceSplit") => Splitter::Whitespace,
@@ -62,8 +80,8 @@ impl WordPiecePlan {
             ))
             }
         };
-        PlainAdded::refuse_normalized(&spec["added_tokens"])?;
         let plain_added = PlainAdded::for_word_plan(&spec["added_tokens"])?;
+        let normalized_added = NormalizedAdded::from_spec(&spec["added_tokens"], &normalizer)?;
         let vocab = model["vocab"]
             .as_object()
             .ok_or("the WordPiece vocabulary is not a map")?;
@@ -86,12 +104,13 @@ impl WordPiecePlan {
         let longest =
             |entries: &[(&[u8], u32)]| entries.iter().map(|e| e.0.len()).max().unwrap_or(0);
         let (first_max, rest_max) = (longest(&tokens), longest(&rest));
-        let chars = CharTable::shared(&normalizer, splitter)
-            .map_err(|why| format!("normalizer {}: {why}", super::describe(&spec["normalizer"])))?;
+        let split_chars = CharTable::shared(&[], splitter)?;
+        // Steps the table cannot hold (a blob over its offsets) are the host's too.
+        let chars = steps.and_then(|steps| CharTable::shared(&steps, splitter).ok());
         let first = BytesTable::build(tokens.into_iter());
         let rest = BytesTable::build(rest.into_iter());
-        let model = GtWordPieceModel {
-            chars: chars.view(),
+        let split_model = GtWordPieceModel {
+            chars: split_chars.view(),
             first: first.view(),
             rest: rest.view(),
             first_max: first_max as u32,
@@ -99,59 +118,119 @@ impl WordPiecePlan {
             unk_id: unk_id as u32,
             max_chars: u32::try_from(max_chars).unwrap_or(u32::MAX),
         };
+        let model = GtWordPieceModel {
+            chars: chars.as_ref().map_or(split_model.chars, |c| c.view()),
+            ..split_model
+        };
         let description = format!(
             "{} as classes in the per-code-point table (cuda/gt_wordpiece.cuh)",
             super::describe(&spec["pre_tokenizer"]),
         );
         let shared = Arc::new(WordPieceTables {
             chars,
+            split_chars,
             vocab_tables: [first, rest],
             model,
+            split_model,
+            normalizer,
             description,
         });
         Ok(WordPiecePlan {
             shared,
             plain_added,
+            normalized_added,
         })
     }
 
     /// This plan with other added tokens: the tables shared, the split built.
     pub fn with_added_tokens(&self, added_tokens: &Value) -> Result<Self, String> {
-        PlainAdded::refuse_normalized(added_tokens)?;
         Ok(WordPiecePlan {
             shared: Arc::clone(&self.shared),
             plain_added: PlainAdded::for_word_plan(added_tokens)?,
+            normalized_added: NormalizedAdded::from_spec(added_tokens, &self.normalizer)?,
         })
     }
 
-    /// The C view of the tables.
-    pub fn model(&self) -> &GtWordPieceModel {
-        &self.model
+    /// True when the host normalizes each piece ([`WordPiecePlan::normalize`])
+    /// and the kernel only splits and encodes: a normalizer the kernel's table
+    /// cannot hold, or `normalized` added tokens to look for in its output.
+    pub fn host_normalizes(&self) -> bool {
+        self.chars.is_none() || self.normalized_added.is_some()
     }
 
-    /// The most bytes of normalized text one byte of input can become.
+    /// The table the kernel runs: the normalizer's and the pre-tokenizer's,
+    /// or the pre-tokenizer's alone when the host normalizes.
+    fn kernel_chars(&self) -> &CharTable {
+        match &self.chars {
+            Some(chars) if !self.host_normalizes() => chars,
+            _ => &self.split_chars,
+        }
+    }
+
+    /// The C view of the tables the kernel runs (see [`WordPiecePlan::kernel_chars`]).
+    pub fn model(&self) -> &GtWordPieceModel {
+        match self.host_normalizes() {
+            true => &self.split_model,
+            false => &self.model,
+        }
+    }
+
+    /// The most bytes of kernel-normalized text one byte of its input can become.
     pub fn growth(&self) -> usize {
-        self.chars.growth
+        self.kernel_chars().growth
+    }
+
+    /// A piece of text (between added tokens) as the kernel reads it:
+    /// normalized by the host when it normalizes, else as it is. None when
+    /// the normalizer fails (the exact path reports it) or writes a
+    /// normalized added token (the crate splits there).
+    pub fn kernel_text<'t>(&self, piece: &'t str) -> Option<Cow<'t, str>> {
+        if !self.host_normalizes() {
+            return Some(Cow::Borrowed(piece));
+        }
+        let normalized = self.normalizer.normalize(piece)?;
+        let held = NormalizedAdded::held_in(self.normalized_added.as_ref(), &normalized);
+        (!held).then_some(normalized)
+    }
+
+    /// [`WordPiecePlan::kernel_text`] with its alignments (the byte range of
+    /// `piece` each byte comes from) when the host normalizes; None for them
+    /// when the kernel does (it maps spans itself).
+    pub fn kernel_text_aligned<'t>(
+        &self,
+        piece: &'t str,
+    ) -> Option<(Cow<'t, str>, Option<Aligns>)> {
+        if !self.host_normalizes() {
+            return Some((Cow::Borrowed(piece), None));
+        }
+        let (normalized, align) = self.normalizer.normalize_aligned(piece)?;
+        let held = NormalizedAdded::held_in(self.normalized_added.as_ref(), &normalized);
+        (!held).then_some((Cow::Owned(normalized), Some(align)))
     }
 
     /// The arrays the model view points into (code points, first pieces,
     /// continuing pieces), for a device.
     pub fn tables(&self) -> (&CharTable, &BytesTable, &BytesTable) {
-        (&*self.chars, &self.vocab_tables[0], &self.vocab_tables[1])
+        (
+            self.kernel_chars(),
+            &self.vocab_tables[0],
+            &self.vocab_tables[1],
+        )
     }
 
     /// True when a text of n bytes has at most n tokens (the device's room).
     pub fn tokens_fit_bytes(&self) -> bool {
-        self.chars.tokens_fit
+        self.kernel_chars().tokens_fit
     }
 
-    /// The pieces of text free of added tokens for the device (the ends of
-    /// each): `text` cut before ASCII spaces into pieces of about
-    /// `piece_bytes` (whitespace splits words and normalization maps each
-    /// code point alone, so the pieces' tokens are the text's), or None when
-    /// a code point needs the exact path.
+    /// The pieces of kernel text ([`WordPiecePlan::kernel_text`]) free of
+    /// added tokens for the device (the ends of each): `text` cut before
+    /// ASCII spaces into pieces of about `piece_bytes` (whitespace splits
+    /// words and the kernel's table maps each code point alone, so the
+    /// pieces' tokens are the text's), or None when a code point needs the
+    /// exact path.
     pub fn piece_ends(&self, text: &str, piece_bytes: usize) -> Option<Vec<u32>> {
-        if crate::kernels::wordpiece_needs_exact(&self.model, text.as_bytes()) {
+        if crate::kernels::wordpiece_needs_exact(self.model(), text.as_bytes()) {
             return None;
         }
         let bytes = text.as_bytes();
@@ -171,7 +250,21 @@ impl WordPiecePlan {
         Some(ends)
     }
 
-    /// How the plan normalizes and pre-tokenizes, for `tok.plan`.
+    /// How the plan normalizes, for `tok.plan`.
+    pub fn describe_normalizer(&self) -> String {
+        match self.host_normalizes() {
+            false => "per-code-point table built from the crate's Unicode data \
+                      (cuda/gt_wordpiece.cuh); offsets too"
+                .into(),
+            true => format!(
+                "per piece between added tokens on the host, with the crate's alignments for \
+                 offsets: {}",
+                self.normalizer.describe()
+            ),
+        }
+    }
+
+    /// How the plan pre-tokenizes, for `tok.plan`.
     pub fn describe(&self) -> String {
         self.description.clone()
     }
@@ -184,29 +277,14 @@ impl WordPiecePlan {
     }
 }
 
-/// The normalizer as per-code-point steps (none for no normalizer): any
-/// normalizer whose every step maps code points on their own
-/// (`CharStep`), composed into one table.
-fn char_steps(normalizer: &Value) -> Result<Vec<CharStep>, String> {
+/// The normalizer as per-code-point steps (none for no normalizer), to
+/// compose into one table: any normalizer whose every step maps code points
+/// on their own (`CharStep`); None for any other (the host normalizes).
+fn char_steps(normalizer: &Value) -> Option<Vec<CharStep>> {
     let items: Vec<&Value> = match normalizer {
         Value::Null => Vec::new(),
-        n if n["type"] == "Sequence" => n["normalizers"]
-            .as_array()
-            .ok_or("unreadable normalizer Sequence")?
-            .iter()
-            .collect(),
+        n if n["type"] == "Sequence" => n["normalizers"].as_array()?.iter().collect(),
         n => vec![n],
     };
-    items
-        .into_iter()
-        .map(|item| {
-            CharStep::from_spec(item).ok_or_else(|| {
-                format!(
-                    "normalizer {}: the WordPiece plan covers normalizers that map each code point \
-                     on its own (BertNormalizer, Lowercase, StripAccents, NFD...)",
-                    super::describe(normalizer)
-                )
-            })
-        })
-        .collect()
+    items.into_iter().map(CharStep::from_spec).collect()
 }
