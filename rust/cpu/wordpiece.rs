@@ -4,8 +4,9 @@
 //! the per-thread word cache (`gt_wp_words`, `gt_wordpiece_word`), with
 //! offsets in one call that also maps spans (`gt_wordpiece_text`).
 
-use super::encode::{char_offsets, push_added, Encoded};
+use super::encode::{char_offsets, push_added};
 use super::word_cache;
+use super::Encoded;
 use crate::kernels::{self, WordPieceScratch};
 use crate::plan::wordpiece::WordPiecePlan;
 use crate::plan::{Piece, PlainAdded};

@@ -175,7 +175,7 @@ impl Engine {
 
     /// One sequence on the fast path, or None when the plan or the document
     /// leaves it to the exact path.
-    fn encode_fast(&self, text: &str, offsets: bool) -> Option<cpu::encode::Encoded> {
+    fn encode_fast(&self, text: &str, offsets: bool) -> Option<cpu::Encoded> {
         match &self.fast {
             Ok(FastPlan::ByteLevel(plan)) => {
                 let added = self.hf.get_added_vocabulary();

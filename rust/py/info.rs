@@ -234,7 +234,7 @@ pub fn kernel_sources(py: Python<'_>) -> PyResult<(Bound<'_, PyDict>, Bound<'_, 
 /// The 256 byte-level characters (GPT-2's bytes_to_unicode), byte order.
 #[pyfunction]
 pub fn byte_level_alphabet() -> String {
-    crate::plan::bytelevel::alphabet().iter().collect()
+    crate::plan::alphabet::alphabet().iter().collect()
 }
 
 /// Worker threads of the engine's pool in this process.
