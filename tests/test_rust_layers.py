@@ -189,6 +189,10 @@ def test_no_use_runs_back_up_a_layer() -> None:
     assert _upward(graph()) == []
 
 
+def test_python_classes_reach_the_backends_through_the_engine() -> None:
+    assert _seam(graph()) == []
+
+
 def test_no_uses_close_a_cycle() -> None:
     assert _cycles(graph()) == []
 
@@ -204,3 +208,4 @@ def test_the_checks_see_what_they_check() -> None:
     assert _paths(_without_tests(code)) == []
     assert _upward({"plan::spm": {"cpu::spm"}, "cpu::spm": {"cuda::stream"}}) == [
         "cpu::spm (cpu) uses cuda::stream (cuda)", "plan::spm (plan) uses cpu::spm (cpu)"]
+    assert _seam({"py::batch": {"cuda::pipeline", "engine::device", "layout"}}) == ["py::batch uses cuda::pipeline"]

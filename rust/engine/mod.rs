@@ -14,11 +14,13 @@
 mod added_ids;
 mod aligned;
 pub mod decode;
+pub mod device;
 pub mod exact;
 pub mod maps;
 pub mod offload;
 pub mod overflow;
 pub mod pack;
+pub mod pretok;
 mod single;
 pub mod template;
 
@@ -278,6 +280,11 @@ impl Engine {
             serde_json::to_value(&self.file_truncation).map_err(Error::tokenizers)?;
         value["padding"] = serde_json::to_value(&self.file_padding).map_err(Error::tokenizers)?;
         serde_json::to_string(&value).map_err(Error::tokenizers)
+    }
+
+    /// True when the post-processor gives pairs a second token type (BERT-style).
+    pub fn uses_type_ids(&self) -> bool {
+        crate::plan::post_processor_uses_type_ids(&self.hf)
     }
 
     /// The underlying `tokenizers` object (without truncation and padding).

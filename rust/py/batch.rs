@@ -6,7 +6,7 @@
 
 use super::errors::to_py;
 use super::tensor::{Storage, Tensor, Values};
-use crate::cuda::pipeline::{DeviceBatch, Timings};
+use crate::engine::device::{DeviceBatch, Timings};
 use crate::error::Result;
 use crate::layout::{narrow, Batch, Dtype};
 use crate::memory;

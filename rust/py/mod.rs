@@ -29,6 +29,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<settings::Truncation>()?;
     m.add_class::<settings::Padding>()?;
     m.add_function(wrap_pyfunction!(errors::check_memory, m)?)?;
+    m.add_function(wrap_pyfunction!(tokenizer::device_kind, m)?)?;
     m.add_class::<maps::CoreMaps>()?;
     m.add_function(wrap_pyfunction!(maps::encode_rich, m)?)?;
     m.add_function(wrap_pyfunction!(decode::decode_rows, m)?)?;
