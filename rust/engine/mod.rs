@@ -537,6 +537,27 @@ mod tests {
         }
     }
 
+    /// The crate runs without truncation of its own, ever: crates.io has no
+    /// tokenizers 0.23.3 (the PyPI oracle's version), and the oracle's Rust
+    /// differs from the crate's 0.23.2 only where the crate truncates while
+    /// it tokenizes (0.23.2's early exit, which the oracle dropped), so
+    /// truncation stays the engine's own for the two to give the same ids.
+    #[test]
+    fn the_crate_never_truncates_itself() {
+        let json = WORDLEVEL.replace(
+            r#""truncation": null"#,
+            r#""truncation": {"direction": "Right", "max_length": 2, "strategy": "LongestFirst",
+                              "stride": 0}"#,
+        );
+        let engine = Engine::from_json(&json).unwrap();
+        assert!(engine.file_truncation().is_some());
+        assert!(engine.hf().get_truncation().is_none());
+        let (added, _) = engine
+            .with_added_tokens(vec![AddedToken::from("zz", false)])
+            .unwrap();
+        assert!(added.hf().get_truncation().is_none());
+    }
+
     #[test]
     fn encodes_pairs_with_template() {
         let engine = Engine::from_json(WORDLEVEL).unwrap();
