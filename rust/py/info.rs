@@ -67,6 +67,7 @@ pub fn cuda_initialised_before_fork() -> bool {
 /// Records CUDA as initialised by this process, as a successful probe does.
 /// For tests of the fork rules on machines without a GPU; use in a throwaway
 /// process (its forked children then refuse CUDA).
+#[cfg(feature = "test-hooks")]
 #[pyfunction]
 pub fn note_cuda_initialised_for_tests() {
     probe::note_initialised();
@@ -75,6 +76,7 @@ pub fn note_cuda_initialised_for_tests() {
 /// For tests of the consumer-stream rule: how each exported emulator buffer
 /// was released since the last call, oldest first, as (bytes, the consumer
 /// streams the release waited for).
+#[cfg(feature = "test-hooks")]
 #[pyfunction]
 pub fn emulator_releases_for_tests() -> Vec<(usize, Vec<u64>)> {
     emulator::take_releases()
@@ -121,6 +123,7 @@ pub fn emulator_launch_counts(py: Python<'_>) -> PyResult<Vec<(String, HashMap<S
 /// The shares long words are merged with (`gt_bpe_rounds`): (CPU backend,
 /// devices). Sets those given first, for tests that run each backend with the
 /// other's schedule; returns the shares before. Results never depend on them.
+#[cfg(feature = "test-hooks")]
 #[pyfunction]
 #[pyo3(signature = (host=None, device=None))]
 pub fn long_word_round_shares_for_tests(
