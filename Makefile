@@ -3,14 +3,14 @@ PYTHON ?= python3
 
 .PHONY: install test lint rust-test pytest pytest-fresh-clone bench fmt kernels wheel wheelhouse
 
-install:  ## build the extension (release) and install it, editable, with the test tools
+install:  ## build the extension (release, with the tests' hooks: the test-hooks feature) and install it, editable, with the test tools
 	@echo "make install: building gpu_tok's Rust core (release; a few minutes on 2 cores the first time)"
 	@echo "  and installing gpu_tok in editable mode with the test tools (this replaces a 'pip install .')"
-	$(PYTHON) -m pip install -e ".[test]" --progress-bar off
+	MATURIN_PEP517_ARGS="--features test-hooks" $(PYTHON) -m pip install -e ".[test]" --progress-bar off
 
 lint:  ## formatting, clippy, ruff, mypy, stubs against the built module
 	cargo fmt --all -- --check
-	cargo clippy --all-targets --release -- -D warnings
+	cargo clippy --all-targets --release --features test-hooks -- -D warnings
 	$(PYTHON) -m ruff check python tests benches
 	$(PYTHON) -m mypy python/gpu_tok
 	$(PYTHON) -m mypy.stubtest gpu_tok._core

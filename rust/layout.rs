@@ -93,7 +93,53 @@ impl Batch {
     pub fn rows(&self) -> usize {
         self.row_starts.len().saturating_sub(1)
     }
+
+    /// The fields this batch holds, by name, in [`FIELDS`]' order.
+    pub fn fields(&self) -> impl Iterator<Item = (&'static str, &Vec<i64>)> {
+        let values = [
+            Some(&self.ids),
+            self.attention_mask.as_ref(),
+            self.type_ids.as_ref(),
+            self.special_tokens_mask.as_ref(),
+            self.offsets.as_ref(),
+        ];
+        FIELDS
+            .into_iter()
+            .zip(values)
+            .filter_map(|(name, values)| Some((name, values?)))
+    }
+
+    /// [`Batch::fields`], taken.
+    pub fn into_fields(self) -> impl Iterator<Item = (&'static str, Vec<i64>)> {
+        let values = [
+            Some(self.ids),
+            self.attention_mask,
+            self.type_ids,
+            self.special_tokens_mask,
+            self.offsets,
+        ];
+        FIELDS
+            .into_iter()
+            .zip(values)
+            .filter_map(|(name, values)| Some((name, values?)))
+    }
 }
+
+/// The output fields' names (transformers' keys), written once: the order the
+/// core hands them out in (Python puts them in transformers' key order).
+pub const FIELDS: [&str; 5] = [
+    INPUT_IDS,
+    ATTENTION_MASK,
+    TOKEN_TYPE_IDS,
+    SPECIAL_TOKENS_MASK,
+    OFFSET_MAPPING,
+];
+pub const INPUT_IDS: &str = "input_ids";
+pub const ATTENTION_MASK: &str = "attention_mask";
+pub const TOKEN_TYPE_IDS: &str = "token_type_ids";
+pub const SPECIAL_TOKENS_MASK: &str = "special_tokens_mask";
+/// Two values (start, end) per token.
+pub const OFFSET_MAPPING: &str = "offset_mapping";
 
 impl Outputs {
     /// Bytes of host memory per token at the call's peak: int64 ids plus each

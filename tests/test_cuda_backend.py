@@ -476,13 +476,16 @@ def test_auto_falls_back_to_the_cpu_when_the_gpu_is_out_of_memory(monkeypatch: p
     texts = docs()
     monkeypatch.setattr(_placement, "_auto_wants_gpu", lambda size, packable: True)
     monkeypatch.setattr(_placement, "AUTO_DEVICE", "emulator:4096:2000")  # a GPU with 2000 bytes
-    with pytest.warns(gpu_tok.CpuFallbackWarning, match="out of memory.*on the CPU"):
+    with pytest.warns(gpu_tok.CpuFallbackWarning, match="out of memory.*on the CPU") as warned:
         enc = tok.encode_batch(texts, padding="longest", device="auto")
     want = tok.encode_batch(texts, padding="longest", device="cpu")
     assert enc.input_ids.device == "cpu" and "kernels_ms" not in enc.timings
     assert enc.to_lists() == want.to_lists()
-    with pytest.warns(gpu_tok.CpuFallbackWarning):
+    with pytest.warns(gpu_tok.CpuFallbackWarning) as warned_call:
         called = tok(texts, padding=True, return_tensors="np")
+    # the engine's warning points at the user's line, as the Python one did
+    assert [w.filename for w in [*warned, *warned_call]] == [__file__, __file__]
+    assert str(warned[0].message).startswith("gpu_tok: the GPU ran out of memory (")
     assert called["input_ids"].tolist() == tok(texts, padding=True, device="cpu")["input_ids"]
     # with room, no warning (the suite turns warnings into errors)
     monkeypatch.setattr(_placement, "AUTO_DEVICE", "emulator")

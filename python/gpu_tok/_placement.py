@@ -11,8 +11,13 @@ Accepts "auto", "cpu", "cuda", "cuda:N", None (= "auto") and anything whose
   gain: a usable GPU (set up once per process; any failure means the CPU), a
   call the GPU can pack (no pairs, no offsets) and at least `AUTO_MIN_BYTES`
   of text. In a forked child whose parent initialised CUDA it warns once and
-  uses the CPU. A call the GPU has no memory for is computed on the CPU
-  (`Tokenizer._run`, with a `CpuFallbackWarning`).
+  uses the CPU. A call the GPU has no memory for is computed on the CPU, with a
+  `CpuFallbackWarning`: the engine's policy (`rust/engine/device.rs`), asked
+  for by `host_results=True`.
+
+The device string is parsed by the core (`_core.device_kind`, the engine's one
+parser): this module only decides what "auto" means and checks that CUDA can
+be used before a call asks for it.
 
 `GPU_TOK_CHUNK_BYTES` (a positive integer, read at each call) sets the text
 bytes per device chunk for the GPU, instead of sizing chunks from free memory:
@@ -22,7 +27,6 @@ smaller chunks use less GPU memory, and tests use it to run many chunks.
 from __future__ import annotations
 
 import os
-import re
 import warnings
 from dataclasses import dataclass
 from functools import cache
@@ -30,8 +34,6 @@ from typing import Any
 
 from . import _core, _nvrtc
 from ._errors import CudaError, CudaUnavailableError, KernelCompileError
-
-_CUDA = re.compile(r"cuda(?::(\d+))?")
 
 # Provisional: to be replaced by the crossover measured on a GPU (benches/gpu_bench.py).
 AUTO_MIN_BYTES = 1 << 20
@@ -44,7 +46,7 @@ _warned_fork = False
 
 @dataclass(frozen=True)
 class Placement:
-    """The core's device ("cpu", "cuda:N", or for tests "emulator[:N]"), whether
+    """The core's device ("cpu", "cuda[:N]", or for tests "emulator[:N]"), whether
     results are copied to the host (device="auto": the CPU may then stand in for
     the GPU), and the text bytes per device chunk (None: the device's choice)."""
 
@@ -102,23 +104,35 @@ def is_auto(device: Any) -> bool:
     return device is None or str(device).strip().lower() == "auto"
 
 
+def check(device: Any) -> str:
+    """`device` as the core reads it ("auto", "cpu", "cuda" or "cuda:N"), or a
+    `ValueError` naming it. The emulator's spellings are the tests', not users'."""
+    name = "auto" if device is None else str(device).strip().lower()
+    if name == "auto":
+        return name
+    try:
+        kind = _core.device_kind(name)
+    except ValueError:
+        kind = "emulator"
+    if kind == "emulator":
+        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', not {device!r}")
+    return name
+
+
 def resolve(device: Any, text_bytes: int | None = None, packable: bool = True) -> Placement:
     """Where a call with `device` runs. For "auto", `text_bytes` (the batch's
     size, when known) and `packable` (no pairs, no offsets) let it choose."""
-    name = "auto" if device is None else str(device).strip().lower()
-    if name == "cpu":
-        return Placement("cpu")
+    name = check(device)
     if name == "auto":
         if not _auto_wants_gpu(text_bytes, packable):
             return Placement("cpu")
         return Placement(AUTO_DEVICE, to_host=True, chunk_bytes=chunk_bytes())
-    match = _CUDA.fullmatch(name)
-    if match:
-        if _core.cuda_initialised_before_fork() or not cuda_usable():
-            raise CudaUnavailableError(f"device={device!r} cannot be used: {_core.cuda_probe()['reason']}; "
-                                       "use 'cpu' or 'auto'")
-        return Placement(f"cuda:{match.group(1) or 0}", chunk_bytes=chunk_bytes())
-    raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', not {device!r}")
+    if name == "cpu":
+        return Placement("cpu")
+    if _core.cuda_initialised_before_fork() or not cuda_usable():
+        raise CudaUnavailableError(f"device={device!r} cannot be used: {_core.cuda_probe()['reason']}; "
+                                   "use 'cpu' or 'auto'")
+    return Placement(name, chunk_bytes=chunk_bytes())
 
 
 def _auto_wants_gpu(text_bytes: int | None, packable: bool) -> bool:

@@ -5,7 +5,8 @@ call defaults they feed). A settings change builds a new state and the
 thread reads the old state or the new one, never a mix of the two.
 
 This is also the door to the native module for everything above the core
-room: loading, the encode call with its placement and out-of-memory fallback,
+room: loading, the encode call with its placement (the core falls back to the
+CPU when the GPU runs out of memory for device="auto"),
 decoding, and the other core calls the layers above need.
 """
 
@@ -13,12 +14,10 @@ from __future__ import annotations
 
 import json
 import time
-import warnings
 from dataclasses import dataclass, replace
 from typing import Any
 
 from . import _config, _core, _maps, _placement, _settings
-from ._errors import CpuFallbackWarning, CudaOutOfMemoryError
 
 # The native calls the layers above use (tools, compat), reached through this module.
 byte_level_alphabet = _core.byte_level_alphabet
@@ -86,8 +85,9 @@ class TokenizerState:
                attention_mask: bool, type_ids: bool | None, special_tokens_mask: bool,
                offsets: bool, device: Any, dtype: str = "int64", stacklevel: int = 3) -> tuple[_core.CoreBatch, float]:
         """The core's batch and the call's wall time in milliseconds, on the
-        device `device` resolves to (device="auto" falls back to the CPU when
-        the GPU runs out of memory: the one place that policy lives)."""
+        device `device` resolves to (device="auto" asks for host results, so
+        the core computes a call the GPU has no memory for on the CPU, with a
+        `CpuFallbackWarning` at `stacklevel` from here: the engine's policy)."""
         started = time.perf_counter()
         size = _text_bytes(texts) if _placement.is_auto(device) else None
         placement = _placement.resolve(device, size, packable=pairs is None and not offsets)
@@ -96,25 +96,12 @@ class TokenizerState:
             raise TypeError("add_special_tokens must be a bool")
         if type_ids is None:
             type_ids = "token_type_ids" in self.model.model_input_names
-        core = self.core
-
-        def run(device: str, chunk_bytes: int | None) -> _core.CoreBatch:
-            return core.encode_batch(
-                texts, pairs, add_special_tokens=add_special_tokens, truncation=truncation,
-                padding=padding, attention_mask=attention_mask, type_ids=type_ids,
-                special_tokens_mask=special_tokens_mask, offsets=offsets, device=device, dtype=dtype,
-                chunk_bytes=chunk_bytes,
-            )
-
-        try:
-            batch = run(placement.core, placement.chunk_bytes)
-        except CudaOutOfMemoryError as err:
-            if not placement.to_host:  # device="cuda" asked for GPU memory: say it has none
-                raise
-            # device="auto" only promised host results: the CPU gives the same ones
-            warnings.warn(f"gpu_tok: the GPU ran out of memory ({err}); device='auto' computed this call "
-                          "on the CPU", CpuFallbackWarning, stacklevel=stacklevel)
-            batch = run("cpu", None)
+        batch = self.core.encode_batch(
+            texts, pairs, add_special_tokens=add_special_tokens, truncation=truncation, padding=padding,
+            attention_mask=attention_mask, type_ids=type_ids, special_tokens_mask=special_tokens_mask,
+            offsets=offsets, device=placement.core, dtype=dtype, chunk_bytes=placement.chunk_bytes,
+            host_results=placement.to_host, stacklevel=stacklevel,
+        )
         if placement.to_host:
             batch = batch.cpu()
         return batch, (time.perf_counter() - started) * 1e3

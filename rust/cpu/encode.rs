@@ -9,24 +9,13 @@
 //! as the crate does, and goes through the fast engine.
 
 use super::word_cache::{self, WordScratch};
+use super::Encoded;
 use crate::kernels;
 use crate::plan::bytelevel::{ByteLevelPlan, Matcher, SplitStep};
 use crate::plan::normalize::Aligns;
 use crate::plan::Piece;
 use std::borrow::Cow;
 use tokenizers::{AddedVocabulary, NormalizerWrapper, OffsetReferential, OffsetType};
-
-/// One sequence on the fast path: its ids and, when asked for, each token's
-/// offsets in characters of `text` (as the crate reports them before its
-/// post-processor: a token that ends or starts inside a multi-byte character
-/// covers the whole character).
-pub struct Encoded {
-    pub ids: Vec<u32>,
-    pub offsets: Option<Vec<(usize, usize)>>,
-    /// With offsets: (position in `ids`, text) of each added token: its token
-    /// string is the text of its split (spaces taken by lstrip/rstrip included).
-    pub added: Vec<(usize, String)>,
-}
 
 /// `text` on the fast path, or None if only the exact path can encode it:
 /// a piece whose normalized text holds an added token the crate matches

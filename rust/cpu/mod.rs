@@ -13,10 +13,22 @@ pub mod wordpiece;
 
 use crate::plan::normalize::Aligns;
 use crate::plan::PlainAdded;
-use encode::{char_offsets, push_added, Encoded};
+use encode::{char_offsets, push_added};
 use std::borrow::Cow;
 use token_spans::{push_spans, SpanSource};
 use word_cache::WordScratch;
+
+/// One sequence on the fast path: its ids and, when asked for, each token's
+/// offsets in characters of `text` (as the crate reports them before its
+/// post-processor: a token that ends or starts inside a multi-byte character
+/// covers the whole character).
+pub struct Encoded {
+    pub ids: Vec<u32>,
+    pub offsets: Option<Vec<(usize, usize)>>,
+    /// With offsets: (position in `ids`, text) of each added token: its token
+    /// string is the text of its split (spaces taken by lstrip/rstrip included).
+    pub added: Vec<(usize, String)>,
+}
 
 /// A piece of a text as a per-word model sees it.
 pub enum Part<'w> {

@@ -5,9 +5,9 @@
 //! (`gt_spm_word`). Without a pre-tokenizer the text is read as a device
 //! reads it (`SpmPlan::device_piece`: Llama-2's spaces read as "▁").
 
-use super::encode::Encoded;
 use super::token_spans::SpanSource;
 use super::word_cache::{self, WordScratch};
+use super::Encoded;
 use super::{
     each_normalized_part, each_part, encode_with_offsets, AlignedWord, NormalizedPart, Part,
     WordPlan,

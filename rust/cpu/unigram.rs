@@ -4,9 +4,9 @@
 //! through the per-thread cache and the shared Viterbi kernel
 //! (`gt_unigram_word`).
 
-use super::encode::Encoded;
 use super::token_spans::SpanSource;
 use super::word_cache::{self, WordScratch};
+use super::Encoded;
 use super::{each_part, encode_with_offsets, AlignedWord, Part, WordPlan};
 use crate::kernels;
 use crate::plan::normalize::Aligns;

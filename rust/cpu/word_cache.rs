@@ -18,8 +18,7 @@
 //! that read characters (affixes, byte fallback, an unknown token), give
 //! words one at a time ([`WordCache::encode_word`]).
 
-use super::encode::Encoded;
-use super::Part;
+use super::{Encoded, Part};
 use crate::kernels::{Scratch, UnigramScratch};
 use crate::short_words::{packed, Lookup, ShortWords};
 use rustc_hash::FxHashMap;

@@ -6,8 +6,9 @@
 //! plan's host normalizes (`WordPiecePlan::kernel_text`), the kernel reads
 //! each piece's normalized text and its spans go through the alignments.
 
-use super::encode::{char_offsets, push_added, Encoded};
+use super::encode::{char_offsets, push_added};
 use super::word_cache;
+use super::Encoded;
 use crate::kernels::{self, WordPieceScratch};
 use crate::plan::wordpiece::WordPiecePlan;
 use crate::plan::{Piece, PlainAdded};

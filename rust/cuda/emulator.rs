@@ -433,7 +433,7 @@ mod tests {
 
     /// A byte-level BPE over the 256 byte characters with `merges`.
     fn byte_level(merges: &[&str]) -> String {
-        let alphabet = crate::plan::bytelevel::alphabet();
+        let alphabet = crate::plan::alphabet::alphabet();
         let mut vocab: Vec<String> = alphabet.iter().map(|c| c.to_string()).collect();
         for merge in merges {
             let token = merge.replace(' ', "");

@@ -21,6 +21,7 @@ use crate::kernels::{
     LONG_WORD, PAT_REGEX, WORK_CLASSES,
 };
 use crate::layout::{narrow, row_layout, Batch, Dtype, Outputs};
+use crate::layout::{ATTENTION_MASK, INPUT_IDS, SPECIAL_TOKENS_MASK, TOKEN_TYPE_IDS};
 use crate::plan::bytelevel::{ByteLevelPlan, Matcher, MergeTable};
 use crate::plan::FastPlan;
 use std::borrow::Cow;
@@ -149,20 +150,12 @@ impl DeviceBatch {
     /// its fields in `dtype`.
     pub fn upload(dev: &dyn DeviceStream, batch: Batch, dtype: Dtype) -> Result<DeviceBatch> {
         let mut fields = Vec::new();
-        for (name, values) in [
-            ("input_ids", Some(&batch.ids)),
-            ("attention_mask", batch.attention_mask.as_ref()),
-            ("token_type_ids", batch.type_ids.as_ref()),
-            ("special_tokens_mask", batch.special_tokens_mask.as_ref()),
-            ("offset_mapping", batch.offsets.as_ref()),
-        ] {
-            if let Some(values) = values {
-                let buffer = match dtype {
-                    Dtype::Int64 => dev.upload_new(values)?,
-                    Dtype::Int32 => dev.upload_new(&narrow(values, name)?)?,
-                };
-                fields.push((name, buffer));
-            }
+        for (name, values) in batch.fields() {
+            let buffer = match dtype {
+                Dtype::Int64 => dev.upload_new(values)?,
+                Dtype::Int32 => dev.upload_new(&narrow(values, name)?)?,
+            };
+            fields.push((name, buffer));
         }
         let row_starts_buf = dev.upload_new(&batch.row_starts)?;
         let lengths_buf = dev.upload_new(&batch.lengths)?;
@@ -433,11 +426,11 @@ pub fn encode(dev: &dyn DeviceStream, job: &Job<'_>) -> Result<DeviceBatch> {
     let total = *row_starts.last().unwrap_or(&0) as usize;
 
     let value_bytes = job.outputs.dtype.size();
-    let mut fields = vec![("input_ids", dev.alloc(value_bytes * total)?)];
+    let mut fields = vec![(INPUT_IDS, dev.alloc(value_bytes * total)?)];
     for (name, wanted) in [
-        ("attention_mask", job.outputs.attention_mask),
-        ("token_type_ids", job.outputs.type_ids),
-        ("special_tokens_mask", job.outputs.special_tokens_mask),
+        (ATTENTION_MASK, job.outputs.attention_mask),
+        (TOKEN_TYPE_IDS, job.outputs.type_ids),
+        (SPECIAL_TOKENS_MASK, job.outputs.special_tokens_mask),
     ] {
         if wanted {
             fields.push((name, dev.alloc(value_bytes * total)?));
@@ -471,10 +464,10 @@ pub fn encode(dev: &dyn DeviceStream, job: &Job<'_>) -> Result<DeviceBatch> {
             ),
             pad_id: padding.map_or(0, |p| p.pad_id),
             pad_type_id: padding.map_or(0, |p| p.pad_type_id),
-            ids: out("input_ids", base),
-            attention_mask: out("attention_mask", base),
-            type_ids: out("token_type_ids", base),
-            special_tokens_mask: out("special_tokens_mask", base),
+            ids: out(INPUT_IDS, base),
+            attention_mask: out(ATTENTION_MASK, base),
+            type_ids: out(TOKEN_TYPE_IDS, base),
+            special_tokens_mask: out(SPECIAL_TOKENS_MASK, base),
         };
         // A launch's threads are counted in u32: a padded chunk of more
         // elements is packed in several launches, each from its own element.
@@ -482,10 +475,10 @@ pub fn encode(dev: &dyn DeviceStream, job: &Job<'_>) -> Result<DeviceBatch> {
         for from in (0..elements).step_by(most) {
             let at = base + from;
             args.row_base = at as u64;
-            args.ids = out("input_ids", at);
-            args.attention_mask = out("attention_mask", at);
-            args.type_ids = out("token_type_ids", at);
-            args.special_tokens_mask = out("special_tokens_mask", at);
+            args.ids = out(INPUT_IDS, at);
+            args.attention_mask = out(ATTENTION_MASK, at);
+            args.type_ids = out(TOKEN_TYPE_IDS, at);
+            args.special_tokens_mask = out(SPECIAL_TOKENS_MASK, at);
             dev.run(Kernel::Pack, &args, (elements - from).min(most) as u32)?;
         }
     }

@@ -127,7 +127,7 @@ impl Engine {
 
     /// With offsets, a per-word plan's text on the CPU fast path
     /// (`cpu::encode_with_offsets`); None when it cannot tell them.
-    pub(super) fn encode_word_offsets(&self, text: &str) -> Option<crate::cpu::encode::Encoded> {
+    pub(super) fn encode_word_offsets(&self, text: &str) -> Option<crate::cpu::Encoded> {
         let crate_word = |word: &str| {
             let tokens = self.hf.get_model().tokenize(word).ok()?;
             Some(tokens.into_iter().map(|t| (t.id, t.offsets)).collect())

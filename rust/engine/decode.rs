@@ -400,9 +400,14 @@ fn fallback_byte(token: &str) -> Option<u8> {
     }
 }
 
+/// The 256 byte-level characters, byte b's at position b (GPT-2's bytes_to_unicode).
+pub fn byte_level_alphabet() -> String {
+    crate::plan::alphabet::alphabet().iter().collect()
+}
+
 /// The byte a byte-level character stands for.
 fn byte_level_of() -> impl Fn(char) -> Option<u8> {
-    let alphabet = crate::plan::bytelevel::alphabet();
+    let alphabet = crate::plan::alphabet::alphabet();
     let mut table = [None; 324];
     for (b, &c) in alphabet.iter().enumerate() {
         table[c as usize] = Some(b as u8);

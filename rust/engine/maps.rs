@@ -434,7 +434,7 @@ fn wordpiece_of(engine: &Engine) -> Option<(String, Option<u32>)> {
 fn byte_level_bytes(pre_token: &str) -> Option<Vec<u8>> {
     static BYTE_OF: OnceLock<Vec<i16>> = OnceLock::new();
     let byte_of = BYTE_OF.get_or_init(|| {
-        let alphabet = crate::plan::bytelevel::alphabet();
+        let alphabet = crate::plan::alphabet::alphabet();
         let mut table = vec![-1i16; 324];
         for (b, c) in alphabet.iter().enumerate() {
             table[*c as usize] = b as i16;

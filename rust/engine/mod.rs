@@ -14,11 +14,13 @@
 mod added_ids;
 mod aligned;
 pub mod decode;
+pub mod device;
 pub mod exact;
 pub mod maps;
 pub mod offload;
 pub mod overflow;
 pub mod pack;
+pub mod pretok;
 mod single;
 pub mod template;
 
@@ -175,7 +177,7 @@ impl Engine {
 
     /// One sequence on the fast path, or None when the plan or the document
     /// leaves it to the exact path.
-    fn encode_fast(&self, text: &str, offsets: bool) -> Option<cpu::encode::Encoded> {
+    fn encode_fast(&self, text: &str, offsets: bool) -> Option<cpu::Encoded> {
         match &self.fast {
             Ok(FastPlan::ByteLevel(plan)) => {
                 let added = self.hf.get_added_vocabulary();
@@ -278,6 +280,11 @@ impl Engine {
             serde_json::to_value(&self.file_truncation).map_err(Error::tokenizers)?;
         value["padding"] = serde_json::to_value(&self.file_padding).map_err(Error::tokenizers)?;
         serde_json::to_string(&value).map_err(Error::tokenizers)
+    }
+
+    /// True when the post-processor gives pairs a second token type (BERT-style).
+    pub fn uses_type_ids(&self) -> bool {
+        crate::plan::post_processor_uses_type_ids(&self.hf)
     }
 
     /// The underlying `tokenizers` object (without truncation and padding).
@@ -528,6 +535,27 @@ mod tests {
             add_special_tokens: true,
             ..Settings::default()
         }
+    }
+
+    /// The crate runs without truncation of its own, ever: crates.io has no
+    /// tokenizers 0.23.3 (the PyPI oracle's version), and the oracle's Rust
+    /// differs from the crate's 0.23.2 only where the crate truncates while
+    /// it tokenizes (0.23.2's early exit, which the oracle dropped), so
+    /// truncation stays the engine's own for the two to give the same ids.
+    #[test]
+    fn the_crate_never_truncates_itself() {
+        let json = WORDLEVEL.replace(
+            r#""truncation": null"#,
+            r#""truncation": {"direction": "Right", "max_length": 2, "strategy": "LongestFirst",
+                              "stride": 0}"#,
+        );
+        let engine = Engine::from_json(&json).unwrap();
+        assert!(engine.file_truncation().is_some());
+        assert!(engine.hf().get_truncation().is_none());
+        let (added, _) = engine
+            .with_added_tokens(vec![AddedToken::from("zz", false)])
+            .unwrap();
+        assert!(added.hf().get_truncation().is_none());
     }
 
     #[test]

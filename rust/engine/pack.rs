@@ -4,7 +4,7 @@
 
 use crate::error::Result;
 use crate::kernels::GtTemplate;
-use crate::layout::{row_layout, Batch, Outputs};
+use crate::layout::{self, row_layout, Batch, Outputs};
 use crate::memory::try_vec;
 use tokenizers::{Encoding, PaddingDirection, PaddingParams};
 
@@ -101,13 +101,13 @@ fn laid_out(lengths: &[usize], padding: Option<&PaddingParams>, want: Outputs) -
     let mut row_lengths = try_vec(lengths.len(), "the row lengths")?;
     row_lengths.extend(lengths.iter().map(|&len| len as i64));
     Ok(Batch {
-        ids: try_vec(total, "input_ids")?,
-        attention_mask: field(want.attention_mask, "attention_mask")?,
-        type_ids: field(want.type_ids, "token_type_ids")?,
-        special_tokens_mask: field(want.special_tokens_mask, "special_tokens_mask")?,
+        ids: try_vec(total, layout::INPUT_IDS)?,
+        attention_mask: field(want.attention_mask, layout::ATTENTION_MASK)?,
+        type_ids: field(want.type_ids, layout::TOKEN_TYPE_IDS)?,
+        special_tokens_mask: field(want.special_tokens_mask, layout::SPECIAL_TOKENS_MASK)?,
         offsets: want
             .offsets
-            .then(|| try_vec(total.saturating_mul(2), "offset_mapping"))
+            .then(|| try_vec(total.saturating_mul(2), layout::OFFSET_MAPPING))
             .transpose()?,
         width,
         row_starts,

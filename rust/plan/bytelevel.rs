@@ -29,6 +29,7 @@
 //!
 //! Why not: each refusal is a reason string shown by `tok.plan`.
 
+use super::alphabet::alphabet;
 use super::normalize::PieceNormalizer;
 use super::regex::charset::{self, CharSet};
 use super::regex::{self as compiled_regex, CompiledRegex};
@@ -300,22 +301,6 @@ fn cut_flags(compiled: &CompiledRegex, behavior: Behavior) -> u32 {
         }
     }
     flags
-}
-
-/// The 256 byte-level characters: byte b is written as `alphabet()[b]` (GPT-2's bytes_to_unicode).
-pub fn alphabet() -> [char; 256] {
-    let printable = |b: u8| matches!(b, b'!'..=b'~' | 0xA1..=0xAC | 0xAE..=0xFF);
-    let mut out = ['\0'; 256];
-    let mut extra = 0u32;
-    for b in 0..=255u8 {
-        out[b as usize] = if printable(b) {
-            char::from(b)
-        } else {
-            extra += 1;
-            char::from_u32(255 + extra).expect("256..=323 are valid chars")
-        };
-    }
-    out
 }
 
 /// Everything the fast engine needs for one byte-level BPE tokenizer: its

@@ -31,7 +31,7 @@
 //!
 //! Tables are built once per process for each configuration (about 0.1 s).
 
-use super::bytelevel::alphabet;
+use super::alphabet::alphabet;
 use super::normal_form::StableChars;
 use crate::kernels::GtCharTable;
 use std::collections::HashMap;

@@ -8,6 +8,7 @@
 //! `gpu-tok info --tokenizer` and `tok.plan`. [`unicode`] holds the test that
 //! keeps the scanners' Unicode table in step with Oniguruma.
 
+pub mod alphabet;
 pub mod bytelevel;
 pub mod char_table;
 pub mod metaspace;

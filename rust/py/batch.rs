@@ -6,9 +6,9 @@
 
 use super::errors::to_py;
 use super::tensor::{Storage, Tensor, Values};
-use crate::cuda::pipeline::{DeviceBatch, Timings};
+use crate::engine::device::{DeviceBatch, Timings};
 use crate::error::Result;
-use crate::layout::{narrow, Batch, Dtype};
+use crate::layout::{narrow, Batch, Dtype, OFFSET_MAPPING};
 use crate::memory;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -30,34 +30,22 @@ pub struct CoreBatch {
 impl CoreBatch {
     /// A host batch with its fields in `dtype` (int32: narrowed here, an error
     /// naming the field when a value does not fit).
-    pub fn new(batch: Batch, dtype: Dtype) -> Result<Self> {
-        let Batch {
-            row_starts,
-            lengths,
-            ids,
-            attention_mask,
-            type_ids,
-            special_tokens_mask,
-            offsets,
-            width,
-        } = batch;
-        let fields = [
-            ("input_ids", Some(ids)),
-            ("attention_mask", attention_mask),
-            ("token_type_ids", type_ids),
-            ("special_tokens_mask", special_tokens_mask),
-            ("offset_mapping", offsets),
-        ]
-        .into_iter()
-        .filter_map(|(name, values)| Some((name, values?)))
-        .map(|(name, values)| {
-            let values = match dtype {
-                Dtype::Int64 => Values::Int64(values),
-                Dtype::Int32 => Values::Int32(narrow(&values, name)?),
-            };
-            Ok((name, Storage::host_values(values)))
-        })
-        .collect::<Result<_>>()?;
+    pub fn new(mut batch: Batch, dtype: Dtype) -> Result<Self> {
+        let (row_starts, lengths, width) = (
+            std::mem::take(&mut batch.row_starts),
+            std::mem::take(&mut batch.lengths),
+            batch.width,
+        );
+        let fields = batch
+            .into_fields()
+            .map(|(name, values)| {
+                let values = match dtype {
+                    Dtype::Int64 => Values::Int64(values),
+                    Dtype::Int32 => Values::Int32(narrow(&values, name)?),
+                };
+                Ok((name, Storage::host_values(values)))
+            })
+            .collect::<Result<_>>()?;
         Ok(CoreBatch {
             fields,
             host_row_starts: row_starts.clone(),
@@ -101,7 +89,7 @@ const LIST_BYTES: usize = 64;
 
 /// Values per token: offsets are (start, end) pairs.
 fn per_token(name: &str) -> usize {
-    if name == "offset_mapping" {
+    if name == OFFSET_MAPPING {
         2
     } else {
         1

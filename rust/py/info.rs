@@ -1,8 +1,7 @@
 //! Build and runtime facts for `gpu_tok.info()`.
 
 use super::errors::detach_work;
-use crate::cuda::{jit, prebuilt, probe};
-use crate::kernels::sources;
+use crate::engine::device::{driver, emulator, jit, prebuilt, probe, sources};
 use crate::pool;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
@@ -68,6 +67,7 @@ pub fn cuda_initialised_before_fork() -> bool {
 /// Records CUDA as initialised by this process, as a successful probe does.
 /// For tests of the fork rules on machines without a GPU; use in a throwaway
 /// process (its forked children then refuse CUDA).
+#[cfg(feature = "test-hooks")]
 #[pyfunction]
 pub fn note_cuda_initialised_for_tests() {
     probe::note_initialised();
@@ -76,9 +76,10 @@ pub fn note_cuda_initialised_for_tests() {
 /// For tests of the consumer-stream rule: how each exported emulator buffer
 /// was released since the last call, oldest first, as (bytes, the consumer
 /// streams the release waited for).
+#[cfg(feature = "test-hooks")]
 #[pyfunction]
 pub fn emulator_releases_for_tests() -> Vec<(usize, Vec<u64>)> {
-    crate::cuda::emulator::take_releases()
+    emulator::take_releases()
         .into_iter()
         .map(|r| (r.bytes, r.waited_for))
         .collect()
@@ -91,7 +92,7 @@ pub fn emulator_releases_for_tests() -> Vec<(usize, Vec<u64>)> {
 /// `GPU_TOK_DEVICE_COUNTS=1` was set before the emulator's first use.
 #[pyfunction]
 pub fn emulator_launch_counts(py: Python<'_>) -> PyResult<Vec<(String, HashMap<String, u64>)>> {
-    let device = crate::cuda::emulator::device().map_err(|err| super::errors::to_py(py, err))?;
+    let device = emulator::device().map_err(|err| super::errors::to_py(py, err))?;
     Ok(device
         .driver
         .take_launch_counts()
@@ -122,20 +123,22 @@ pub fn emulator_launch_counts(py: Python<'_>) -> PyResult<Vec<(String, HashMap<S
 /// The shares long words are merged with (`gt_bpe_rounds`): (CPU backend,
 /// devices). Sets those given first, for tests that run each backend with the
 /// other's schedule; returns the shares before. Results never depend on them.
+#[cfg(feature = "test-hooks")]
 #[pyfunction]
 #[pyo3(signature = (host=None, device=None))]
 pub fn long_word_round_shares_for_tests(
     host: Option<u32>,
     device: Option<u32>,
 ) -> PyResult<(u32, u32)> {
-    crate::kernels::set_round_shares(host, device).map_err(pyo3::exceptions::PyValueError::new_err)
+    crate::engine::device::set_round_shares(host, device)
+        .map_err(pyo3::exceptions::PyValueError::new_err)
 }
 
 /// Sets up CUDA device `ordinal` for the batch kernels (context, kernels
 /// compiled or loaded from the cache) and describes it.
 #[pyfunction]
 pub fn cuda_device(py: Python<'_>, ordinal: usize) -> PyResult<Bound<'_, PyDict>> {
-    let device = detach_work(py, || crate::cuda::driver::gpu(ordinal))?;
+    let device = detach_work(py, || driver::gpu(ordinal))?;
     let gpu = &device.driver;
     let d = PyDict::new(py);
     d.set_item("ordinal", gpu.ordinal)?;
@@ -234,7 +237,7 @@ pub fn kernel_sources(py: Python<'_>) -> PyResult<(Bound<'_, PyDict>, Bound<'_, 
 /// The 256 byte-level characters (GPT-2's bytes_to_unicode), byte order.
 #[pyfunction]
 pub fn byte_level_alphabet() -> String {
-    crate::plan::bytelevel::alphabet().iter().collect()
+    crate::engine::decode::byte_level_alphabet()
 }
 
 /// Worker threads of the engine's pool in this process.

@@ -29,6 +29,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<settings::Truncation>()?;
     m.add_class::<settings::Padding>()?;
     m.add_function(wrap_pyfunction!(errors::check_memory, m)?)?;
+    m.add_function(wrap_pyfunction!(tokenizer::device_kind, m)?)?;
     m.add_class::<maps::CoreMaps>()?;
     m.add_function(wrap_pyfunction!(maps::encode_rich, m)?)?;
     m.add_function(wrap_pyfunction!(decode::decode_rows, m)?)?;
@@ -45,9 +46,12 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(info::prebuilt_kernels, m)?)?;
     m.add_function(wrap_pyfunction!(info::cuda_device, m)?)?;
     m.add_function(wrap_pyfunction!(info::cuda_initialised_before_fork, m)?)?;
+    #[cfg(feature = "test-hooks")]
     m.add_function(wrap_pyfunction!(info::note_cuda_initialised_for_tests, m)?)?;
+    #[cfg(feature = "test-hooks")]
     m.add_function(wrap_pyfunction!(info::emulator_releases_for_tests, m)?)?;
     m.add_function(wrap_pyfunction!(info::emulator_launch_counts, m)?)?;
+    #[cfg(feature = "test-hooks")]
     m.add_function(wrap_pyfunction!(info::long_word_round_shares_for_tests, m)?)?;
     m.add_function(wrap_pyfunction!(pretok::split_words, m)?)?;
     m.add_function(wrap_pyfunction!(pretok::time_split, m)?)?;

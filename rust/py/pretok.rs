@@ -3,37 +3,13 @@
 //! with the engine chosen ("scanner": hand-written scanners where a pattern
 //! has one, "compiled": compiled patterns, "oniguruma": the crate's regex).
 
-use crate::cpu::encode;
-use crate::kernels::{self, GtChain};
-use crate::plan::bytelevel::{plan_steps, Engine, SplitStep};
+use crate::engine::pretok::PreTokenizer;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use std::time::Instant;
 
-/// The steps of a pre-tokenizer given as tokenizer.json's JSON.
-fn steps(pre_tokenizer: &str, engine: &str) -> PyResult<(Vec<SplitStep>, Option<GtChain>)> {
-    let engine = Engine::parse(engine).ok_or_else(|| {
-        PyValueError::new_err(format!(
-            "engine must be \"scanner\", \"compiled\" or \"oniguruma\", not {engine:?}"
-        ))
-    })?;
-    let spec: serde_json::Value = serde_json::from_str(pre_tokenizer)
-        .map_err(|e| PyValueError::new_err(format!("pre_tokenizer is not JSON: {e}")))?;
-    plan_steps(&spec, engine).map_err(PyValueError::new_err)
-}
-
-/// Each word's byte span in `text` (the kernels' chain when every step runs
-/// there, else the CPU's Rust path).
-fn words(
-    steps: &[SplitStep],
-    chain: Option<&GtChain>,
-    text: &str,
-    emit: &mut dyn FnMut(usize, usize),
-) {
-    match chain {
-        Some(chain) => kernels::chain_words(chain, text, emit),
-        None => encode::split_words(steps, text, emit),
-    }
+fn steps(pre_tokenizer: &str, engine: &str) -> PyResult<PreTokenizer> {
+    PreTokenizer::new(pre_tokenizer, engine).map_err(PyValueError::new_err)
 }
 
 /// The words `pre_tokenizer` (tokenizer.json JSON of one pre-tokenizer,
@@ -45,12 +21,12 @@ pub fn split_words(
     engine: &str,
     texts: Vec<String>,
 ) -> PyResult<Vec<Vec<(usize, usize)>>> {
-    let (steps, chain) = steps(pre_tokenizer, engine)?;
+    let steps = steps(pre_tokenizer, engine)?;
     Ok(texts
         .iter()
         .map(|text| {
             let mut out = Vec::new();
-            words(&steps, chain.as_ref(), text, &mut |a, b| out.push((a, b)));
+            steps.words(text, &mut |a, b| out.push((a, b)));
             out
         })
         .collect())
@@ -65,7 +41,7 @@ pub fn time_split(
     texts: Vec<String>,
     repeats: usize,
 ) -> PyResult<(usize, Vec<f64>)> {
-    let (steps, chain) = steps(pre_tokenizer, engine)?;
+    let steps = steps(pre_tokenizer, engine)?;
     // The GIL stays held: the chain's raw table pointers are not Send, and
     // this one-thread timer has nothing to share it with.
     let mut count = 0;
@@ -74,7 +50,7 @@ pub fn time_split(
         count = 0;
         let clock = Instant::now();
         for text in &texts {
-            words(&steps, chain.as_ref(), text, &mut |_, _| count += 1);
+            steps.words(text, &mut |_, _| count += 1);
         }
         seconds.push(clock.elapsed().as_secs_f64());
     }

@@ -7,9 +7,8 @@
 //! streams it was exported to).
 
 use super::errors::to_py;
-use crate::cuda::stream::{ConsumerStream, DevBuf, Location};
 use crate::dlpack::{self, DLDevice, Export};
-use crate::kernels::{as_bytes, as_bytes_mut};
+use crate::engine::device::{as_bytes, as_bytes_mut, ConsumerStream, DevBuf, Location, Pod};
 use crate::layout::Dtype;
 use pyo3::exceptions::{PyBufferError, PyTypeError, PyValueError};
 use pyo3::ffi;
@@ -204,7 +203,7 @@ fn consumer_stream(stream: Option<&Bound<'_, PyAny>>) -> PyResult<ConsumerStream
     ConsumerStream::from_dlpack(value).map_err(PyValueError::new_err)
 }
 
-fn read<T: crate::kernels::Pod + Default>(d: &DevBuf, n: usize) -> PyResult<Vec<T>> {
+fn read<T: Pod + Default>(d: &DevBuf, n: usize) -> PyResult<Vec<T>> {
     d.read_vec::<T>(n)
         .map_err(|e| PyBufferError::new_err(e.to_string()))
 }

@@ -6,44 +6,22 @@ use super::batch::CoreBatch;
 use super::errors::detach_work;
 use super::inputs;
 use super::settings::{call_settings, check_pairs, Padding, Truncation};
-use crate::cuda::driver;
-use crate::cuda::emulator::Emulator;
+use crate::engine::device::{Device, Placed};
 use crate::engine::Engine;
 use crate::error::Error;
-use crate::plan;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 use std::sync::Arc;
 
-/// The backend a call runs on.
-enum Backend {
-    Cpu,
-    Cuda(usize),
-    /// The CUDA pipeline on the host, with this many text bytes per chunk,
-    /// and at most this much memory in use (for out-of-memory tests).
-    Emulator(usize, Option<usize>),
-}
-
-impl Backend {
-    fn parse(device: &str) -> PyResult<Self> {
-        let bad = || PyValueError::new_err(format!("unknown device {device:?}"));
-        let mut parts = device.split(':');
-        let number = |part: Option<&str>| part.map(|n| n.parse::<usize>().map_err(|_| bad()));
-        let backend = match parts.next() {
-            Some("cpu") => Backend::Cpu,
-            Some("cuda") => Backend::Cuda(number(parts.next()).transpose()?.unwrap_or(0)),
-            Some("emulator") => {
-                let chunk = number(parts.next()).transpose()?.unwrap_or(64 << 10);
-                Backend::Emulator(chunk, number(parts.next()).transpose()?)
-            }
-            _ => return Err(bad()),
-        };
-        match parts.next() {
-            Some(_) => Err(bad()),
-            None => Ok(backend),
-        }
-    }
+/// The kind of device `device` names ("cpu", "cuda" or "emulator"), or a
+/// `ValueError`: the engine's one parser of device strings, for the Python
+/// layer's checks before a call.
+#[pyfunction]
+pub fn device_kind(device: &str) -> PyResult<&'static str> {
+    Device::parse(device)
+        .map(|device| device.kind())
+        .map_err(|err| PyValueError::new_err(err.to_string()))
 }
 
 /// A loaded tokenizer (immutable).
@@ -71,14 +49,18 @@ impl CoreTokenizer {
     }
 
     /// Encodes a batch. Settings are explicit; the Python layer resolves defaults.
-    /// `device`: "cpu", "cuda:N", or "emulator[:chunk_bytes[:memory_bytes]]"
+    /// `device`: "cpu", "cuda", "cuda:N", or "emulator[:chunk_bytes[:memory_bytes]]"
     /// (the CUDA pipeline run on the host, for tests; `memory_bytes` makes
-    /// allocations past it fail as out of memory). `chunk_bytes`: text bytes
-    /// per device chunk, instead of the device's own choice (`cuda` sizes
-    /// chunks from free memory); it has no effect on the CPU.
+    /// allocations past it fail as out of memory), parsed by the engine
+    /// (`engine::device`). `chunk_bytes`: text bytes per device chunk, instead
+    /// of the device's own choice (`cuda` sizes chunks from free memory); it
+    /// has no effect on the CPU. `host_results`: the caller wants the results
+    /// in host memory (`device="auto"`), so a device out of memory computes the
+    /// call on the CPU with a `CpuFallbackWarning` (at `stacklevel`, counted
+    /// from the Python function that calls this one) instead of raising.
     #[pyo3(signature = (texts, pairs=None, *, add_special_tokens=true, truncation=None, padding=None,
                         attention_mask=false, type_ids=false, special_tokens_mask=false, offsets=false,
-                        device="cpu", dtype="int64", chunk_bytes=None))]
+                        device="cpu", dtype="int64", chunk_bytes=None, host_results=false, stacklevel=1))]
     #[allow(clippy::too_many_arguments)]
     fn encode_batch(
         &self,
@@ -95,8 +77,10 @@ impl CoreTokenizer {
         device: &str,
         dtype: &str,
         chunk_bytes: Option<usize>,
+        host_results: bool,
+        stacklevel: i32,
     ) -> PyResult<CoreBatch> {
-        let backend = Backend::parse(device)?;
+        let device = Device::parse(device).map_err(|err| PyValueError::new_err(err.to_string()))?;
         if chunk_bytes == Some(0) {
             return Err(PyValueError::new_err("chunk_bytes must be positive"));
         }
@@ -129,26 +113,20 @@ impl CoreTokenizer {
             None => first_strs.iter().map(|a| (*a, None)).collect(),
         };
         let engine = &self.engine;
-        match backend {
-            Backend::Cpu => detach_work(py, || {
-                CoreBatch::new(engine.encode_batch(&rows, &settings)?, dtype)
-            }),
-            Backend::Emulator(chunk, limit) => {
-                let chunk = chunk_bytes.unwrap_or(chunk);
-                let dev = match limit {
-                    Some(limit) => Emulator::with_memory_limit(chunk, limit),
-                    None => Emulator::new(chunk),
-                };
-                let batch = detach_work(py, || engine.encode_batch_on(&dev, &rows, &settings))?;
-                Ok(CoreBatch::from_device(batch))
-            }
-            Backend::Cuda(ordinal) => {
-                let batch = detach_work(py, || {
-                    let stream = driver::GpuStream::acquire(&driver::gpu(ordinal)?, chunk_bytes)?;
-                    engine.encode_batch_on(&stream, &rows, &settings)
-                })?;
-                Ok(CoreBatch::from_device(batch))
-            }
+        let (placed, fallback) = detach_work(py, || {
+            engine.encode_on(device, chunk_bytes, host_results, &rows, &settings)
+        })?;
+        if let Some(fallback) = fallback {
+            let category = py
+                .import("gpu_tok._errors")?
+                .getattr("CpuFallbackWarning")?;
+            let message = std::ffi::CString::new(fallback.message())
+                .map_err(|err| PyValueError::new_err(err.to_string()))?;
+            PyErr::warn(py, &category, &message, stacklevel)?;
+        }
+        match placed {
+            Placed::Host(batch) => detach_work(py, || CoreBatch::new(batch, dtype)),
+            Placed::Device(batch) => Ok(CoreBatch::from_device(batch)),
         }
     }
 
@@ -203,7 +181,7 @@ impl CoreTokenizer {
 
     /// True when the post-processor gives pairs a second token type (BERT-style).
     fn uses_token_type_ids(&self) -> bool {
-        plan::post_processor_uses_type_ids(self.engine.hf())
+        self.engine.uses_type_ids()
     }
 
     /// Text of `ids` (a list or tuple of ints, checked here).

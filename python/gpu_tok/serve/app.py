@@ -21,7 +21,6 @@ import asyncio
 import errno
 import math
 import os
-import re
 import signal
 import socket
 import stat
@@ -36,6 +35,7 @@ import orjson
 from aiohttp import web
 
 from .._info import info
+from .._placement import check as check_device
 from ..compat.tokenizer import Tokenizer
 from . import _wire
 from .batcher import Batcher, QueueFull
@@ -51,7 +51,6 @@ _RETRY = {"Retry-After": "1"}
 DEFAULT_MAX_CONNECTIONS = 1024
 _LINGER_S = 10.0  # aiohttp reads away a body left unread (413...) this long, so the client sees the answer
 _SPARE_DESCRIPTORS = 64  # kept free beside the connections: listeners, the event loop, files the process opens
-_DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")
 
 
 @dataclass(frozen=True)
@@ -97,8 +96,7 @@ class ServeConfig:
                 raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
         if not isinstance(self.max_delay_ms, (int, float)) or not 0 <= self.max_delay_ms < math.inf:
             raise ValueError(f"max_delay_ms must be a number of milliseconds >= 0, not {self.max_delay_ms!r}")
-        if not _DEVICE.fullmatch(str(self.device)):
-            raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', not {self.device!r}")
+        check_device(self.device)
         if self.port is None and self.uds is None and self.binary_port is None and self.binary_uds is None:
             raise ValueError("nothing to listen on: give a port, uds, binary_port or binary_uds")
 
