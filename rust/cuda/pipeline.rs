@@ -922,6 +922,7 @@ fn tokenize_chunk(
         };
         // The long words' schedule (gt_bpe_rounds): the GPU's, unless a test sets another.
         let round_share = crate::kernels::round_shares().1;
+        let long_blocks = long_word_blocks(text_len);
         // The BPE families' merge scratch (see gt_bpe_words).
         let merge_scratch = || -> Result<(Vec<DevBuf>, GtMergeScratch)> {
             let heap = scratch(2 * std::mem::size_of::<GtMergeEntry>())?;
@@ -972,10 +973,10 @@ fn tokenize_chunk(
                     words,
                     scratch,
                     round_share,
-                    _pad: 0,
+                    long_blocks,
                 };
+                run_long_words(dev, Kernel::SpmLongWords, &args, long_blocks)?;
                 dev.run(Kernel::SpmWords, &args, word_threads)?;
-                run_long_words(dev, Kernel::SpmLongWords, &args, text_len)?;
                 bufs
             }
             DeviceModel::ByteLevel(model) => {
@@ -985,10 +986,10 @@ fn tokenize_chunk(
                     words,
                     scratch,
                     round_share,
-                    _pad: 0,
+                    long_blocks,
                 };
+                run_long_words(dev, Kernel::BpeLongWords, &args, long_blocks)?;
                 dev.run(Kernel::BpeWords, &args, word_threads)?;
-                run_long_words(dev, Kernel::BpeLongWords, &args, text_len)?;
                 bufs
             }
         };
@@ -1042,16 +1043,22 @@ fn tokenize_chunk(
     })
 }
 
-/// Launches a BPE family's block per long word (`gt_long_word`): one
-/// for each LONG_WORD bytes of text, as many as there can be; each finds
-/// its word on the device, or that it has none.
+/// Blocks of a BPE family's long-word launch (`gt_long_word`): one for each
+/// LONG_WORD bytes of text (as many long words as there can be), at most
+/// what the device holds at once (the grid of `STRIDE_THREADS`); each block
+/// loops over the long words the device counted.
+fn long_word_blocks(text_len: usize) -> u32 {
+    (text_len / LONG_WORD).min((STRIDE_THREADS / LANES) as usize) as u32
+}
+
+/// Launches the long words' `blocks` (none for a chunk that cannot hold one).
 fn run_long_words<A: KernelArgs>(
     dev: &dyn DeviceStream,
     kernel: Kernel,
     args: &A,
-    text_len: usize,
+    blocks: u32,
 ) -> Result<()> {
-    match (text_len / LONG_WORD) as u32 {
+    match blocks {
         0 => Ok(()),
         blocks => dev.run(kernel, args, blocks * LANES),
     }
@@ -1241,14 +1248,16 @@ mod tests {
             seen.iter().copied().eq(0..words.len() as u32),
             "a permutation"
         );
-        // Whole words first, then by the bit count of their length.
+        // Heavy work first: by the bit count of their length, longest first,
+        // and the words whole in the shortcut table last.
         let class = |w: u32| match lens[w as usize] {
             2 | 4 => 0,
             len => 32 - len.leading_zeros(),
         };
         let classes: Vec<u32> = order.iter().map(|&w| class(w)).collect();
-        assert!(classes.windows(2).all(|c| c[0] <= c[1]), "{classes:?}");
-        assert_eq!(classes[0], 0);
+        assert!(classes.windows(2).all(|c| c[0] >= c[1]), "{classes:?}");
+        assert_eq!(classes[0], 10); // 600 bytes: 10 bits
+        assert_eq!(*classes.last().unwrap(), 0);
     }
 
     #[test]
