@@ -4,6 +4,7 @@
                                    [--mb 2] [--call-mb 256] [--host-json benches/results/host_cost.json]
                                    [--host-json-1thread FILE] [--json benches/results/device_model.json]
     python benches/device_model.py --remodel benches/results/device_model-before.json [--json FILE]
+                                   [--no-overlap] [--chunk-mb 64]
 
 Each tokenizer encodes --mb of the corpus on the emulator (`device="emulator:..."`)
 with `GPU_TOK_DEVICE_COUNTS=1`: per kernel launch the emulator counts the
@@ -11,7 +12,8 @@ with `GPU_TOK_DEVICE_COUNTS=1`: per kernel launch the emulator counts the
 the most on one word, threads launched and those that did work, and the
 longest thread's sectors (see `GtLaneCounts` in cuda/gt_lane_check.h for what
 is counted and what is not: the model's tables and merge scratch are not).
-The counts, scaled to a --call-mb call in 64 MiB chunks, become time per
+The counts, scaled to a --call-mb call in --chunk-mb chunks (64 MiB: the
+host's groups, rust/engine/offload.rs PREPARE_GROUP_BYTES), become time per
 stage (kernel) on an H200 with the constants below, each the slowest of:
 
 - memory: sectors x 32 B / HBM bandwidth;
@@ -23,8 +25,12 @@ stage (kernel) on an H200 with the constants below, each the slowest of:
 
 plus a launch overhead per launch. Kernels alone: the sum. End to end: host
 cost (benches/host_cost.py's ms/GB, scaled from its 2 threads to 16 cores
-by the 1 -> 2 thread scaling when a 1-thread run is given) + the text over
-PCIe + kernels, added up: below 256 MiB nothing overlaps (engine/offload.rs).
+by the 1 -> 2 thread scaling when a 1-thread run is given), the text over
+PCIe and the kernels, overlapped chunk by chunk (the host prepares and
+stages chunk k + 1 while the copy engine and the SMs take chunk k): the
+first chunk's three stages one after the other, then the slowest stage per
+chunk; --no-overlap adds them up (main before the host prepared its rows a
+group at a time, when nothing overlapped below 256 MiB).
 
 These are models, not measurements: benches/gpu_bench.py prints them beside
 what a lent GPU measures, which calibrates them.
@@ -41,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-CHUNK = 64 << 20
+CHUNK = 64 << 20  # --chunk-mb
 SECTOR = 32
 # rust/cuda/pipeline.rs STRIDE_THREADS: the grid of the grid-stride kernels
 # (per-word kernels, compact), the same for the sample as for a whole chunk:
@@ -205,7 +211,17 @@ def host_ms_per_gb(path: str | None, path_1thread: str | None, name: str, source
     return out
 
 
-def totals(entry: dict[str, Any], call_bytes: int) -> None:
+def end_to_end_ms(host_ms: float, pcie_ms: float, kernels_ms: float, chunks: int, overlap: bool) -> float:
+    """A call's time from its three stages' totals: with overlap, the first
+    chunk's stages in turn (nothing to overlap them with), then each later
+    chunk at the pace of the slowest stage; without, their sum."""
+    stages = (host_ms, pcie_ms, kernels_ms)
+    if not overlap or chunks < 2:
+        return sum(stages)
+    return sum(stages) / chunks + max(stages) * (chunks - 1) / chunks
+
+
+def totals(entry: dict[str, Any], call_bytes: int, overlap: bool = True) -> None:
     """A tokenizer's kernel and end-to-end totals from its stages (in place)."""
     stages = entry["stages"]
     kernels_ms = sum(s["ms"] for s in stages.values())
@@ -213,27 +229,34 @@ def totals(entry: dict[str, Any], call_bytes: int) -> None:
     entry["kernels_ms"] = round(kernels_ms, 3)
     entry["kernels_gb_per_s"] = round(call_bytes / kernels_ms / 1e6, 2)
     entry["device_bytes_per_text_byte"] = round(bytes_moved / call_bytes, 2)
+    chunks = max(1, -(-call_bytes // CHUNK))
+    entry["overlap"] = overlap
     for e in entry["end_to_end"].values():
-        total = e["host_ms"] + entry["pcie_ms"] + kernels_ms  # nothing overlaps below 256 MiB
+        total = end_to_end_ms(e["host_ms"], entry["pcie_ms"], kernels_ms, chunks, overlap)
         e["ms"] = round(total, 3)
         e["gb_per_s"] = round(call_bytes / total / 1e6, 2)
 
 
-def remodel(path: Path, out: str | None) -> int:
-    """A saved run's counts through this model (for a before/after with the same model)."""
+def remodel(path: Path, out: str | None, overlap: bool) -> int:
+    """A saved run's counts through this model (for a before/after with the
+    same model; the saved stages' counts are the call's, launches included,
+    so --chunk-mb moves only the waves and the end to end's chunks)."""
     results = json.loads(path.read_text())
     call_bytes = results["call_bytes"]
     chunks = max(1, -(-call_bytes // CHUNK))
     for name, entry in results["tokenizers"].items():
         entry["stages"] = {k: stage_time(s, chunks) for k, s in entry["stages"].items()}
-        totals(entry, call_bytes)
-        print(f"{name:14} kernels {entry['kernels_ms']:8.2f} ms = {entry['kernels_gb_per_s']:6.1f} GB/s")
+        totals(entry, call_bytes, overlap)
+        ends = ", ".join(f"{k} {e['gb_per_s']:.2f}" for k, e in entry["end_to_end"].items())
+        print(f"{name:14} kernels {entry['kernels_ms']:8.2f} ms = {entry['kernels_gb_per_s']:6.1f} GB/s; "
+              f"end to end (GB/s) {ends}")
     if out:
         Path(out).write_text(json.dumps(results, indent=1) + "\n")
     return 0
 
 
 def main() -> int:
+    global CHUNK
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tokenizers", nargs="+", default=["qwen3", "llama2", "bert-minilm", "unigram-xlmr"])
     parser.add_argument("--shared", default=str(ROOT.parent / "shared"))
@@ -243,9 +266,12 @@ def main() -> int:
     parser.add_argument("--host-json-1thread")
     parser.add_argument("--json")
     parser.add_argument("--remodel", help="a saved --json run: its stages modeled again with this script's model")
+    parser.add_argument("--chunk-mb", type=float, default=CHUNK / (1 << 20), help="the device's chunks (MiB)")
+    parser.add_argument("--no-overlap", action="store_true", help="end to end as the sum of its stages")
     args = parser.parse_args()
+    CHUNK = int(args.chunk_mb * (1 << 20))
     if args.remodel:
-        return remodel(Path(args.remodel), args.json)
+        return remodel(Path(args.remodel), args.json, not args.no_overlap)
     os.environ["GPU_TOK_DEVICE_COUNTS"] = "1"  # before the emulator's first use
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -282,7 +308,7 @@ def main() -> int:
                 "host_ms": round(per_gb * call_bytes / 1e9, 3),
                 "host_cores": 16 if host["ms_per_gb_16"] else host["threads"],
             }
-        totals(entry, call_bytes)
+        totals(entry, call_bytes, not args.no_overlap)
         results["tokenizers"][name] = entry
         top = sorted(stages.items(), key=lambda kv: -kv[1]["ms"])[:4]
         print(

@@ -100,12 +100,15 @@ GT_HD void gt_pretok_fill_thread(const GtPretokArgs* a, gt_u32 i) {
 
 // ---- words in order of work ------------------------------------------------
 // A warp runs 32 word threads in step, so it takes as long as its slowest
-// word. The per-word kernels therefore take words in order of a work class:
-// byte-level words the shortcut table holds whole (one lookup) first, then
-// the others by their length's bit count. order_count counts each class,
-// order_fill places each word after the classes before its own (in no
-// particular order inside a class: each word writes only its own slots, so
-// the results do not depend on it).
+// word. The per-word kernels therefore take words in order of a work class,
+// heavy work first: the words by their length's bit count, longest first
+// (the long words, a block each, at the very front), and byte-level words
+// the shortcut table holds whole (one lookup) last. Longest first, because a
+// grid the device cannot hold at once runs its blocks in index order: a long
+// word in a late block would start when the rest is done, and be the tail.
+// order_count counts each class, order_fill places each word after the
+// heavier classes (in no particular order inside a class: each word writes
+// only its own slots, so the results do not depend on it).
 // Both are block-cooperative (GT_EACH_LANE) and block-stride (a fixed grid
 // loops over the blocks of words the device counted): lane k classes word
 // 256 m + k of the word block m in turn, then lane c < GT_WORK_CLASSES
@@ -115,7 +118,7 @@ GT_HD void gt_pretok_fill_thread(const GtPretokArgs* a, gt_u32 i) {
 // counter serialises in L2 (~40M on one word per 256 MB of text: ~95% of the
 // modeled kernel time, benches/README "Device cost model"); one per class and
 // block is 256x fewer.
-#define GT_WORK_CLASSES 16
+#define GT_WORK_CLASSES 13
 
 struct GtOrderArgs {
     const gt_u8* text;
@@ -124,7 +127,7 @@ struct GtOrderArgs {
     const gt_u32* n_words;     // the chunk's word count (blocks past it do nothing)
     GtBytesTable shortcut;     // byte-level BPE's table of whole words (slots null: none)
     gt_u32* class_counts;      // GT_WORK_CLASSES counts, then as many cursors (zeroed by the host)
-    gt_u32* order;             // n_words entries: the words, class by class
+    gt_u32* order;             // n_words entries: the words, class by class, the last class first
     gt_u32 blocks;             // the launch's blocks: block b takes the blocks of words b, b + blocks, ...
     gt_u32 pad_;
 };
@@ -195,9 +198,9 @@ GT_HD void gt_order_place(const GtOrderArgs* a, gt_u32 b, GtLaneMem<gt_u32> cls,
             for (gt_u32 k = 0; k < GT_LANES; ++k)
                 if (cls[k] == lane) rank[k] = n++;
             if (n) {
-                gt_u32 at = 0;  // the classes before this one
-                GT_GLOBAL_READ(a->class_counts, lane);
-                for (gt_u32 k = 0; k < lane; ++k) at += a->class_counts[k];
+                gt_u32 at = 0;  // the heavier classes, placed before this one
+                GT_GLOBAL_READ(a->class_counts + lane + 1, GT_WORK_CLASSES - 1 - lane);
+                for (gt_u32 k = lane + 1; k < GT_WORK_CLASSES; ++k) at += a->class_counts[k];
                 base[lane] = at + gt_atomic_add(&a->class_counts[GT_WORK_CLASSES + lane], n);
             }
         }
@@ -286,22 +289,12 @@ GT_HD GtBpeScratch gt_merge_scratch_at(const GtMergeScratch* m, gt_u32 start) {
     return s;
 }
 
-// Words of the last work class (GT_LONG_WORD bytes and more) come last in
-// the order: gt_bpe_words and gt_spm_words leave them, a block takes each
-// (gt_bpe_long_words, gt_spm_long_words).
-GT_HD gt_u32 gt_long_words(const GtWords* x) { return x->class_counts[GT_WORK_CLASSES - 1]; }
-
-// True when position i of the order holds a long word.
-GT_HD int gt_is_long_at(const GtWords* x, gt_u32 i) {
+// Words of the last work class (GT_LONG_WORD bytes and more) come first in
+// the order: gt_bpe_words and gt_spm_words start after them, a block takes
+// each (gt_bpe_long_words, gt_spm_long_words).
+GT_HD gt_u32 gt_long_words(const GtWords* x) {
     GT_GLOBAL_READ(&x->class_counts[GT_WORK_CLASSES - 1], 1);
-    return i >= *x->n_words - gt_long_words(x);
-}
-
-// The long word block b takes, or GT_NONE (the host launches a block for
-// each GT_LONG_WORD bytes of text: as many as there can be).
-GT_HD gt_u32 gt_long_word_of_block(const GtWords* x, gt_u32 b) {
-    gt_u32 longs = gt_long_words(x);
-    return b < longs ? x->order[*x->n_words - longs + b] : GT_NONE;
+    return x->class_counts[GT_WORK_CLASSES - 1];
 }
 
 // Byte-level BPE over the words the scanners found. round_share: the long
@@ -311,13 +304,13 @@ struct GtBpeArgs {
     GtWords words;
     GtMergeScratch scratch;
     gt_u32 round_share;
-    gt_u32 pad_;
+    gt_u32 long_blocks;  // the long words' launch: block b takes long words b, b + long_blocks, ...
 };
 
 GT_HD void gt_bpe_words_thread(const GtBpeArgs* a, gt_u32 t) {
     const GtWords* x = &a->words;
-    // (The long words come last in the order: a block each takes them.)
-    for (gt_u32 i = t, n = gt_word_count(x); i < n && !gt_is_long_at(x, i); i += x->stride) {
+    // (The long words come first in the order: a block each takes them.)
+    for (gt_u32 i = gt_long_words(x) + t, n = gt_word_count(x); i < n; i += x->stride) {
         gt_u32 w = gt_word_at(x, i), start = x->word_starts[w];
         GtBpeScratch s = gt_merge_scratch_at(&a->scratch, start);
         x->tok_counts[w] = gt_bpe_word(&a->model, x->text + start, x->word_lens[w], s, x->out + start);
@@ -332,12 +325,12 @@ struct GtSpmArgs {
     GtWords words;
     GtMergeScratch scratch;
     gt_u32 round_share;  // as in GtBpeArgs
-    gt_u32 pad_;
+    gt_u32 long_blocks;  // (the same)
 };
 
 GT_HD void gt_spm_words_thread(const GtSpmArgs* a, gt_u32 t) {
     const GtWords* x = &a->words;
-    for (gt_u32 i = t, n = gt_word_count(x); i < n && !gt_is_long_at(x, i); i += x->stride) {
+    for (gt_u32 i = gt_long_words(x) + t, n = gt_word_count(x); i < n; i += x->stride) {
         gt_u32 w = gt_word_at(x, i), start = x->word_starts[w];
         GtBpeScratch s = gt_merge_scratch_at(&a->scratch, start);
         x->tok_counts[w] = gt_spm_word(&a->model, x->text + start, x->word_lens[w], s, x->out + start);
@@ -345,20 +338,29 @@ GT_HD void gt_spm_words_thread(const GtSpmArgs* a, gt_u32 t) {
     }
 }
 
-// Thread i's part in the long word of its block, for either BPE family
-// (gt_long_word is overloaded on the model).
+// Thread i's part in the long words of its block, for either BPE family
+// (gt_long_word is overloaded on the model): a fixed grid of blocks (about
+// what the device holds), block b taking the long words b, b + long_blocks,
+// ... of the count the device holds, from the front of the order.
 template <class Args>
 GT_HD void gt_long_words_thread(const Args* a, gt_u32 i) {
     const GtWords* x = &a->words;
-    gt_u32 b = GT_BLOCK_OF_THREAD(i);
-    gt_u32 w = b == GT_NONE ? GT_NONE : gt_long_word_of_block(x, b);
-    if (w == GT_NONE) return;  // the whole block
-    gt_u32 start = x->word_starts[w];
-    GtBpeScratch s = gt_merge_scratch_at(&a->scratch, start);
-    gt_long_word(&a->model, x->text + start, x->word_lens[w], s, x->out + start, &x->tok_counts[w], a->round_share);
-    GT_LANE_ZERO {  // (counted as lane 0's work: the block's lanes' merge traffic is not counted)
-        GT_WORK_ITEM();
-        gt_count_word(x, w, x->tok_counts[w]);
+    gt_u32 first = GT_BLOCK_OF_THREAD(i);
+    if (first == GT_NONE || !a->long_blocks) return;  // the whole block
+    for (gt_u32 b = first, longs = gt_long_words(x); b < longs; b += a->long_blocks) {
+        GT_GLOBAL_READ(&x->order[b], 1);
+        gt_u32 w = x->order[b], start = x->word_starts[w];
+        GtBpeScratch s = gt_merge_scratch_at(&a->scratch, start);
+        gt_long_word(&a->model, x->text + start, x->word_lens[w], s, x->out + start, &x->tok_counts[w],
+                     a->round_share);
+        GT_LANE_ZERO {  // (counted as lane 0's work: the block's lanes' merge traffic is not counted)
+            GT_WORK_ITEM();
+            gt_count_word(x, w, x->tok_counts[w]);
+        }
+        // The next word's first phase rewrites the shared state this one's
+        // lanes last read (a block takes several long words only in a chunk
+        // of more than 132 x 8 x 2 kB).
+        if (b + a->long_blocks < longs) GT_SYNC();
     }
 }
 

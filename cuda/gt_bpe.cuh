@@ -328,8 +328,8 @@ GT_HD void gt_bpe_words_turns(const GtBpeModel* m, const gt_u8* bytes, const gt_
 }
 
 // ---- long words: merges in rounds across a block ---------------------------
-// One thread merging a word of 2^14 bytes or more (a run of one character, a
-// line of CJK, a blob of base64) would hold up the whole kernel, so a block
+// One thread merging a word of 2^11 bytes or more (GT_LONG_WORD: a run of one
+// character, a line of CJK, a blob of base64) would hold up the whole kernel, so a block
 // merges it in rounds (byte-level BPE here, SentencePiece BPE in gt_spm.cuh;
 // the CPU backend too, one thread running the lanes: a run of one symbol
 // then takes linear time, not n log n). A round finds the lowest rank r among
@@ -364,7 +364,12 @@ GT_HD void gt_bpe_words_turns(const GtBpeModel* m, const gt_u8* bytes, const gt_
 // with the heap merge (gt_bpe_merge_queued), seeded with the ranks the last
 // round looked up: from a state the oracle passes through, it gives the
 // oracle's result.
-#define GT_LONG_WORD 16384u
+// A word of GT_LONG_WORD bytes or more is long on a device (a block merges
+// it: one thread on a 2 kB word is already ~10x a grid-stride thread's whole
+// share of a chunk's words); the CPU backend, one thread either way, keeps
+// the heap merge up to GT_HOST_LONG_WORD.
+#define GT_LONG_WORD 2048u
+#define GT_HOST_LONG_WORD 16384u
 #define GT_ROUND_SHARE_GPU 32u
 #define GT_ROUND_SHARE_HOST 4u
 #define GT_ROUND_REPAIRS 8u

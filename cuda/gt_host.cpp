@@ -14,7 +14,7 @@ extern "C" {
 // symbol then merge in linear time.
 gt_u32 gt_host_bpe_word(const GtBpeModel* model, const gt_u8* bytes, gt_u32 n, GtBpeScratch scratch, gt_u32* out,
                         gt_u32 share) {
-    if (n < GT_LONG_WORD) return gt_bpe_word(model, bytes, n, scratch, out);
+    if (n < GT_HOST_LONG_WORD) return gt_bpe_word(model, bytes, n, scratch, out);
     gt_u32 count;
     gt_long_word(model, bytes, n, scratch, out, &count, share);
     return count;
@@ -29,7 +29,7 @@ gt_u32 gt_host_turn_max() { return GT_TURN_MAX; }
 
 gt_u32 gt_host_spm_word(const GtSpmModel* model, const gt_u8* bytes, gt_u32 n, GtBpeScratch scratch, gt_u32* out,
                         gt_u32 share) {
-    if (n < GT_LONG_WORD) return gt_spm_word(model, bytes, n, scratch, out);
+    if (n < GT_HOST_LONG_WORD) return gt_spm_word(model, bytes, n, scratch, out);
     gt_u32 count;
     gt_long_word(model, bytes, n, scratch, out, &count, share);
     return count;
@@ -171,13 +171,14 @@ int gt_host_run(gt_u32 kernel, const void* args, gt_u32 begin, gt_u32 end) {
 }
 
 // The constants Rust mirrors (rust/kernels/abi.rs): GT_WORK_CLASSES, GT_LANES,
-// GT_LONG_WORD, GT_ROUND_SHARE_HOST, GT_ROUND_SHARE_GPU.
+// GT_LONG_WORD, GT_ROUND_SHARE_HOST, GT_ROUND_SHARE_GPU, GT_HOST_LONG_WORD.
 void gt_host_constants(gt_u32* out) {
     out[0] = GT_WORK_CLASSES;
     out[1] = GT_LANES;
     out[2] = GT_LONG_WORD;
     out[3] = GT_ROUND_SHARE_HOST;
     out[4] = GT_ROUND_SHARE_GPU;
+    out[5] = GT_HOST_LONG_WORD;
 }
 
 // sizeof of each kernel's argument struct (kernel order), then of the other

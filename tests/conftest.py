@@ -152,17 +152,19 @@ def chat_rows(name: str) -> list[str]:
 
 
 def long_words() -> list[str]:
-    """Words of 2^14 bytes and more, which a block merges in rounds
-    (gt_bpe_rounds): runs of one symbol (merged round after round), CJK and
-    random letters (rounds that merge little: the heap finishes), a run of
-    one letter after Llama-2's "▁" (its first round cut short: the oracle
-    merges "▁" into the run first), both sides of 2^14 bytes."""
+    """Long words, which a block merges in rounds (gt_bpe_rounds) from 2^11
+    bytes on a device and 2^14 on the CPU backend: runs of one symbol
+    (merged round after round), CJK and random letters (rounds that merge
+    little: the heap finishes), a run of one letter after Llama-2's "▁" (its
+    first round cut short: the oracle merges "▁" into the run first), both
+    sides of 2^11 and 2^14 bytes."""
     rng = random.Random(7)
     cjk = "".join(chr(rng.randrange(0x4E00, 0x4E00 + 400)) for _ in range(6000))
     letters = "".join(rng.choice("abcdefghij") for _ in range(20000))
     return ["x" * 20000, "x" * 16384, "x" * 16383, "x" * 16385 + " and after " + "y" * 17000,
             "ab" * 10000, "abc" * 7000, "Aa" * 9000, cjk, letters, " " * 20000 + "z", " \n\n" * 7000,
-            "\n" * 20000, "\U0001F600" * 5000, "-=" * 10000, "short words, then " + "é" * 9000]
+            "\n" * 20000, "\U0001F600" * 5000, "-=" * 10000, "short words, then " + "é" * 9000,
+            "x" * 2047, "x" * 2048, letters[:2047], "ab" * 1024 + " " + letters[:2049], "é" * 1500]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

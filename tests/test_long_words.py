@@ -22,7 +22,9 @@ import pytest
 import tokenizers
 from gpu_tok import _core
 
-LONG_WORD = 1 << 14
+# Bytes from which each backend merges a word in a block's rounds
+# (GT_HOST_LONG_WORD, GT_LONG_WORD).
+LONG_WORD = {"cpu": 1 << 14, "emulator": 1 << 11}
 # (host, device): the shares each backend uses unless a test sets them.
 DEFAULT_SHARES = (4, 32)
 
@@ -108,8 +110,8 @@ def inversions(merges: list[tuple[str, str]]) -> int:
     return sum(any(rank[pair] < r for pair in rank if made[r] in pair) for r in range(len(merges)))
 
 
-def random_words(rng: random.Random, merges: list[tuple[str, str]], alphabet: str) -> list[str]:
-    """Words on both sides of 2^14 bytes: of tokens the merges make (so that
+def random_words(rng: random.Random, merges: list[tuple[str, str]], alphabet: str, long_word: int) -> list[str]:
+    """Words on both sides of long_word bytes: of tokens the merges make (so that
     rounds merge a lot), runs of one token, and repeats of a short string
     (where merges of one rank meet, which is where inversions bite)."""
     tokens = sorted({left + right for left, right in merges} | set(alphabet))
@@ -126,9 +128,9 @@ def random_words(rng: random.Random, merges: list[tuple[str, str]], alphabet: st
                            "".join(rng.choice(alphabet) for _ in range(rng.randrange(2, 6)))])
         return (unit * (length // len(unit) + 1))[:length]
 
-    return [word(LONG_WORD - 1, tokens), word(LONG_WORD + 1, tokens), word(3 * LONG_WORD, rng.sample(tokens, 3)),
-            rng.choice(tokens) * (LONG_WORD + 5), repeat(LONG_WORD + rng.randrange(9)), repeat(LONG_WORD - 1),
-            repeat(LONG_WORD), repeat(2 * LONG_WORD)]
+    return [word(long_word - 1, tokens), word(long_word + 1, tokens), word(3 * long_word, rng.sample(tokens, 3)),
+            rng.choice(tokens) * (long_word + 5), repeat(long_word + rng.randrange(9)), repeat(long_word - 1),
+            repeat(long_word), repeat(2 * long_word)]
 
 
 # (alphabet, merges) of the random cases: few merges over few letters meet
@@ -136,26 +138,27 @@ def random_words(rng: random.Random, merges: list[tuple[str, str]], alphabet: st
 SHAPES = [("ab", 3), ("ab", 4), ("abc", 3), ("abc", 4), ("ab", 12), ("abc", 12)]
 
 
-def byte_level_cases() -> list[tuple[list[tuple[str, str]], list[str]]]:
+def byte_level_cases(long_word: int) -> list[tuple[list[tuple[str, str]], list[str]]]:
     rng = random.Random(31)
-    cases = [([("ab", "a"), ("a", "b")], ["ab" * 8192, "ab" * 8191, "ab" * 9000 + "a"])]  # issue 31's
+    half = long_word // 2  # issue 31's, at the backend's threshold
+    cases = [([("ab", "a"), ("a", "b")], ["ab" * half, "ab" * (half - 1), "ab" * (half + 400) + "a"])]
     for alphabet, n in SHAPES * 4:
         merges = random_merges(rng, alphabet, n)
-        cases.append((merges, random_words(rng, merges, alphabet)))
+        cases.append((merges, random_words(rng, merges, alphabet, long_word)))
     return cases
 
 
-def sentencepiece_cases() -> list[tuple[list[tuple[str, str]], str, list[str]]]:
+def sentencepiece_cases(long_word: int) -> list[tuple[list[tuple[str, str]], str, list[str]]]:
     rng = random.Random(32)
     cases = []
     for alphabet, n in SHAPES * 2:
         merges = random_merges(rng, "▁" + alphabet, n)
-        cases.append((merges, alphabet, random_words(rng, merges, alphabet)))
+        cases.append((merges, alphabet, random_words(rng, merges, alphabet, long_word)))
     return cases
 
 
 def test_the_random_merge_lists_have_inversions() -> None:
-    counts = [inversions(merges) for merges, _ in byte_level_cases()]
+    counts = [inversions(merges) for merges, _ in byte_level_cases(LONG_WORD["cpu"])]
     assert sum(count > 0 for count in counts) >= len(counts) // 2, counts
 
 
@@ -178,12 +181,12 @@ def test_byte_level_long_words_equal_tokenizers(device: str, share: int) -> None
     # The emulator runs every other case (issue 31's among them): its kernels
     # check each lane's accesses (several times slower), and the CPU backend
     # runs the same rounds (gt_bpe_rounds) on every case at both shares.
-    cases = byte_level_cases()
+    cases = byte_level_cases(LONG_WORD[device])
     for merges, words in cases if device == "cpu" else cases[::2]:
         assert_oracles(byte_level_bpe(merges), words, device)
 
 
 @pytest.mark.parametrize("device", ["cpu", "emulator"])
 def test_sentencepiece_long_words_equal_tokenizers(device: str, share: int) -> None:
-    for merges, alphabet, words in sentencepiece_cases():
+    for merges, alphabet, words in sentencepiece_cases(LONG_WORD[device]):
         assert_oracles(sentencepiece_bpe(merges, alphabet), words, device)

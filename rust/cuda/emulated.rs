@@ -1175,13 +1175,15 @@ mod tests {
             assert_eq!(fill.atomic_words, vec![(cursor_word, working_blocks)]);
             // Each block's words take 256 consecutive slots of order: 128 sectors.
             assert_eq!(fill.write_sectors, u64::from(WORDS) * 4 / 32, "{fill:?}");
-            // + the three class counts before its class: a sector per working block.
+            // + the counts of the heavier classes, placed before its class
+            // (classes 4 to 12: 36 bytes, two sectors) per working block.
             assert_eq!(
                 fill.read_sectors,
-                u64::from(WORDS) * 4 / 32 + BLOCKS + working_blocks
+                u64::from(WORDS) * 4 / 32 + BLOCKS + 2 * working_blocks
             );
-            // n_words twice; lane 3: its length, the counts before, the atomic, its slot.
-            assert_eq!(fill.tail, 6);
+            // n_words twice; lane 3: its length, the heavier classes' counts
+            // (two sectors), the atomic, its slot.
+            assert_eq!(fill.tail, 7);
         }
     }
 

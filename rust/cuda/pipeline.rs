@@ -98,11 +98,6 @@ pub struct Job<'a> {
     /// SentencePiece cuts on the host, where it cuts rows into pieces (the
     /// model holds the device's); disabled for the other families.
     pub spm_cuts: GtSpmCuts,
-    pub rows: Vec<Row<'a>>,
-    /// Where each row is cut into pieces (`PieceCuts::of_row`): one entry
-    /// per row, in order, found when the row was prepared and its text was
-    /// still in the cache.
-    pub cuts: Vec<RowCuts>,
     pub template: GtTemplate,
     pub truncation: Option<Truncation>,
     pub padding: Option<&'a PaddingParams>,
@@ -386,34 +381,61 @@ pub const PIECE_BYTES: usize = 1024;
 /// Entries per thread in the scan kernels.
 const SCAN_TILE: u32 = 1024;
 
-/// Runs `job` on `dev`. Buffers dropped here are freed in stream order (after
-/// the kernels that use them), so a call waits for the device once: when
-/// every chunk is queued, for its rows' lengths (which size the packed
-/// output). Word and token counts stay on the device, buffers sized by their
-/// bounds, and the host lays out chunk k + 1 while the device runs chunk k.
-pub fn encode(dev: &dyn DeviceStream, job: &Job<'_>) -> Result<DeviceBatch> {
-    if job.cuts.len() != job.rows.len() {
-        return Err(Error::InvalidArgument(format!(
-            "a device job has {} rows but cuts for {}",
-            job.rows.len(),
-            job.cuts.len()
-        )));
-    }
+/// A group of a call's rows, in order, and where each is cut into pieces
+/// (`PieceCuts::of_row`: one entry per row, found when the row was prepared
+/// and its text was still in the cache).
+pub struct RowGroup<'r> {
+    pub rows: Vec<Row<'r>>,
+    pub cuts: Vec<RowCuts>,
+}
+
+/// Runs `job` on `dev` over `n_rows` rows, which `groups` prepares a group at
+/// a time: each group's chunks are queued before the next group is asked
+/// for, so the host prepares group k + 1 while the device runs group k
+/// (a group's rows are needed only until its chunks' inputs are staged).
+/// Buffers dropped here are freed in stream order (after the kernels that
+/// use them), so a call waits for the device once: when every chunk is
+/// queued, for its rows' lengths (which size the packed output). Word and
+/// token counts stay on the device, buffers sized by their bounds.
+pub fn encode<'r>(
+    dev: &dyn DeviceStream,
+    job: &Job<'_>,
+    n_rows: usize,
+    groups: &mut dyn Iterator<Item = Result<RowGroup<'r>>>,
+) -> Result<DeviceBatch> {
     let mut upload_ms = 0.0;
     let mut first_kernel = None;
-    let n_rows = job.rows.len();
     // Each chunk writes its rows' lengths here, read once all are queued.
     let lengths_dev = dev.alloc(4 * n_rows)?;
     let mut chunks = Vec::new();
-    for rows in chunk_rows(&job.rows, dev.chunk_bytes()) {
-        chunks.push(tokenize_chunk(
-            dev,
-            job,
-            rows,
-            &lengths_dev,
-            &mut upload_ms,
-            &mut first_kernel,
-        )?);
+    let mut first_row = 0;
+    for group in groups {
+        let group = group?;
+        if group.cuts.len() != group.rows.len() || first_row + group.rows.len() > n_rows {
+            return Err(Error::InvalidArgument(format!(
+                "a device job's group has {} rows, cuts for {}, after {first_row} of {n_rows} rows",
+                group.rows.len(),
+                group.cuts.len()
+            )));
+        }
+        for rows in chunk_rows(&group.rows, dev.chunk_bytes()) {
+            let at = first_row + rows.start..first_row + rows.end;
+            chunks.push(tokenize_chunk(
+                dev,
+                job,
+                (&group.rows[rows.clone()], &group.cuts[rows]),
+                at,
+                &lengths_dev,
+                &mut upload_ms,
+                &mut first_kernel,
+            )?);
+        }
+        first_row += group.rows.len();
+    }
+    if first_row != n_rows {
+        return Err(Error::InvalidArgument(format!(
+            "a device job of {n_rows} rows was given {first_row}"
+        )));
     }
     let lengths: Vec<usize> = dev
         .download_vec::<u32>(&lengths_dev, 0, n_rows)?
@@ -528,18 +550,24 @@ fn pack_launch_elements() -> usize {
 /// Rows grouped so that each group's text fits `chunk_bytes` (a longer row
 /// gets a group of its own).
 fn chunk_rows(rows: &[Row<'_>], chunk_bytes: usize) -> Vec<Range<usize>> {
+    groups_of_bytes(rows.iter().map(Row::bytes), chunk_bytes)
+}
+
+/// Consecutive items grouped so that each group's bytes fit `limit` (a
+/// larger item gets a group of its own); no items: one empty group.
+pub fn groups_of_bytes(sizes: impl Iterator<Item = usize>, limit: usize) -> Vec<Range<usize>> {
     let mut groups = Vec::new();
-    let (mut begin, mut bytes) = (0, 0);
-    for (i, row) in rows.iter().enumerate() {
-        let n = row.bytes();
-        if i > begin && bytes + n > chunk_bytes {
+    let (mut begin, mut bytes, mut end) = (0, 0, 0);
+    for (i, n) in sizes.enumerate() {
+        if i > begin && bytes + n > limit {
             groups.push(begin..i);
             (begin, bytes) = (i, 0);
         }
         bytes += n;
+        end = i + 1;
     }
-    if begin < rows.len() || rows.is_empty() {
-        groups.push(begin..rows.len());
+    if begin < end || end == 0 {
+        groups.push(begin..end);
     }
     groups
 }
@@ -821,23 +849,24 @@ fn copy_texts(rows: &[Row<'_>], starts: &[usize], out: &mut [u8]) {
     });
 }
 
+/// Queues one chunk: its rows and their cuts, which are the call's rows `rows`.
 fn tokenize_chunk(
     dev: &dyn DeviceStream,
     job: &Job<'_>,
+    (chunk_rows, cuts): (&[Row<'_>], &[RowCuts]),
     rows: Range<usize>,
     lengths: &DevBuf,
     upload_ms: &mut f64,
     first_kernel: &mut Option<Mark>,
 ) -> Result<Chunk> {
     let clock = std::time::Instant::now();
-    let chunk_rows = &job.rows[rows.clone()];
     let (device_cuts, metaspace) = match job.model {
         DeviceModel::SentencePiece(_, device) => (device, 0),
         DeviceModel::Unigram(_, replacement) => (GtSpmCuts::disabled(), replacement),
         _ => (GtSpmCuts::disabled(), 0),
     };
     let emulated_before = dev.emulated_device_ms().unwrap_or(0.0);
-    let layout = lay_out(chunk_rows, &job.cuts[rows.clone()])?;
+    let layout = lay_out(chunk_rows, cuts)?;
     let inputs = StagedInputs::upload(dev, chunk_rows, &layout)?;
     // The host's part: an emulator's allocation is device time, counted there.
     let emulated = dev.emulated_device_ms().unwrap_or(0.0) - emulated_before;
@@ -915,6 +944,7 @@ fn tokenize_chunk(
         };
         // The long words' schedule (gt_bpe_rounds): the GPU's, unless a test sets another.
         let round_share = crate::kernels::round_shares().1;
+        let long_blocks = long_word_blocks(text_len);
         // The BPE families' merge scratch (see gt_bpe_words).
         let merge_scratch = || -> Result<(Vec<DevBuf>, GtMergeScratch)> {
             let heap = scratch(2 * std::mem::size_of::<GtMergeEntry>())?;
@@ -965,10 +995,10 @@ fn tokenize_chunk(
                     words,
                     scratch,
                     round_share,
-                    _pad: 0,
+                    long_blocks,
                 };
+                run_long_words(dev, Kernel::SpmLongWords, &args, long_blocks)?;
                 dev.run(Kernel::SpmWords, &args, word_threads)?;
-                run_long_words(dev, Kernel::SpmLongWords, &args, text_len)?;
                 bufs
             }
             DeviceModel::ByteLevel(model) => {
@@ -978,10 +1008,10 @@ fn tokenize_chunk(
                     words,
                     scratch,
                     round_share,
-                    _pad: 0,
+                    long_blocks,
                 };
+                run_long_words(dev, Kernel::BpeLongWords, &args, long_blocks)?;
                 dev.run(Kernel::BpeWords, &args, word_threads)?;
-                run_long_words(dev, Kernel::BpeLongWords, &args, text_len)?;
                 bufs
             }
         };
@@ -1035,16 +1065,22 @@ fn tokenize_chunk(
     })
 }
 
-/// Launches a BPE family's block per long word (`gt_long_word`): one
-/// for each LONG_WORD bytes of text, as many as there can be; each finds
-/// its word on the device, or that it has none.
+/// Blocks of a BPE family's long-word launch (`gt_long_word`): one for each
+/// LONG_WORD bytes of text (as many long words as there can be), at most
+/// what the device holds at once (the grid of `STRIDE_THREADS`); each block
+/// loops over the long words the device counted.
+fn long_word_blocks(text_len: usize) -> u32 {
+    (text_len / LONG_WORD).min((STRIDE_THREADS / LANES) as usize) as u32
+}
+
+/// Launches the long words' `blocks` (none for a chunk that cannot hold one).
 fn run_long_words<A: KernelArgs>(
     dev: &dyn DeviceStream,
     kernel: Kernel,
     args: &A,
-    text_len: usize,
+    blocks: u32,
 ) -> Result<()> {
-    match (text_len / LONG_WORD) as u32 {
+    match blocks {
         0 => Ok(()),
         blocks => dev.run(kernel, args, blocks * LANES),
     }
@@ -1234,14 +1270,78 @@ mod tests {
             seen.iter().copied().eq(0..words.len() as u32),
             "a permutation"
         );
-        // Whole words first, then by the bit count of their length.
+        // Heavy work first: by the bit count of their length, longest first,
+        // and the words whole in the shortcut table last.
         let class = |w: u32| match lens[w as usize] {
             2 | 4 => 0,
             len => 32 - len.leading_zeros(),
         };
         let classes: Vec<u32> = order.iter().map(|&w| class(w)).collect();
-        assert!(classes.windows(2).all(|c| c[0] <= c[1]), "{classes:?}");
-        assert_eq!(classes[0], 0);
+        assert!(classes.windows(2).all(|c| c[0] >= c[1]), "{classes:?}");
+        assert_eq!(classes[0], 10); // 600 bytes: 10 bits
+        assert_eq!(*classes.last().unwrap(), 0);
+    }
+
+    /// A job of host ids only (no model): groups of rows given in turn.
+    fn ids_job() -> Job<'static> {
+        Job {
+            model: DeviceModel::ByteLevel(GtBpeModel::null()),
+            chain: GtChain::default(),
+            spm_cuts: GtSpmCuts::disabled(),
+            template: GtTemplate::default(),
+            truncation: None,
+            padding: None,
+            outputs: Outputs::default(),
+        }
+    }
+
+    /// Groups of three one-id rows, each asked for after recording how many
+    /// chunks the device had queued by then.
+    fn counted_groups<'d>(
+        dev: &'d Emulator,
+        asked: &'d std::cell::RefCell<Vec<usize>>,
+    ) -> impl Iterator<Item = Result<RowGroup<'static>>> + 'd {
+        use super::super::emulator::Op;
+        (0..4u32).map(move |g| {
+            let queued = dev
+                .trace()
+                .iter()
+                .filter(|op| **op == Op::Launch(Kernel::RowSpans))
+                .count();
+            asked.borrow_mut().push(queued);
+            let rows: Vec<Row<'static>> = (0..3).map(|r| Row::Ids(vec![10 * g + r])).collect();
+            let cuts = rows
+                .iter()
+                .map(|row| PieceCuts::Whole.of_row(row))
+                .collect();
+            Ok(RowGroup { rows, cuts })
+        })
+    }
+
+    #[test]
+    fn each_group_is_asked_for_after_the_last_ones_chunks_are_queued() {
+        // 16-byte chunks: a group of three ids (12 bytes) is one chunk.
+        let dev = Emulator::traced(16);
+        let asked = std::cell::RefCell::new(Vec::new());
+        let batch = encode(&dev, &ids_job(), 12, &mut counted_groups(&dev, &asked)).unwrap();
+        // The host prepares group k + 1 while the device runs group k.
+        assert_eq!(*asked.borrow(), [0, 1, 2, 3]);
+        let ids = batch.fields[0].1.read_vec::<i64>(12).unwrap();
+        assert_eq!(ids, [0, 1, 2, 10, 11, 12, 20, 21, 22, 30, 31, 32]);
+    }
+
+    #[test]
+    fn a_job_is_given_the_rows_it_was_told_of() {
+        let dev = Emulator::new(16);
+        let asked = std::cell::RefCell::new(Vec::new());
+        for n_rows in [11, 13] {
+            match encode(&dev, &ids_job(), n_rows, &mut counted_groups(&dev, &asked)) {
+                Err(Error::InvalidArgument(message)) => {
+                    assert!(message.contains("rows"), "{message}")
+                }
+                other => panic!("{n_rows} rows: {:?}", other.err()),
+            }
+        }
     }
 
     #[test]

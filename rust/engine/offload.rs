@@ -13,7 +13,7 @@ use super::{Engine, Input, Settings};
 use crate::cpu::encode::Segment;
 use crate::cpu::{self, NormalizedPart, Part, WordPlan};
 use crate::cuda::pipeline::{
-    self, DeviceBatch, DeviceModel, DeviceTables, Job, PieceCuts, Row, RowCuts, Truncation,
+    self, DeviceBatch, DeviceModel, DeviceTables, Job, PieceCuts, Row, RowGroup, Truncation,
 };
 use crate::cuda::stream::{DeviceStream, Location};
 use crate::error::{Error, Result};
@@ -26,6 +26,14 @@ use crate::pool;
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 use tokenizers::{AddedVocabulary, TruncationDirection};
+
+/// Input bytes the host prepares before their chunks are queued: small
+/// enough that a call of 100 MB is two groups (the host prepares one while
+/// the device runs the one before), large enough that a chunk's fixed
+/// device costs (its scans' tiles, launches) stay little: 32 MiB chunks
+/// cost the modeled kernels 15-40 % more than 64 MiB (benches/README,
+/// "Device cost model").
+const PREPARE_GROUP_BYTES: usize = 64 << 20;
 
 /// The fast plan's tables, uploaded once per device.
 pub type TablesCache = Mutex<Vec<(Location, Arc<DeviceTables>)>>;
@@ -60,17 +68,6 @@ impl Engine {
             _ => GtSpmCuts::disabled(),
         };
         let piece_cuts = PieceCuts::of(&model, &chain, spm_cuts);
-        let clock = std::time::Instant::now();
-        // Each row is cut into pieces as soon as it is prepared, while its
-        // text is in the cache (a search later missed it once per kB).
-        let rows = pool::current().map(inputs.len(), |i| {
-            let (row, on_host) = self.device_row(inputs[i].0, plan, settings)?;
-            let cuts = piece_cuts.of_row(&row);
-            Ok::<_, Error>((row, (on_host, cuts)))
-        })?;
-        let prepare_ms = clock.elapsed().as_secs_f64() * 1e3;
-        let (rows, (on_host, cuts)): (Vec<Row<'_>>, (Vec<bool>, Vec<RowCuts>)) =
-            rows.into_iter().unzip();
         let added = if settings.add_special_tokens {
             self.added_special_tokens(false)
         } else {
@@ -80,8 +77,6 @@ impl Engine {
             model,
             chain,
             spm_cuts,
-            rows,
-            cuts,
             template,
             truncation: settings.truncation.as_ref().map(|t| Truncation {
                 max_seq: (t.max_length - added).min(u32::MAX as usize) as u32,
@@ -90,13 +85,37 @@ impl Engine {
             padding: settings.padding.as_ref(),
             outputs: settings.outputs,
         };
-        let mut batch = pipeline::encode(dev, &job)?;
+        // Rows are prepared a group at a time, each group's chunks queued
+        // before the next is prepared: the host prepares group k + 1 while
+        // the device runs group k (a call of 100 MB overlaps too).
+        let (mut prepare_ms, mut on_host) = (0.0, 0);
+        let group_bytes = dev.chunk_bytes().min(PREPARE_GROUP_BYTES);
+        let sizes = inputs.iter().map(|input| input.0.len());
+        let mut groups = pipeline::groups_of_bytes(sizes, group_bytes)
+            .into_iter()
+            .map(|group| {
+                let clock = std::time::Instant::now();
+                // Each row is cut into pieces as soon as it is prepared, while
+                // its text is in the cache (a search later missed it once per kB).
+                let rows = pool::current().map(group.len(), |i| {
+                    let (row, host) = self.device_row(inputs[group.start + i].0, plan, settings)?;
+                    let cuts = piece_cuts.of_row(&row);
+                    Ok::<_, Error>((row, (host, cuts)))
+                })?;
+                let (rows, (host, cuts)): (Vec<Row<'_>>, (Vec<bool>, _)) = rows.into_iter().unzip();
+                on_host += host.iter().filter(|&&host| host).count();
+                prepare_ms += clock.elapsed().as_secs_f64() * 1e3;
+                Ok(RowGroup { rows, cuts })
+            });
+        let batch = pipeline::encode(dev, &job, inputs.len(), &mut groups);
+        drop(groups);
+        let mut batch = batch?;
         batch.timings.prepare_ms = prepare_ms;
         // After the pipeline's scratch is freed: on a GPU the frees are queued
         // on the stream, not host work, so the emulator counts them as device time.
         batch.timings.emulated_device_ms = dev.emulated_device_ms();
         batch.timings.emulated_peak_bytes = dev.emulated_peak_bytes();
-        batch.timings.rows_on_host = on_host.iter().filter(|&&host| host).count();
+        batch.timings.rows_on_host = on_host;
         Ok(batch)
     }
 

@@ -500,13 +500,16 @@ c_mirror! {
 }
 
 /// `GT_WORK_CLASSES`: the work classes words are ordered by.
-pub const WORK_CLASSES: usize = 16;
+pub const WORK_CLASSES: usize = 13;
 /// `GT_LANES`: threads per block of every batch kernel (a block-cooperative
 /// one's lanes).
 pub const LANES: u32 = 256;
-/// `GT_LONG_WORD`: bytes from which a word is long (the last work class),
-/// which a block merges (`gt_long_word`).
-pub const LONG_WORD: usize = 16384;
+/// `GT_LONG_WORD`: bytes from which a word is long on a device (the last
+/// work class, first in the order), which a block merges (`gt_long_word`).
+pub const LONG_WORD: usize = 2048;
+/// `GT_HOST_LONG_WORD`: bytes from which the CPU backend merges a word in a
+/// block's rounds (one thread running the lanes) instead of the heap merge.
+pub const HOST_LONG_WORD: usize = 16384;
 /// `GT_ROUND_SHARE_HOST` and `GT_ROUND_SHARE_GPU`: a long word's round is
 /// applied when it merges at least 1/share of the symbols (`gt_bpe_rounds`):
 /// the CPU backend's share, and a device's (a GPU's lanes share a round's
@@ -629,7 +632,8 @@ c_mirror! {
         pub scratch: GtMergeScratch,
         /// The long words' schedule (`round_shares`).
         pub round_share: u32,
-        pub _pad: u32,
+        /// The long words' launch: block b takes long words b, b + long_blocks, ...
+        pub long_blocks: u32,
     }
 }
 
@@ -640,7 +644,8 @@ c_mirror! {
         pub scratch: GtMergeScratch,
         /// The long words' schedule (`round_shares`).
         pub round_share: u32,
-        pub _pad: u32,
+        /// As in `GtBpeArgs`.
+        pub long_blocks: u32,
     }
 }
 
@@ -841,7 +846,8 @@ mod tests {
                 LANES,
                 LONG_WORD as u32,
                 ROUND_SHARE_HOST,
-                ROUND_SHARE_GPU
+                ROUND_SHARE_GPU,
+                HOST_LONG_WORD as u32
             ]
         );
     }

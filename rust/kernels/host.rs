@@ -1019,11 +1019,12 @@ pub fn c_struct_sizes() -> Vec<u64> {
 }
 
 /// The C side's `GT_WORK_CLASSES`, `GT_LANES`, `GT_LONG_WORD`,
-/// `GT_ROUND_SHARE_HOST` and `GT_ROUND_SHARE_GPU`, which Rust mirrors.
+/// `GT_ROUND_SHARE_HOST`, `GT_ROUND_SHARE_GPU` and `GT_HOST_LONG_WORD`,
+/// which Rust mirrors.
 #[cfg(test)]
-pub fn c_constants() -> [u32; 5] {
-    let mut out = [0u32; 5];
-    // SAFETY: writes 5 entries.
+pub fn c_constants() -> [u32; 6] {
+    let mut out = [0u32; 6];
+    // SAFETY: writes 6 entries.
     unsafe { gt_host_constants(out.as_mut_ptr()) };
     out
 }
