@@ -11,6 +11,7 @@ mod inputs;
 mod settings;
 mod tensor;
 mod tokenizer;
+mod utf8;
 
 use pyo3::prelude::*;
 

@@ -1,0 +1,415 @@
+//! The UTF-8 of a batch of Python `str`, for the engine (one `&str` per row).
+//!
+//! Two builds, one seam. The stable-ABI build (the `abi3` feature: one wheel
+//! for every CPython >= 3.11) asks CPython for each string's UTF-8
+//! (`PyUnicode_AsUTF8AndSize`): free for ASCII strings, whose data already is
+//! UTF-8, but a non-ASCII string is encoded (and the result cached on it) by
+//! one thread under the GIL, 0.6-1 s per GB. A per-version build (the default
+//! for source installs) reads each string's own PEP 393 buffer (1, 2 or 4
+//! bytes per code point, `PyUnicode_KIND`/`PyUnicode_DATA`) under the GIL,
+//! then counts and encodes it on the pool without the GIL: ASCII strings are
+//! borrowed as they are, the others are encoded into one buffer. The call's
+//! own list of the `str` objects keeps them alive, and a `str` never changes
+//! once made, so their buffers hold still while the GIL is released.
+
+use super::errors;
+use pyo3::prelude::*;
+use pyo3::types::PyString;
+
+/// The UTF-8 of every string of a batch: borrowed from the strings where it
+/// already is UTF-8, else from `encoded`.
+pub struct Utf8Texts<'a> {
+    rows: Vec<Row<'a>>,
+    /// The UTF-8 of the rows that had to be encoded, back to back.
+    encoded: String,
+}
+
+enum Row<'a> {
+    Borrowed(&'a str),
+    #[cfg_attr(feature = "abi3", allow(dead_code))] // only per-version builds encode
+    Encoded(std::ops::Range<usize>),
+}
+
+impl<'a> Utf8Texts<'a> {
+    /// Rows that are UTF-8 already (Arrow's).
+    pub fn borrowed(rows: &[&'a str]) -> Self {
+        Utf8Texts {
+            rows: rows.iter().map(|row| Row::Borrowed(row)).collect(),
+            encoded: String::new(),
+        }
+    }
+
+    /// One `&str` per string, in order.
+    pub fn strs(&self) -> Vec<&str> {
+        self.rows
+            .iter()
+            .map(|row| match row {
+                Row::Borrowed(text) => *text,
+                Row::Encoded(span) => &self.encoded[span.clone()],
+            })
+            .collect()
+    }
+}
+
+/// The error for `what[i]`, a string with no UTF-8 form (a lone surrogate).
+fn not_text(what: &str, i: usize, why: impl std::fmt::Display) -> crate::error::Error {
+    crate::error::Error::InvalidArgument(format!(
+        "{what}[{i}] cannot be encoded as UTF-8 ({why}); lone surrogates are not text"
+    ))
+}
+
+/// The UTF-8 of `strings`; a lone surrogate gets an `InvalidInputError`
+/// naming the first string that has one.
+#[cfg(feature = "abi3")]
+pub fn utf8<'a>(
+    py: Python<'_>,
+    strings: &'a [Bound<'_, PyString>],
+    what: &str,
+) -> PyResult<Utf8Texts<'a>> {
+    let rows = strings
+        .iter()
+        .enumerate()
+        .map(|(i, s)| match s.to_str() {
+            Ok(text) => Ok(Row::Borrowed(text)),
+            Err(err) => Err(errors::to_py(py, not_text(what, i, err.value(py)))),
+        })
+        .collect::<PyResult<_>>()?;
+    Ok(Utf8Texts {
+        rows,
+        encoded: String::new(),
+    })
+}
+
+/// The UTF-8 of `strings`; a lone surrogate gets an `InvalidInputError`
+/// naming the first string that has one.
+#[cfg(not(feature = "abi3"))]
+pub fn utf8<'a>(
+    py: Python<'_>,
+    strings: &'a [Bound<'_, PyString>],
+    what: &str,
+) -> PyResult<Utf8Texts<'a>> {
+    let units = strings
+        .iter()
+        .map(code_points::of)
+        .collect::<PyResult<Vec<_>>>()?;
+    errors::detach_work(py, || code_points::to_utf8(&units, what))
+}
+
+#[cfg(not(feature = "abi3"))]
+mod code_points {
+    //! A `str`'s own code points (PEP 393), and their UTF-8 made on the pool.
+
+    use super::{not_text, Row, Utf8Texts};
+    use pyo3::ffi;
+    use pyo3::prelude::*;
+    use pyo3::types::PyString;
+    use std::sync::{Mutex, PoisonError};
+
+    /// A string's code points as CPython stores them: one, two or four bytes each.
+    #[derive(Clone, Copy)]
+    pub enum CodePoints<'a> {
+        One(&'a [u8]),
+        Two(&'a [u16]),
+        Four(&'a [u32]),
+    }
+
+    /// The code points of `s`, borrowed for as long as `s` is.
+    pub fn of<'a>(s: &'a Bound<'_, PyString>) -> PyResult<CodePoints<'a>> {
+        let op = s.as_ptr();
+        // SAFETY: `op` is a live str (the Bound holds a reference) and the GIL
+        // is held. `PyUnicode_READY` (a no-op from 3.12) makes a legacy string
+        // canonical; after it, DATA holds GET_LENGTH code points of KIND bytes,
+        // which stay put and unchanged while the reference lives (a str is
+        // immutable; CPython only resizes one it holds the sole reference to).
+        unsafe {
+            if ffi::PyUnicode_READY(op) != 0 {
+                return Err(PyErr::fetch(s.py()));
+            }
+            let len = usize::try_from(ffi::PyUnicode_GET_LENGTH(op)).unwrap_or(0);
+            if len == 0 {
+                return Ok(CodePoints::One(&[]));
+            }
+            let data = ffi::PyUnicode_DATA(op);
+            Ok(match ffi::PyUnicode_KIND(op) {
+                ffi::PyUnicode_1BYTE_KIND => {
+                    CodePoints::One(std::slice::from_raw_parts(data as *const u8, len))
+                }
+                ffi::PyUnicode_2BYTE_KIND => {
+                    CodePoints::Two(std::slice::from_raw_parts(data as *const u16, len))
+                }
+                _ => CodePoints::Four(std::slice::from_raw_parts(data as *const u32, len)),
+            })
+        }
+    }
+
+    impl<'a> CodePoints<'a> {
+        fn len(&self) -> usize {
+            match self {
+                CodePoints::One(u) => u.len(),
+                CodePoints::Two(u) => u.len(),
+                CodePoints::Four(u) => u.len(),
+            }
+        }
+
+        fn bytes(&self) -> usize {
+            match self {
+                CodePoints::One(u) => u.len(),
+                CodePoints::Two(u) => u.len() * 2,
+                CodePoints::Four(u) => u.len() * 4,
+            }
+        }
+
+        fn slice(&self, range: std::ops::Range<usize>) -> CodePoints<'a> {
+            match self {
+                CodePoints::One(u) => CodePoints::One(&u[range]),
+                CodePoints::Two(u) => CodePoints::Two(&u[range]),
+                CodePoints::Four(u) => CodePoints::Four(&u[range]),
+            }
+        }
+
+        /// Bytes of UTF-8; None when a code point is a surrogate.
+        fn utf8_len(&self) -> Option<usize> {
+            match self {
+                CodePoints::One(u) => utf8_len(u),
+                CodePoints::Two(u) => utf8_len(u),
+                CodePoints::Four(u) => utf8_len(u),
+            }
+        }
+
+        /// Writes the UTF-8 into `out`; returns the bytes written.
+        fn encode(&self, out: &mut [u8]) -> usize {
+            match self {
+                CodePoints::One(u) => encode(u, out),
+                CodePoints::Two(u) => encode(u, out),
+                CodePoints::Four(u) => encode(u, out),
+            }
+        }
+
+        /// The first surrogate: its index and value.
+        fn first_surrogate(&self) -> Option<(usize, u32)> {
+            let find = |c: u32| is_surrogate(c);
+            match self {
+                CodePoints::One(_) => None,
+                CodePoints::Two(u) => u.iter().map(|&c| c as u32).enumerate().find(|e| find(e.1)),
+                CodePoints::Four(u) => u.iter().copied().enumerate().find(|e| find(e.1)),
+            }
+        }
+    }
+
+    fn is_surrogate(c: u32) -> bool {
+        c & !0x7FF == 0xD800
+    }
+
+    /// Code points a task counts or encodes: long strings are cut so that
+    /// one huge string still spreads over the pool.
+    const PER_TASK: usize = 256 << 10;
+
+    /// A piece of row `row`'s code points.
+    struct Piece<'a> {
+        row: usize,
+        code_points: CodePoints<'a>,
+    }
+
+    /// The UTF-8 of `strings`: counted and checked on the pool, ASCII rows
+    /// borrowed, the others encoded on the pool into one buffer.
+    pub fn to_utf8<'a>(
+        strings: &[CodePoints<'a>],
+        what: &str,
+    ) -> crate::error::Result<Utf8Texts<'a>> {
+        let pool = crate::pool::current();
+        let total_bytes = strings.iter().map(CodePoints::bytes).sum();
+        let pieces: Vec<Piece<'a>> = strings
+            .iter()
+            .enumerate()
+            .flat_map(|(row, s)| {
+                (0..s.len().div_ceil(PER_TASK)).map(move |k| Piece {
+                    row,
+                    code_points: s.slice(k * PER_TASK..s.len().min((k + 1) * PER_TASK)),
+                })
+            })
+            .collect();
+        let lens = pool.map_sized(pieces.len(), total_bytes, |i| {
+            Ok::<_, crate::error::Error>(pieces[i].code_points.utf8_len())
+        })?;
+        let mut row_lens = vec![Some(0usize); strings.len()];
+        for (piece, len) in pieces.iter().zip(&lens) {
+            let row = &mut row_lens[piece.row];
+            *row = row.zip(*len).map(|(a, b)| a + b);
+        }
+        if let Some(i) = row_lens.iter().position(Option::is_none) {
+            let (at, c) = strings[i].first_surrogate().unwrap_or_default();
+            let why = format!(
+                "'utf-8' codec can't encode character '\\u{c:x}' in position {at}: surrogates not allowed"
+            );
+            return Err(not_text(what, i, why));
+        }
+        let row_lens: Vec<usize> = row_lens.into_iter().flatten().collect();
+        // ASCII strings (one byte per code point, as many bytes of UTF-8) are
+        // UTF-8 already; the others get a span of the buffer.
+        let ascii = |i: usize| matches!(strings[i], CodePoints::One(u) if row_lens[i] == u.len());
+        let mut end = 0;
+        let rows = strings
+            .iter()
+            .zip(&row_lens)
+            .enumerate()
+            .map(|(i, (s, &len))| match s {
+                // SAFETY: every byte is below 0x80 (counted above): ASCII is UTF-8.
+                CodePoints::One(u) if ascii(i) => {
+                    Row::Borrowed(unsafe { std::str::from_utf8_unchecked(*u) })
+                }
+                _ => {
+                    end += len;
+                    Row::Encoded(end - len..end)
+                }
+            })
+            .collect();
+        let mut buffer = vec![0u8; end];
+        let mut rest = buffer.as_mut_slice();
+        let mut slots = Vec::with_capacity(pieces.len());
+        for (piece, len) in pieces.iter().zip(&lens) {
+            let len = if ascii(piece.row) {
+                0
+            } else {
+                len.unwrap_or(0)
+            };
+            let (slot, tail) = std::mem::take(&mut rest).split_at_mut(len);
+            slots.push(Mutex::new(slot));
+            rest = tail;
+        }
+        pool.map_sized(pieces.len(), total_bytes, |i| {
+            let mut slot = slots[i].lock().unwrap_or_else(PoisonError::into_inner);
+            match slot.is_empty() || pieces[i].code_points.encode(&mut slot) == slot.len() {
+                true => Ok(()),
+                false => Err(crate::error::Error::InvalidArgument(format!(
+                    "{what}[{}] changed while it was read",
+                    pieces[i].row
+                ))),
+            }
+        })?;
+        // SAFETY: each piece starts on a code point and is the UTF-8 of its
+        // code points, none a surrogate (checked above), as `encode` writes
+        // them (and fills its span exactly, checked); pieces lie back to back.
+        let encoded = unsafe { String::from_utf8_unchecked(buffer) };
+        Ok(Utf8Texts { rows, encoded })
+    }
+
+    /// Code points in a block counted with 32-bit sums (which vectorise well).
+    const BLOCK: usize = 4096;
+
+    /// Bytes of UTF-8 for `units`; None when one is a surrogate.
+    fn utf8_len<U: Copy + Into<u32>>(units: &[U]) -> Option<usize> {
+        let mut extra = 0usize;
+        let mut surrogates = 0u32;
+        for block in units.chunks(BLOCK) {
+            let mut block_extra = 0u32;
+            for &u in block {
+                let c: u32 = u.into();
+                block_extra += (c >= 0x80) as u32 + (c >= 0x800) as u32 + (c >= 0x1_0000) as u32;
+                surrogates |= is_surrogate(c) as u32;
+            }
+            extra += block_extra as usize;
+        }
+        (surrogates == 0).then_some(units.len() + extra)
+    }
+
+    /// Code points the ASCII test takes at once.
+    const RUN: usize = 16;
+
+    /// Writes the UTF-8 of `units` (no surrogates) into `out`, which holds
+    /// at least as many bytes as it takes; returns the bytes written. Runs of
+    /// ASCII are narrowed `RUN` code points at a time.
+    fn encode<U: Copy + Into<u32>>(units: &[U], out: &mut [u8]) -> usize {
+        let mut at = 0;
+        let mut runs = units.chunks_exact(RUN);
+        for run in &mut runs {
+            if run.iter().fold(0u32, |acc, &u| acc | u.into()) < 0x80 {
+                for (byte, &u) in out[at..at + RUN].iter_mut().zip(run) {
+                    *byte = u.into() as u8;
+                }
+                at += RUN;
+            } else {
+                for &u in run {
+                    at += put(u.into(), &mut out[at..]);
+                }
+            }
+        }
+        for &u in runs.remainder() {
+            at += put(u.into(), &mut out[at..]);
+        }
+        at
+    }
+
+    /// Writes the UTF-8 of code point `c` at the start of `out`; returns its length.
+    fn put(c: u32, out: &mut [u8]) -> usize {
+        const CONT: u32 = 0x80;
+        let tail = |shift: u32| (CONT | ((c >> shift) & 0x3F)) as u8;
+        match c {
+            0..0x80 => {
+                out[0] = c as u8;
+                1
+            }
+            0x80..0x800 => {
+                out[..2].copy_from_slice(&[(0xC0 | (c >> 6)) as u8, tail(0)]);
+                2
+            }
+            0x800..0x1_0000 => {
+                out[..3].copy_from_slice(&[(0xE0 | (c >> 12)) as u8, tail(6), tail(0)]);
+                3
+            }
+            _ => {
+                out[..4].copy_from_slice(&[(0xF0 | (c >> 18)) as u8, tail(12), tail(6), tail(0)]);
+                4
+            }
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        fn utf8_of(text: &str) -> String {
+            let code_points: Vec<u32> = text.chars().map(u32::from).collect();
+            let max = code_points.iter().copied().max().unwrap_or(0);
+            let narrow8: Vec<u8> = code_points.iter().map(|&c| c as u8).collect();
+            let narrow16: Vec<u16> = code_points.iter().map(|&c| c as u16).collect();
+            let strings = match max {
+                0..0x100 => CodePoints::One(&narrow8),
+                0x100..0x1_0000 => CodePoints::Two(&narrow16),
+                _ => CodePoints::Four(&code_points),
+            };
+            let texts = to_utf8(&[strings], "texts").unwrap();
+            texts.strs()[0].to_string()
+        }
+
+        #[test]
+        fn every_width_encodes_as_std_does() {
+            let long_mixed = "ab é€ 😀 ".repeat(PER_TASK / 3);
+            for text in [
+                "",
+                "plain ascii, more than sixteen characters long",
+                "café crème brûlée, latin-1 only ÿ",
+                "€uro and ascii runs of sixteen or more characters, then 日本語",
+                "astral 😀 and 𝄞 among ascii and é and €",
+                "\u{7f}\u{80}\u{7ff}\u{800}\u{ffff}\u{10000}\u{10ffff}",
+                &long_mixed,
+            ] {
+                assert_eq!(utf8_of(text), text);
+            }
+        }
+
+        #[test]
+        fn surrogates_are_refused_naming_the_first_string() {
+            let good: Vec<u16> = "ok €".encode_utf16().collect();
+            let bad = [0x61u16, 0xDC00, 0x62];
+            let bad4 = [0x1F600u32, 0xD800];
+            let strings = [
+                CodePoints::Two(&good),
+                CodePoints::Two(&bad),
+                CodePoints::Four(&bad4),
+            ];
+            let err = to_utf8(&strings, "texts").err().unwrap().to_string();
+            assert!(err.contains("texts[1]"), "{err}");
+            assert!(err.contains("'\\udc00' in position 1"), "{err}");
+        }
+    }
+}
