@@ -170,8 +170,8 @@ mod code_points {
         /// Bytes of UTF-8; None when a code point is a surrogate.
         fn utf8_len(&self) -> Option<usize> {
             match self {
-                CodePoints::One(u) => utf8_len(u),
-                CodePoints::Two(u) => utf8_len(u),
+                CodePoints::One(u) => Some(latin1_utf8_len(u)),
+                CodePoints::Two(u) => ucs2_utf8_len(u),
                 CodePoints::Four(u) => utf8_len(u),
             }
         }
@@ -180,7 +180,7 @@ mod code_points {
         fn encode(&self, out: &mut [u8]) -> usize {
             match self {
                 CodePoints::One(u) => encode(u, out),
-                CodePoints::Two(u) => encode(u, out),
+                CodePoints::Two(u) => encode_ucs2(u, out),
                 CodePoints::Four(u) => encode(u, out),
             }
         }
@@ -293,7 +293,33 @@ mod code_points {
         Ok(Utf8Texts { rows, encoded })
     }
 
-    /// Code points in a block counted with 32-bit sums (which vectorise well).
+    /// Bytes of UTF-8 for Latin-1 code points: one more for each from 0x80
+    /// (counted in blocks whose sums fit a byte, which vectorise well).
+    fn latin1_utf8_len(units: &[u8]) -> usize {
+        let high: usize = units
+            .chunks(255)
+            .map(|block| block.iter().fold(0u8, |sum, &b| sum + (b >> 7)) as usize)
+            .sum();
+        units.len() + high
+    }
+
+    /// Bytes of UTF-8 for two-byte code points; None when one is a surrogate.
+    fn ucs2_utf8_len(units: &[u16]) -> Option<usize> {
+        let mut extra = 0usize;
+        let mut surrogates = 0u16;
+        // 16-bit sums (at most 2 per code point): twice the lanes of 32-bit ones.
+        for block in units.chunks(1 << 14) {
+            let mut block_extra = 0u16;
+            for &c in block {
+                block_extra += (c >= 0x80) as u16 + (c >= 0x800) as u16;
+                surrogates |= (c & 0xF800 == 0xD800) as u16;
+            }
+            extra += block_extra as usize;
+        }
+        (surrogates == 0).then_some(units.len() + extra)
+    }
+
+    /// Code points in a block counted with 32-bit sums.
     const BLOCK: usize = 4096;
 
     /// Bytes of UTF-8 for `units`; None when one is a surrogate.
@@ -337,6 +363,92 @@ mod code_points {
             at += put(u.into(), &mut out[at..]);
         }
         at
+    }
+
+    /// `encode` for two-byte code points (most strings that are not
+    /// Latin-1: mostly ASCII with a few other characters, or whole runs of
+    /// them): ASCII runs are narrowed 32 at a time, the rest 8 at a time,
+    /// runs of 2- or 3-byte characters without a test per character.
+    fn encode_ucs2(units: &[u16], out: &mut [u8]) -> usize {
+        const ASCII_RUN: usize = 32;
+        let mut at = 0;
+        let mut runs = units.chunks_exact(ASCII_RUN);
+        for run in &mut runs {
+            if run.iter().fold(0, |acc, &c| acc | c) < 0x80 {
+                for (byte, &c) in out[at..at + ASCII_RUN].iter_mut().zip(run) {
+                    *byte = c as u8;
+                }
+                at += ASCII_RUN;
+            } else {
+                at += encode_ucs2_by_8(run, &mut out[at..]);
+            }
+        }
+        at + encode_ucs2_by_8(runs.remainder(), &mut out[at..])
+    }
+
+    fn encode_ucs2_by_8(units: &[u16], out: &mut [u8]) -> usize {
+        const N: usize = 8;
+        let mut at = 0;
+        let mut runs = units.chunks_exact(N);
+        for run in &mut runs {
+            // Flags, not a minimum: SSE2 has no unsigned 16-bit min.
+            let any = run.iter().fold(0, |acc, &c| acc | c);
+            let some_ascii = run.iter().fold(false, |acc, &c| acc | (c < 0x80));
+            let some_below_3_bytes = run.iter().fold(false, |acc, &c| acc | (c < 0x800));
+            if any < 0x80 {
+                for (byte, &c) in out[at..at + N].iter_mut().zip(run) {
+                    *byte = c as u8;
+                }
+                at += N;
+            } else if !some_below_3_bytes {
+                for (bytes, &c) in out[at..at + 3 * N].chunks_exact_mut(3).zip(run) {
+                    bytes.copy_from_slice(&bmp_utf8(c.into()).0.to_le_bytes()[..3]);
+                }
+                at += 3 * N;
+            } else if !some_ascii && any < 0x800 {
+                for (bytes, &c) in out[at..at + 2 * N].chunks_exact_mut(2).zip(run) {
+                    bytes.copy_from_slice(&bmp_utf8(c.into()).0.to_le_bytes()[..2]);
+                }
+                at += 2 * N;
+            } else if let Some(room) = out.get_mut(at..at + 3 * N + 1) {
+                // Mixed widths: each character's 4-byte word is stored whole
+                // (`room` has space for the last one's), no branch on its width.
+                let mut len = 0;
+                for &c in run {
+                    let (word, n) = bmp_utf8(c.into());
+                    room[len..len + 4].copy_from_slice(&word.to_le_bytes());
+                    len += n;
+                }
+                at += len;
+            } else {
+                for &c in run {
+                    at += put(c.into(), &mut out[at..]);
+                }
+            }
+        }
+        for &c in runs.remainder() {
+            at += put(c.into(), &mut out[at..]);
+        }
+        at
+    }
+
+    /// The UTF-8 of a code point below 0x10000 (no surrogate) as the low
+    /// bytes of a little-endian word, and how many bytes it takes; computed
+    /// for every width and then chosen, which compiles to no branch.
+    #[inline(always)]
+    fn bmp_utf8(c: u32) -> (u32, usize) {
+        let two = (0xC0 | (c >> 6)) | (0x80 | (c & 0x3F)) << 8;
+        let three =
+            (0xE0 | (c >> 12)) | (0x80 | ((c >> 6) & 0x3F)) << 8 | (0x80 | (c & 0x3F)) << 16;
+        let len = 1 + (c >= 0x80) as usize + (c >= 0x800) as usize;
+        let word = if c < 0x80 {
+            c
+        } else if c < 0x800 {
+            two
+        } else {
+            three
+        };
+        (word, len)
     }
 
     /// Writes the UTF-8 of code point `c` at the start of `out`; returns its length.
@@ -384,6 +496,8 @@ mod code_points {
         #[test]
         fn every_width_encodes_as_std_does() {
             let long_mixed = "ab é€ 😀 ".repeat(PER_TASK / 3);
+            let runs_of_each_width =
+                "a".repeat(40) + &"é".repeat(17) + &"日".repeat(17) + "aé日" + &"ü€x".repeat(11);
             for text in [
                 "",
                 "plain ascii, more than sixteen characters long",
@@ -392,6 +506,9 @@ mod code_points {
                 "astral 😀 and 𝄞 among ascii and é and €",
                 "\u{7f}\u{80}\u{7ff}\u{800}\u{ffff}\u{10000}\u{10ffff}",
                 &long_mixed,
+                &runs_of_each_width,
+                &runs_of_each_width[1..],
+                &runs_of_each_width[..runs_of_each_width.len() - 1],
             ] {
                 assert_eq!(utf8_of(text), text);
             }
