@@ -16,9 +16,10 @@ staging the text (`upload_ms`), reading counts, sizing and packing. Medians of
 
 Each tokenizer runs twice: on a list of str, and on the same documents as an
 Arrow string array (UTF-8 already: the engine reads it without a copy). The
-difference is CPython's str -> UTF-8 conversion, which holds the GIL (one
-thread, whatever the pool size); `utf8_ms_per_gb` times it alone
-(`str.encode` of fresh strings).
+difference is the str -> UTF-8 conversion: in the abi3 build CPython's, which
+holds the GIL (one thread, whatever the pool size; `utf8_ms_per_gb` times it
+alone: `str.encode` of fresh strings), in a per-version build the pool's
+(`stable_abi` in the JSON says which; benches/abi3_check.sh runs both).
 """
 
 from __future__ import annotations
@@ -110,10 +111,13 @@ def main() -> int:
     for t in fresh:
         t.encode("utf-8")
     utf8_ms_per_gb = (time.perf_counter() - start) * 1e3 * 1e9 / nbytes
-    report: dict[str, Any] = {"mb": nbytes / 1e6, "threads": threads, "chunk_bytes": CHUNK,
+    stable_abi = gpu_tok.info(probe_cuda=False)["stable_abi"]
+    route = "abi3 build: str converted under the GIL" if stable_abi else "per-version build: str converted on the pool"
+    report: dict[str, Any] = {"mb": nbytes / 1e6, "threads": threads, "chunk_bytes": CHUNK, "stable_abi": stable_abi,
                               "utf8_ms_per_gb": utf8_ms_per_gb, "results": {}}
     print(f"{len(texts)} documents, {nbytes / 1e6:.1f} MB, {args.threads} threads; medians of {args.repeats}; "
-          f"CPython str -> UTF-8 alone: {utf8_ms_per_gb:.0f} ms/GB")
+          f"CPython str -> UTF-8 alone: {utf8_ms_per_gb:.0f} ms/GB; "
+          f"{route}")
     print(f"{'tokenizer':14s} {'input':6s} {'host ms/GB':>11s} {'prepare':>9s} {'upload':>8s} {'other':>8s} "
           f"{'device*':>9s} {'B/byte':>7s}")
     for name in args.tokenizers:
