@@ -108,6 +108,8 @@ mod code_points {
     /// A string's code points as CPython stores them: one, two or four bytes each.
     #[derive(Clone, Copy)]
     pub enum CodePoints<'a> {
+        /// Flagged ASCII by CPython: UTF-8 as it is.
+        Ascii(&'a [u8]),
         One(&'a [u8]),
         Two(&'a [u16]),
         Four(&'a [u32]),
@@ -130,6 +132,15 @@ mod code_points {
                 return Ok(CodePoints::One(&[]));
             }
             let data = ffi::PyUnicode_DATA(op);
+            // The flag is a bitfield pyo3 reads up to 3.13; later, ASCII is
+            // found by counting (`to_utf8`).
+            #[cfg(not(Py_3_14))]
+            if ffi::PyUnicode_IS_ASCII(op) != 0 {
+                return Ok(CodePoints::Ascii(std::slice::from_raw_parts(
+                    data as *const u8,
+                    len,
+                )));
+            }
             Ok(match ffi::PyUnicode_KIND(op) {
                 ffi::PyUnicode_1BYTE_KIND => {
                     CodePoints::One(std::slice::from_raw_parts(data as *const u8, len))
@@ -145,7 +156,7 @@ mod code_points {
     impl<'a> CodePoints<'a> {
         fn len(&self) -> usize {
             match self {
-                CodePoints::One(u) => u.len(),
+                CodePoints::Ascii(u) | CodePoints::One(u) => u.len(),
                 CodePoints::Two(u) => u.len(),
                 CodePoints::Four(u) => u.len(),
             }
@@ -153,7 +164,7 @@ mod code_points {
 
         fn bytes(&self) -> usize {
             match self {
-                CodePoints::One(u) => u.len(),
+                CodePoints::Ascii(u) | CodePoints::One(u) => u.len(),
                 CodePoints::Two(u) => u.len() * 2,
                 CodePoints::Four(u) => u.len() * 4,
             }
@@ -161,6 +172,7 @@ mod code_points {
 
         fn slice(&self, range: std::ops::Range<usize>) -> CodePoints<'a> {
             match self {
+                CodePoints::Ascii(u) => CodePoints::Ascii(&u[range]),
                 CodePoints::One(u) => CodePoints::One(&u[range]),
                 CodePoints::Two(u) => CodePoints::Two(&u[range]),
                 CodePoints::Four(u) => CodePoints::Four(&u[range]),
@@ -170,6 +182,7 @@ mod code_points {
         /// Bytes of UTF-8; None when a code point is a surrogate.
         fn utf8_len(&self) -> Option<usize> {
             match self {
+                CodePoints::Ascii(u) => Some(u.len()),
                 CodePoints::One(u) => Some(latin1_utf8_len(u)),
                 CodePoints::Two(u) => ucs2_utf8_len(u),
                 CodePoints::Four(u) => utf8_len(u),
@@ -179,7 +192,7 @@ mod code_points {
         /// Writes the UTF-8 into `out`; returns the bytes written.
         fn encode(&self, out: &mut [u8]) -> usize {
             match self {
-                CodePoints::One(u) => encode(u, out),
+                CodePoints::Ascii(u) | CodePoints::One(u) => encode(u, out),
                 CodePoints::Two(u) => encode_ucs2(u, out),
                 CodePoints::Four(u) => encode(u, out),
             }
@@ -189,7 +202,7 @@ mod code_points {
         fn first_surrogate(&self) -> Option<(usize, u32)> {
             let find = |c: u32| is_surrogate(c);
             match self {
-                CodePoints::One(_) => None,
+                CodePoints::Ascii(_) | CodePoints::One(_) => None,
                 CodePoints::Two(u) => u.iter().map(|&c| c as u32).enumerate().find(|e| find(e.1)),
                 CodePoints::Four(u) => u.iter().copied().enumerate().find(|e| find(e.1)),
             }
@@ -217,10 +230,17 @@ mod code_points {
         what: &str,
     ) -> crate::error::Result<Utf8Texts<'a>> {
         let pool = crate::pool::current();
-        let total_bytes = strings.iter().map(CodePoints::bytes).sum();
+        let flagged = |s: &CodePoints| matches!(s, CodePoints::Ascii(_));
+        let total_bytes = strings
+            .iter()
+            .filter(|s| !flagged(s))
+            .map(CodePoints::bytes)
+            .sum();
+        // Strings flagged ASCII need no work: a batch of them none on the pool.
         let pieces: Vec<Piece<'a>> = strings
             .iter()
             .enumerate()
+            .filter(|(_, s)| !flagged(s))
             .flat_map(|(row, s)| {
                 (0..s.len().div_ceil(PER_TASK)).map(move |k| Piece {
                     row,
@@ -246,15 +266,20 @@ mod code_points {
         let row_lens: Vec<usize> = row_lens.into_iter().flatten().collect();
         // ASCII strings (one byte per code point, as many bytes of UTF-8) are
         // UTF-8 already; the others get a span of the buffer.
-        let ascii = |i: usize| matches!(strings[i], CodePoints::One(u) if row_lens[i] == u.len());
+        let ascii = |i: usize| match strings[i] {
+            CodePoints::Ascii(_) => true,
+            CodePoints::One(u) => row_lens[i] == u.len(),
+            _ => false,
+        };
         let mut end = 0;
         let rows = strings
             .iter()
             .zip(&row_lens)
             .enumerate()
             .map(|(i, (s, &len))| match s {
-                // SAFETY: every byte is below 0x80 (counted above): ASCII is UTF-8.
-                CodePoints::One(u) if ascii(i) => {
+                // SAFETY: every byte is below 0x80 (flagged so by CPython, or
+                // counted above): ASCII is UTF-8.
+                CodePoints::Ascii(u) | CodePoints::One(u) if ascii(i) => {
                     Row::Borrowed(unsafe { std::str::from_utf8_unchecked(*u) })
                 }
                 _ => {
