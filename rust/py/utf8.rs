@@ -277,10 +277,10 @@ mod code_points {
             .zip(&row_lens)
             .enumerate()
             .map(|(i, (s, &len))| match s {
-                // SAFETY: every byte is below 0x80 (flagged so by CPython, or
-                // counted above): ASCII is UTF-8.
                 CodePoints::Ascii(u) | CodePoints::One(u) if ascii(i) => {
-                    Row::Borrowed(unsafe { std::str::from_utf8_unchecked(*u) })
+                    // SAFETY: every byte is below 0x80 (flagged so by CPython,
+                    // or counted above): ASCII is UTF-8.
+                    Row::Borrowed(unsafe { std::str::from_utf8_unchecked(u) })
                 }
                 _ => {
                     end += len;
