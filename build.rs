@@ -1,6 +1,7 @@
 //! Compiles the shared kernel logic (cuda/*.cuh) for the host through
-//! cuda/gt_host.cpp: the CPU backend and the CUDA backend's emulator call the
-//! very functions the CUDA kernels wrap. Also tells the crate which
+//! cuda/gt_host.cpp (the CPU backend) and cuda/gt_host_checked.cpp (the CUDA
+//! backend's emulator, its block lanes checked): both call the very
+//! functions the CUDA kernels wrap. Also tells the crate which
 //! `tokenizers` version Cargo.lock pinned, for `gpu_tok.info()`, and passes on
 //! pyo3's Python version cfgs.
 
@@ -12,6 +13,7 @@ fn main() {
     cc::Build::new()
         .cpp(true)
         .file("cuda/gt_host.cpp")
+        .file("cuda/gt_host_checked.cpp")
         .include("cuda")
         .opt_level(3)
         .flag_if_supported("-std=c++17")

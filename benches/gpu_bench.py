@@ -312,6 +312,21 @@ def auto_crossover(tok: gpu_tok.Tokenizer, docs: list[str], repeats: int, budget
     return {"points": points, "threshold_bytes": crossover(points), "current_bytes": saved[0]}
 
 
+def modeled(tok: gpu_tok.Tokenizer, texts: list[str], nbytes: int) -> dict[str, Any]:
+    """benches/device_model.py's kernel time for this call, from the emulator's
+    counts over its first ~2 MB (the model's calibration: printed beside the measured)."""
+    import device_model
+
+    sample, size = [], 0
+    for text in texts:
+        if size >= 2e6:
+            break
+        sample.append(str(text))
+        size += len(text.encode("utf-8"))
+    stages = device_model.model(device_model.count_launches(tok, sample), size, nbytes)
+    return {"kernels_ms": sum(s["ms"] for s in stages.values()), "stages": stages}
+
+
 def median_timing(result: dict[str, Any], key: str) -> float | None:
     values = [e["timings"][key] for e in result.get("extras", []) if key in e.get("timings", {})]
     return statistics.median(values) if values else None
@@ -335,7 +350,7 @@ def bench_one(name: str, loaded: tuple[gpu_tok.Tokenizer, Any, str], docs: list[
     if cuda_ok:
         def first_call() -> dict[str, Any]:
             small = texts[:256]
-            results = {}
+            results: dict[str, Any] = {}
             for label in ("first_call", "second_call"):
                 dev.sync()
                 start = time.perf_counter()
@@ -375,7 +390,8 @@ def bench_one(name: str, loaded: tuple[gpu_tok.Tokenizer, Any, str], docs: list[
         out["cuda_chunked"] = guarded("cuda 4 MB chunks", errors, cuda_chunked)
 
         def cuda_padded() -> dict[str, Any]:
-            pad_id = tok.pad_token_id if tok.pad_token_id is not None else 0
+            pad_id = getattr(tok, "pad_token_id", None)  # (set at run time: the stub does not declare it)
+            pad_id = pad_id if pad_id is not None else 0
             run = cuda_runner(dev, tok, texts, padding="longest", truncation=True, max_length=MAX_LENGTH,
                               pad_token_id=pad_id)
             run()  # untimed: the padded layout's first use
@@ -409,6 +425,11 @@ def bench_one(name: str, loaded: tuple[gpu_tok.Tokenizer, Any, str], docs: list[
             "mb_per_s": nbytes / 1e6 / (kernels_ms / 1e3) if kernels_ms else None,
             "gb_per_s": nbytes / 1e9 / (kernels_ms / 1e3) if kernels_ms else None,
         }
+        out["cuda_kernels_modeled"] = guarded("device model", errors, lambda: modeled(tok, texts, nbytes))
+        measured, predicted = kernels_ms, out["cuda_kernels_modeled"].get("kernels_ms")
+        if measured and predicted:
+            print(f"  kernels: measured {measured:.1f} ms, modeled {predicted:.1f} ms "
+                  f"(benches/device_model.py; measured / modeled {measured / predicted:.2f})", flush=True)
 
     def cpu() -> dict[str, Any]:
         run = cpu_runner(tok, texts)
@@ -545,6 +566,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--mb, --ref-mb and --repeats must be positive")
     names = [n for part in args.tokenizers for n in part.split(",") if n]
     budget = Budget(args.time_limit)
+    os.environ["GPU_TOK_DEVICE_COUNTS"] = "1"  # the emulator's counts for the model (before its first use)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
 
     shared = find_shared(args.shared)
     info = gpu_tok.info()

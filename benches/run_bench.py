@@ -6,7 +6,7 @@ in two modes, and prints the tables of benches/README.md (`summarize.py`):
   -> <out>/<tokenizer>-1thread.json
 
 Each mode is one process in which the engines take turns on disjoint
-document sets, each set new to every engine (see python/gpu_tok/bench.py).
+document sets, each set new to every engine (see python/gpu_tok/tools/bench.py).
 
     python benches/run_bench.py [--tokenizers qwen3,gpt-oss] [--modes batch,1thread] [--max-mb 12]
                                 [--sets 5] [--repeats 3] [--compare tokenizers,gigatoken] [--out DIR]

@@ -92,7 +92,7 @@ def binary_floor_server(port: int) -> None:
     with a constant answer frame (one empty row): the binary transport's own cost."""
     import numpy as np
     import uvloop
-    from gpu_tok import _frames, _wire
+    from gpu_tok.serve import _frames, _wire
 
     answer = _wire.pack(np.zeros(2, dtype=np.int64), {"input_ids": np.zeros(0, dtype=np.int32)})
     length_and_id = _frames.LENGTH_AND_ID
@@ -251,7 +251,7 @@ class RawClient(asyncio.Protocol):
 
 def request_bytes(url: str, texts: list[str], request_id: int) -> bytes:
     """One /encode request as sent on the wire, for `url`'s transport."""
-    from gpu_tok import _frames
+    from gpu_tok.serve import _frames
 
     if url.startswith("gtok"):
         return _frames.request_frame(request_id, texts, None, b"")
@@ -262,7 +262,7 @@ def request_bytes(url: str, texts: list[str], request_id: int) -> bytes:
 
 def input_ids(url: str, answer: bytes) -> Any:
     """The input_ids of one raw answer (an error's status and message instead)."""
-    from gpu_tok import _wire
+    from gpu_tok.serve import _wire
 
     if url.startswith("gtok"):
         status = int.from_bytes(answer[8:12], "little")

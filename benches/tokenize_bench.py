@@ -90,7 +90,7 @@ def main() -> int:
     import gpu_tok
     import numpy as np
     from gpu_tok import corpus
-    from gpu_tok.corpus_readers import describe_inputs, read_batches
+    from gpu_tok.corpus.readers import describe_inputs, read_batches
 
     tok = gpu_tok.Tokenizer.from_pretrained(args.tokenizer)
     json_text = (Path(args.tokenizer) / "tokenizer.json").read_text(encoding="utf-8")

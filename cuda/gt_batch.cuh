@@ -13,7 +13,8 @@
 //   pretok_fill   piece  -> (start, length) of its words
 //   order_count   word   -> its work class, counted             (class_counts)
 //   order_fill    word   -> its place in the order of work      (order)
-//   bpe_words     word   -> ids at the word's byte offset       (tok_counts; words taken in order)
+//   bpe_words     word   -> ids at the word's byte offset       (tok_counts; words taken in order,
+//                 grid-stride: a fixed grid loops over the words the device counted)
 //                 (spm_words on SentencePiece cuts, gt_spm_cut_words;
 //                 unigram_words on Metaspace words, gt_metaspace_words, or
 //                 on the words the host cut, one per piece)
@@ -29,6 +30,7 @@
 //   words "Hi" " there" "ok" -> raw ids [h, t, o] -> [[BOS, h, t], [BOS, o, PAD]].
 #pragma once
 #include "gt_bpe.cuh"
+#include "gt_chain.cuh"
 #include "gt_pretok.cuh"
 #include "gt_spm.cuh"
 #include "gt_unigram.cuh"
@@ -36,8 +38,9 @@
 
 // ---- pre-tokenization ------------------------------------------------------
 struct GtPretokArgs {
-    GtSplits splits;
+    GtChain chain;                // byte-level BPE: the pre-tokenizer's Split steps
     gt_u32 metaspace;             // > 0: Unigram words of WhitespaceSplit + Metaspace with this replacement
+    gt_u32 pad_;
     const gt_u8* text;
     const gt_u32* piece_bounds;  // n + 1 entries: piece i is [bounds[i], bounds[i + 1])
     gt_u32* word_counts;          // count pass: words per piece; later scanned in place
@@ -63,29 +66,36 @@ struct GtFillWords {
     }
 };
 
-// The words of piece i: the scanners' (byte-level BPE), SentencePiece cuts,
+// The words of piece i: the Split chain's (byte-level BPE), SentencePiece cuts,
 // Metaspace words (Unigram), or the piece itself.
 template <class Emit>
 GT_HD void gt_piece_words(const GtPretokArgs* a, gt_u32 i, Emit& emit) {
     gt_u32 begin = a->piece_bounds[i], end = a->piece_bounds[i + 1];
+    GT_WORK_ITEM();
+    GT_GLOBAL_READ(&a->piece_bounds[i], 2);
+    GT_GLOBAL_READ(a->text + begin, end - begin);  // (the scanners' tables are not counted)
     if (a->cuts.enabled) {
         gt_spm_cut_words(&a->cuts, a->text, begin, end, emit);
     } else if (a->metaspace) {
         gt_metaspace_words(a->text, begin, end, a->metaspace, emit);
     } else {
-        gt_split_words<0>(&a->splits, a->text, begin, end, emit);
+        gt_chain_words<0>(&a->chain, a->text, begin, end, emit);
     }
 }
 
 GT_HD void gt_pretok_count_thread(const GtPretokArgs* a, gt_u32 i) {
     GtCountWords count = {0};
     gt_piece_words(a, i, count);
+    GT_GLOBAL_WROTE(&a->word_counts[i], 1);
     a->word_counts[i] = count.n;
 }
 
 GT_HD void gt_pretok_fill_thread(const GtPretokArgs* a, gt_u32 i) {
     GtFillWords fill = {a->first_word[i], a->word_starts, a->word_lens};
+    GT_GLOBAL_READ(&a->first_word[i], 1);
     gt_piece_words(a, i, fill);
+    GT_GLOBAL_WROTE(&a->word_starts[a->first_word[i]], fill.k - a->first_word[i]);
+    GT_GLOBAL_WROTE(&a->word_lens[a->first_word[i]], fill.k - a->first_word[i]);
 }
 
 // ---- words in order of work ------------------------------------------------
@@ -96,46 +106,135 @@ GT_HD void gt_pretok_fill_thread(const GtPretokArgs* a, gt_u32 i) {
 // order_fill places each word after the classes before its own (in no
 // particular order inside a class: each word writes only its own slots, so
 // the results do not depend on it).
+// Both are block-cooperative (GT_EACH_LANE) and block-stride (a fixed grid
+// loops over the blocks of words the device counted): lane k classes word
+// 256 m + k of the word block m in turn, then lane c < GT_WORK_CLASSES
+// tallies class c over it and makes one global atomic for it. The classes
+// alternate between two arrays by turn, so the next turn's lanes may write
+// theirs while this turn's last phase still reads (no barrier between). One atomic per word on a class's
+// counter serialises in L2 (~40M on one word per 256 MB of text: ~95% of the
+// modeled kernel time, benches/README "Device cost model"); one per class and
+// block is 256x fewer.
 #define GT_WORK_CLASSES 16
 
 struct GtOrderArgs {
     const gt_u8* text;
     const gt_u32* word_starts;
     const gt_u32* word_lens;
-    const gt_u32* n_words;     // the chunk's word count (threads past it do nothing)
+    const gt_u32* n_words;     // the chunk's word count (blocks past it do nothing)
     GtBytesTable shortcut;     // byte-level BPE's table of whole words (slots null: none)
     gt_u32* class_counts;      // GT_WORK_CLASSES counts, then as many cursors (zeroed by the host)
     gt_u32* order;             // n_words entries: the words, class by class
+    gt_u32 blocks;             // the launch's blocks: block b takes the blocks of words b, b + blocks, ...
+    gt_u32 pad_;
 };
 
 GT_HD gt_u32 gt_work_class(const GtOrderArgs* a, gt_u32 w) {
     gt_u32 len = a->word_lens[w], bits = 0;
-    if (a->shortcut.slots && gt_bytes_find(&a->shortcut, a->text + a->word_starts[w], len) != GT_NONE) return 0;
+    GT_GLOBAL_READ(&a->word_lens[w], 1);
+    if (a->shortcut.slots) {
+        GT_GLOBAL_READ(&a->word_starts[w], 1);
+        GT_GLOBAL_READ(a->text + a->word_starts[w], len);  // (the table's own reads are not counted)
+        if (gt_bytes_find(&a->shortcut, a->text + a->word_starts[w], len) != GT_NONE) return 0;
+    }
     for (; len; len >>= 1) ++bits;
     return bits < GT_WORK_CLASSES ? bits : GT_WORK_CLASSES - 1;
 }
 // The last class holds exactly the words of GT_LONG_WORD bytes or more.
 static_assert(GT_LONG_WORD == 1u << (GT_WORK_CLASSES - 2), "the long words are the last work class");
 
-GT_HD void gt_order_count_thread(const GtOrderArgs* a, gt_u32 w) {
-    if (w < *a->n_words) gt_atomic_add(&a->class_counts[gt_work_class(a, w)], 1);
+// The block of thread i (GT_NONE on the host for all but a block's first
+// thread, which runs its lanes: see GT_EACH_LANE).
+#if defined(__CUDA_ARCH__)
+#define GT_BLOCK_OF_THREAD(i) ((i) / GT_LANES)
+#else
+#define GT_BLOCK_OF_THREAD(i) ((i) % GT_LANES ? GT_NONE : (i) / GT_LANES)
+#endif
+
+// Phase 1 of both order kernels: each lane's word's class into cls (GT_NONE
+// past the chunk's words). Returns 0 for a block past them (the whole block).
+GT_HD int gt_block_classes(const GtOrderArgs* a, gt_u32 b, GtLaneMem<gt_u32> cls) {
+    GT_GLOBAL_READ(a->n_words, 1);
+    gt_u32 n = *a->n_words;
+    if ((gt_u64)b * GT_LANES >= n) return 0;
+    GT_EACH_LANE(lane) {
+        gt_u32 w = b * GT_LANES + lane;
+        if (w < n) GT_WORK_ITEM();
+        cls[lane] = w < n ? gt_work_class(a, w) : GT_NONE;
+    }
+    GT_SYNC();
+    return 1;
 }
 
-GT_HD void gt_order_fill_thread(const GtOrderArgs* a, gt_u32 w) {
-    if (w >= *a->n_words) return;
-    gt_u32 c = gt_work_class(a, w), at = 0;
-    for (gt_u32 k = 0; k < c; ++k) at += a->class_counts[k];
-    a->order[at + gt_atomic_add(&a->class_counts[GT_WORK_CLASSES + c], 1)] = w;
+GT_HD void gt_order_count_thread(const GtOrderArgs* a, gt_u32 i) {
+    gt_u32 first = GT_BLOCK_OF_THREAD(i);
+    if (first == GT_NONE || !a->blocks) return;
+    GT_SHARED gt_u32 cls_[2 * GT_LANES];
+    for (gt_u32 b = first, turn = 0;; b += a->blocks, turn ^= 1) {
+        GtLaneMem<gt_u32> cls = cls_ + turn * GT_LANES;
+        if (!gt_block_classes(a, b, cls)) return;
+        GT_EACH_LANE(lane) {
+            if (lane < GT_WORK_CLASSES) {
+                gt_u32 n = 0;
+                for (gt_u32 k = 0; k < GT_LANES; ++k) n += cls[k] == lane;
+                if (n) gt_atomic_add(&a->class_counts[lane], n);
+            }
+        }
+    }
 }
 
-// ---- the model, one thread per word ----------------------------------------
+// order_fill's turn over word block b (its classes in cls): lane c <
+// GT_WORK_CLASSES ranks the block's words of class c (in word order) and
+// reserves their slots with one atomic on the class's cursor; then each lane
+// writes its word at its class's slots plus its rank.
+GT_HD void gt_order_place(const GtOrderArgs* a, gt_u32 b, GtLaneMem<gt_u32> cls, GtLaneMem<gt_u32> rank,
+                          GtLaneMem<gt_u32> base) {
+    GT_EACH_LANE(lane) {
+        if (lane < GT_WORK_CLASSES) {
+            gt_u32 n = 0;
+            for (gt_u32 k = 0; k < GT_LANES; ++k)
+                if (cls[k] == lane) rank[k] = n++;
+            if (n) {
+                gt_u32 at = 0;  // the classes before this one
+                GT_GLOBAL_READ(a->class_counts, lane);
+                for (gt_u32 k = 0; k < lane; ++k) at += a->class_counts[k];
+                base[lane] = at + gt_atomic_add(&a->class_counts[GT_WORK_CLASSES + lane], n);
+            }
+        }
+    }
+    GT_SYNC();
+    GT_EACH_LANE(lane) {
+        gt_u32 c = cls[lane];
+        if (c != GT_NONE) {
+            gt_u32 slot = base[c] + rank[lane];
+            GT_GLOBAL_WROTE(&a->order[slot], 1);
+            a->order[slot] = b * GT_LANES + lane;
+        }
+    }
+}
+
+GT_HD void gt_order_fill_thread(const GtOrderArgs* a, gt_u32 i) {
+    gt_u32 first = GT_BLOCK_OF_THREAD(i);
+    if (first == GT_NONE || !a->blocks) return;
+    GT_SHARED gt_u32 cls_[2 * GT_LANES], rank_[GT_LANES], base_[GT_WORK_CLASSES];
+    GtLaneMem<gt_u32> rank = rank_, base = base_;
+    for (gt_u32 b = first, turn = 0;; b += a->blocks, turn ^= 1) {
+        GtLaneMem<gt_u32> cls = cls_ + turn * GT_LANES;
+        if (!gt_block_classes(a, b, cls)) return;
+        gt_order_place(a, b, cls, rank, base);
+    }
+}
+
+// ---- the model, word by word -----------------------------------------------
 // Every per-word kernel reads the chunk's words and writes the ids of the
 // word starting at byte b to out[b..] (at most one id per byte), their count
 // to tok_counts. Scratch is indexed by byte offset too, so each word's
 // scratch and output slots are its own.
-// The host launches one thread per byte of text (the most words there can
-// be) instead of reading the word count back: threads past the count, which
-// stays on the device, only zero their count.
+// The word count stays on the device (the host does not wait to read it):
+// the host launches a fixed grid of `stride` threads (about what the device
+// keeps resident, or fewer for a small chunk), and thread t takes the
+// positions t, t + stride, ... of the order below the count. Only the
+// counted words' tok_counts are written, and scanned (gt_scan_count).
 struct GtWords {
     const gt_u8* text;
     const gt_u32* word_starts;
@@ -143,16 +242,35 @@ struct GtWords {
     gt_u32* out;            // as long as the text
     gt_u32* tok_counts;     // ids per word; later scanned in place
     const gt_u32* n_words;  // the chunk's word count (scanned word_counts' total)
-    const gt_u32* order;    // which word thread i takes (order_fill)
+    const gt_u32* order;    // which word position i holds (order_fill)
     const gt_u32* class_counts;  // how many words of each work class (order_count)
+    gt_u32 stride;          // the launch's threads
+    gt_u32 pad_;
 };
 
-// The word thread i encodes, or GT_NONE for a thread past the chunk's words
-// (count i is then zeroed).
-GT_HD gt_u32 gt_word_of_thread(const GtWords* x, gt_u32 i) {
-    if (i < *x->n_words) return x->order[i];
-    x->tok_counts[i] = 0;
-    return GT_NONE;
+// The chunk's word count, read on the device.
+GT_HD gt_u32 gt_word_count(const GtWords* x) {
+    GT_GLOBAL_READ(x->n_words, 1);
+    return *x->n_words;
+}
+
+// The word at position i of the order (i below the count), taken by this thread.
+GT_HD gt_u32 gt_word_at(const GtWords* x, gt_u32 i) {
+    GT_WORK_ITEM();
+    GT_GLOBAL_READ(&x->order[i], 1);
+    return x->order[i];
+}
+
+// The device cost model's count of what a per-word thread read and wrote
+// besides its model's tables and scratch (not counted): the word's start,
+// length and bytes, its count and ids (gt_common.cuh's GT_GLOBAL_READ).
+GT_HD void gt_count_word(const GtWords* x, gt_u32 w, gt_u32 n_ids) {
+    GT_GLOBAL_READ(&x->word_starts[w], 1);
+    GT_GLOBAL_READ(&x->word_lens[w], 1);
+    GT_GLOBAL_READ(x->text + x->word_starts[w], x->word_lens[w]);
+    GT_GLOBAL_WROTE(&x->tok_counts[w], 1);
+    GT_GLOBAL_WROTE(x->out + x->word_starts[w], n_ids);
+    (void)x, (void)w, (void)n_ids;
 }
 
 // Merge-loop scratch of the BPE families: n entries per byte (heap: 2n).
@@ -174,7 +292,10 @@ GT_HD GtBpeScratch gt_merge_scratch_at(const GtMergeScratch* m, gt_u32 start) {
 GT_HD gt_u32 gt_long_words(const GtWords* x) { return x->class_counts[GT_WORK_CLASSES - 1]; }
 
 // True when position i of the order holds a long word.
-GT_HD int gt_is_long_at(const GtWords* x, gt_u32 i) { return i >= *x->n_words - gt_long_words(x); }
+GT_HD int gt_is_long_at(const GtWords* x, gt_u32 i) {
+    GT_GLOBAL_READ(&x->class_counts[GT_WORK_CLASSES - 1], 1);
+    return i >= *x->n_words - gt_long_words(x);
+}
 
 // The long word block b takes, or GT_NONE (the host launches a block for
 // each GT_LONG_WORD bytes of text: as many as there can be).
@@ -183,27 +304,25 @@ GT_HD gt_u32 gt_long_word_of_block(const GtWords* x, gt_u32 b) {
     return b < longs ? x->order[*x->n_words - longs + b] : GT_NONE;
 }
 
-// On the host, one call per block runs its lanes (gt_common.cuh).
-#if defined(__CUDA_ARCH__)
-#define GT_BLOCK_OF_THREAD(i) ((i) / GT_LANES)
-#else
-#define GT_BLOCK_OF_THREAD(i) ((i) % GT_LANES ? GT_NONE : (i) / GT_LANES)
-#endif
-
-// Byte-level BPE over the words the scanners found.
+// Byte-level BPE over the words the scanners found. round_share: the long
+// words' schedule (gt_bpe_rounds; GT_ROUND_SHARE_GPU unless a test asks for another).
 struct GtBpeArgs {
     GtBpeModel model;
     GtWords words;
     GtMergeScratch scratch;
+    gt_u32 round_share;
+    gt_u32 pad_;
 };
 
-GT_HD void gt_bpe_words_thread(const GtBpeArgs* a, gt_u32 i) {
+GT_HD void gt_bpe_words_thread(const GtBpeArgs* a, gt_u32 t) {
     const GtWords* x = &a->words;
-    gt_u32 w = gt_word_of_thread(x, i);
-    if (w == GT_NONE || gt_is_long_at(x, i)) return;
-    gt_u32 start = x->word_starts[w];
-    GtBpeScratch s = gt_merge_scratch_at(&a->scratch, start);
-    x->tok_counts[w] = gt_bpe_word(&a->model, x->text + start, x->word_lens[w], s, x->out + start);
+    // (The long words come last in the order: a block each takes them.)
+    for (gt_u32 i = t, n = gt_word_count(x); i < n && !gt_is_long_at(x, i); i += x->stride) {
+        gt_u32 w = gt_word_at(x, i), start = x->word_starts[w];
+        GtBpeScratch s = gt_merge_scratch_at(&a->scratch, start);
+        x->tok_counts[w] = gt_bpe_word(&a->model, x->text + start, x->word_lens[w], s, x->out + start);
+        gt_count_word(x, w, x->tok_counts[w]);
+    }
 }
 
 // SentencePiece-style BPE. The host normalized the rows; pretok_* cut their
@@ -212,15 +331,18 @@ struct GtSpmArgs {
     GtSpmModel model;
     GtWords words;
     GtMergeScratch scratch;
+    gt_u32 round_share;  // as in GtBpeArgs
+    gt_u32 pad_;
 };
 
-GT_HD void gt_spm_words_thread(const GtSpmArgs* a, gt_u32 i) {
+GT_HD void gt_spm_words_thread(const GtSpmArgs* a, gt_u32 t) {
     const GtWords* x = &a->words;
-    gt_u32 w = gt_word_of_thread(x, i);
-    if (w == GT_NONE || gt_is_long_at(x, i)) return;
-    gt_u32 start = x->word_starts[w];
-    GtBpeScratch s = gt_merge_scratch_at(&a->scratch, start);
-    x->tok_counts[w] = gt_spm_word(&a->model, x->text + start, x->word_lens[w], s, x->out + start);
+    for (gt_u32 i = t, n = gt_word_count(x); i < n && !gt_is_long_at(x, i); i += x->stride) {
+        gt_u32 w = gt_word_at(x, i), start = x->word_starts[w];
+        GtBpeScratch s = gt_merge_scratch_at(&a->scratch, start);
+        x->tok_counts[w] = gt_spm_word(&a->model, x->text + start, x->word_lens[w], s, x->out + start);
+        gt_count_word(x, w, x->tok_counts[w]);
+    }
 }
 
 // Thread i's part in the long word of its block, for either BPE family
@@ -233,7 +355,11 @@ GT_HD void gt_long_words_thread(const Args* a, gt_u32 i) {
     if (w == GT_NONE) return;  // the whole block
     gt_u32 start = x->word_starts[w];
     GtBpeScratch s = gt_merge_scratch_at(&a->scratch, start);
-    gt_long_word(&a->model, x->text + start, x->word_lens[w], s, x->out + start, &x->tok_counts[w]);
+    gt_long_word(&a->model, x->text + start, x->word_lens[w], s, x->out + start, &x->tok_counts[w], a->round_share);
+    GT_LANE_ZERO {  // (counted as lane 0's work: the block's lanes' merge traffic is not counted)
+        GT_WORK_ITEM();
+        gt_count_word(x, w, x->tok_counts[w]);
+    }
 }
 
 GT_HD void gt_bpe_long_words_thread(const GtBpeArgs* a, gt_u32 i) { gt_long_words_thread(a, i); }
@@ -253,14 +379,15 @@ struct GtUnigramArgs {
     gt_u32* id;    // (the same)
 };
 
-GT_HD void gt_unigram_words_thread(const GtUnigramArgs* a, gt_u32 i) {
+GT_HD void gt_unigram_words_thread(const GtUnigramArgs* a, gt_u32 t) {
     const GtWords* x = &a->words;
-    gt_u32 w = gt_word_of_thread(x, i);
-    if (w == GT_NONE) return;
-    gt_u32 start = x->word_starts[w];
-    gt_u64 at = (gt_u64)start + w;
-    GtUnigramScratch s = {a->best + at, a->from + at, a->id + at};
-    x->tok_counts[w] = gt_unigram_word(&a->model, x->text + start, x->word_lens[w], s, x->out + start);
+    for (gt_u32 i = t, n = gt_word_count(x); i < n; i += x->stride) {
+        gt_u32 w = gt_word_at(x, i), start = x->word_starts[w];
+        gt_u64 at = (gt_u64)start + w;
+        GtUnigramScratch s = {a->best + at, a->from + at, a->id + at};
+        x->tok_counts[w] = gt_unigram_word(&a->model, x->text + start, x->word_lens[w], s, x->out + start);
+        gt_count_word(x, w, x->tok_counts[w]);
+    }
 }
 
 // WordPiece, one thread per piece of raw text. The host cuts each row before
@@ -276,13 +403,14 @@ struct GtWordPieceArgs {
     gt_u64 growth;
 };
 
-GT_HD void gt_wordpiece_words_thread(const GtWordPieceArgs* a, gt_u32 i) {
+GT_HD void gt_wordpiece_words_thread(const GtWordPieceArgs* a, gt_u32 t) {
     const GtWords* x = &a->words;
-    gt_u32 w = gt_word_of_thread(x, i);
-    if (w == GT_NONE) return;
-    gt_u32 start = x->word_starts[w];
-    GtWpScratch s = {a->norm + a->growth * start, 0, 0};
-    x->tok_counts[w] = gt_wordpiece_text(&a->model, x->text + start, x->word_lens[w], s, x->out + start, 0, 0);
+    for (gt_u32 i = t, n = gt_word_count(x); i < n; i += x->stride) {
+        gt_u32 w = gt_word_at(x, i), start = x->word_starts[w];
+        GtWpScratch s = {a->norm + a->growth * start, 0, 0};
+        x->tok_counts[w] = gt_wordpiece_text(&a->model, x->text + start, x->word_lens[w], s, x->out + start, 0, 0);
+        gt_count_word(x, w, x->tok_counts[w]);
+    }
 }
 
 // ---- compaction: word-major ids into one dense array ------------------------
@@ -291,44 +419,74 @@ struct GtCompactArgs {
     const gt_u32* tok_offsets;  // n + 1 entries (scanned tok_counts)
     const gt_u32* bpe_out;
     gt_u32* raw_ids;
-    const gt_u32* n_words;      // as in GtWords: threads past it do nothing
+    const gt_u32* n_words;      // as in GtWords: thread t takes words t, t + stride, ... below it
+    gt_u32 stride;              // the launch's threads
+    gt_u32 pad_;
 };
 
-GT_HD void gt_compact_thread(const GtCompactArgs* a, gt_u32 w) {
-    if (w >= *a->n_words) return;
-    const gt_u32* from = a->bpe_out + a->word_starts[w];
-    gt_u32 to = a->tok_offsets[w], n = a->tok_offsets[w + 1] - to;
-    for (gt_u32 k = 0; k < n; ++k) a->raw_ids[to + k] = from[k];
+GT_HD void gt_compact_thread(const GtCompactArgs* a, gt_u32 t) {
+    GT_GLOBAL_READ(a->n_words, 1);
+    for (gt_u32 w = t, words = *a->n_words; w < words; w += a->stride) {
+        GT_WORK_ITEM();
+        const gt_u32* from = a->bpe_out + a->word_starts[w];
+        gt_u32 to = a->tok_offsets[w], n = a->tok_offsets[w + 1] - to;
+        GT_GLOBAL_READ(&a->word_starts[w], 1);
+        GT_GLOBAL_READ(&a->tok_offsets[w], 2);
+        GT_GLOBAL_READ(from, n);
+        GT_GLOBAL_WROTE(&a->raw_ids[to], n);
+        for (gt_u32 k = 0; k < n; ++k) a->raw_ids[to + k] = from[k];
+    }
 }
 
 // ---- exclusive scan of u32 counts, in place --------------------------------
 // values has n + 1 entries: counts in [0, n) become offsets, values[n] the
 // total. Large arrays go in two passes over tiles of `tile` entries (sum each
 // tile, scan the tile sums the same way, then apply); a small one is a single
-// tile with base 0.
+// tile with base 0. With `count` (a count the device holds, at most n: the
+// word count), only count values are scanned and values[count] is the
+// total; the tiles past it sum to 0 and write nothing else.
 struct GtScanArgs {
     gt_u32* values;
     gt_u32* tile_sums;         // sum pass output; apply pass: scanned tile bases (null: 0)
     gt_u32 n;
     gt_u32 tile;
+    const gt_u32* count;       // null: n values
 };
 
+GT_HD gt_u64 gt_scan_count(const GtScanArgs* a) {
+    if (!a->count) return a->n;
+    GT_GLOBAL_READ(a->count, 1);
+    return *a->count;
+}
+
 GT_HD void gt_scan_sum_thread(const GtScanArgs* a, gt_u32 t) {
-    gt_u64 begin = (gt_u64)t * a->tile, end = begin + a->tile < a->n ? begin + a->tile : a->n;
+    gt_u64 n = gt_scan_count(a), begin = (gt_u64)t * a->tile, end = begin + a->tile < n ? begin + a->tile : n;
     gt_u32 sum = 0;
-    for (gt_u64 j = begin; j < end; ++j) sum += a->values[j];
+    if (begin < n) {
+        GT_WORK_ITEM();
+        for (gt_u64 j = begin; j < end; ++j) sum += a->values[j];
+        GT_GLOBAL_READ(a->values + begin, end - begin);
+    }
+    GT_GLOBAL_WROTE(&a->tile_sums[t], 1);
     a->tile_sums[t] = sum;
 }
 
 GT_HD void gt_scan_apply_thread(const GtScanArgs* a, gt_u32 t) {
-    gt_u64 begin = (gt_u64)t * a->tile, end = begin + a->tile < a->n ? begin + a->tile : a->n;
+    gt_u64 n = gt_scan_count(a), begin = (gt_u64)t * a->tile, end = begin + a->tile < n ? begin + a->tile : n;
+    // Tiles past the count have nothing; the total's place n is in the tile
+    // ending there (tile 0 when n is 0).
+    if (begin > n || (begin == n && n > 0)) return;
     gt_u32 running = a->tile_sums ? a->tile_sums[t] : 0;
+    GT_WORK_ITEM();
+    if (a->tile_sums) GT_GLOBAL_READ(&a->tile_sums[t], 1);
+    GT_GLOBAL_READ(a->values + begin, end - begin);
+    GT_GLOBAL_WROTE(a->values + begin, end - begin + (end == n));
     for (gt_u64 j = begin; j < end; ++j) {
         gt_u32 v = a->values[j];
         a->values[j] = running;
         running += v;
     }
-    if (end == a->n) a->values[a->n] = running;
+    if (end == n) a->values[n] = running;
 }
 
 // ---- rows: raw token ranges, truncation, the post-processor's template -----
@@ -381,6 +539,14 @@ struct GtRowArgs {
 
 GT_HD void gt_part_spans_thread(const GtRowArgs* a, gt_u32 p) {
     GtRowSource src = a->sources[p];
+    GT_WORK_ITEM();
+    GT_GLOBAL_READ(&a->sources[p], 1);
+    GT_GLOBAL_READ(&a->first_word[src.piece_begin], 1);
+    GT_GLOBAL_READ(&a->first_word[src.piece_end], 1);
+    GT_GLOBAL_READ(&a->tok_offsets[a->first_word[src.piece_begin]], 1);
+    GT_GLOBAL_READ(&a->tok_offsets[a->first_word[src.piece_end]], 1);
+    GT_GLOBAL_WROTE(&a->parts[p], 1);
+    GT_GLOBAL_WROTE(&a->part_starts[p], 1);
     GtPartSpan span;
     span.dev_begin = a->tok_offsets[a->first_word[src.piece_begin]];
     span.dev_end = a->tok_offsets[a->first_word[src.piece_end]];
@@ -392,6 +558,12 @@ GT_HD void gt_part_spans_thread(const GtRowArgs* a, gt_u32 p) {
 
 GT_HD void gt_row_spans_thread(const GtRowArgs* a, gt_u32 r) {
     GtRowSpan span;
+    GT_WORK_ITEM();
+    GT_GLOBAL_READ(&a->row_parts[r], 2);
+    GT_GLOBAL_READ(&a->part_starts[a->row_parts[r]], 1);
+    GT_GLOBAL_READ(&a->part_starts[a->row_parts[r + 1]], 1);
+    GT_GLOBAL_WROTE(&a->spans[r], 1);
+    GT_GLOBAL_WROTE(&a->lengths[r], 1);
     span.part_begin = a->row_parts[r];
     span.part_end = a->row_parts[r + 1];
     gt_u32 raw = a->part_starts[span.part_end] - a->part_starts[span.part_begin];
@@ -411,7 +583,7 @@ struct GtPackArgs {
     const gt_u32* part_starts;  // scanned: first raw token of each part
     const gt_u32* lengths;
     const gt_u64* row_starts;  // the chunk's rows' starts in the whole output (n_rows + 1)
-    gt_u64 row_base;           // row_starts[0]: the outputs point there, e counts from it
+    gt_u64 row_base;           // this launch's first element (row_starts[0] or after): outputs and e start there
     gt_u32 n_rows;
     gt_u32 value_bytes;        // 8: int64 outputs, 4: int32
     const gt_u32* raw_ids;
@@ -434,6 +606,7 @@ GT_HD void gt_store(void* out, gt_u32 e, long long value, gt_u32 value_bytes) {
 
 GT_HD void gt_pack_thread(const GtPackArgs* a, gt_u32 e) {
     gt_u64 at = a->row_base + e;
+    GT_WORK_ITEM();
     gt_u32 lo = 0, hi = a->n_rows;  // the row r with row_starts[r] <= at < row_starts[r + 1]
     while (hi - lo > 1) {
         gt_u32 mid = (lo + hi) / 2;
@@ -468,6 +641,12 @@ GT_HD void gt_pack_thread(const GtPackArgs* a, gt_u32 e) {
             special = 0;
         }
     }
+    // (The cost model's count: its writes; its reads, a binary search in a few cached rows, are not counted.)
+#if defined(GT_LANE_CHECK)
+    void* const outputs[4] = {a->ids, a->attention_mask, a->type_ids, a->special_tokens_mask};
+    for (gt_u32 k = 0; k < 4; ++k)
+        if (outputs[k]) GT_GLOBAL_WROTE((const gt_u8*)outputs[k] + (gt_u64)e * a->value_bytes, a->value_bytes);
+#endif
     gt_store(a->ids, e, id, a->value_bytes);
     if (a->attention_mask) gt_store(a->attention_mask, e, mask, a->value_bytes);
     if (a->type_ids) gt_store(a->type_ids, e, type, a->value_bytes);

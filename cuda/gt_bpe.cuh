@@ -22,6 +22,11 @@
 struct GtBpeModel {
     GtPairTable merges;
     GtBytesTable vocab;    // whole words, for the ignore_merges shortcut
+    // Rank of the merge of each two bytes' tokens, by (first byte << 8 |
+    // second byte), GT_NONE where they do not merge (256 kB, null: look them
+    // up in `merges`): a word's first pairs, one per byte and most of its
+    // lookups, then come from a table that stays in the cache.
+    const gt_u32* byte_pair_ranks;
     gt_u32 byte_ids[256];  // id of each byte's one-character token
     gt_u32 ignore_merges;  // 1: a word found in `vocab` is emitted whole
     gt_u32 pad_;           // named padding: the Rust mirror has no hidden bytes
@@ -33,7 +38,7 @@ struct GtBpeModel {
 // pop pushes none (net -1), and there are at most n - 1 merges, so it never
 // holds more than 2n - 2.
 // An entry is a merge's rank and its left symbol; the id it merges into is
-// the merge's own (merges.merged_of_rank), so 8 bytes hold it.
+// the merge's own (gt_pair_merged), so 8 bytes hold it.
 struct GtMergeEntry {
     gt_u32 rank;
     gt_u32 pos;
@@ -80,8 +85,8 @@ GT_HD GtMergeEntry gt_heap_pop(GtMergeEntry* heap, gt_u32* size) {
 
 // Pushes the merge of the symbols at `left` and `right`, if there is one.
 GT_HD void gt_push_pair(const GtPairTable* merges, GtBpeScratch s, gt_u32* heap_size, gt_u32 left, gt_u32 right) {
-    gt_u32 rank, merged;
-    if (gt_pair_find(merges, s.ids[left], s.ids[right], &rank, &merged)) {
+    gt_u32 rank = gt_pair_rank(merges, s.ids[left], s.ids[right]);
+    if (rank != GT_NONE) {
         GtMergeEntry e = {rank, left};
         gt_heap_push(s.heap, heap_size, e);
     }
@@ -100,7 +105,7 @@ GT_HD gt_u32 gt_bpe_merge_queued(const GtPairTable* merges, GtBpeScratch s, gt_u
         // As the crate checks: stale when the pair now there does not merge
         // into the id this entry's merge makes.
         if (!gt_pair_find(merges, s.ids[pos], s.ids[right], &rank, &merged) ||
-            merged != merges->merged_of_rank[top.rank]) {
+            merged != gt_pair_merged(merges, top.rank)) {
             continue;
         }
         s.ids[pos] = merged;
@@ -116,22 +121,73 @@ GT_HD gt_u32 gt_bpe_merge_queued(const GtPairTable* merges, GtBpeScratch s, gt_u
     return count;
 }
 
-// The merge loop over the n > 0 symbols s.ids[0..n) (the caller links
-// prev/next): writes the final ids to out, returns their count.
-// Shared by byte-level BPE (one symbol per byte) and SentencePiece-style BPE
-// (gt_spm.cuh: one per character, or per fallback byte).
-GT_HD gt_u32 gt_bpe_merge(const GtPairTable* merges, GtBpeScratch s, gt_u32 n, gt_u32* out) {
-    gt_u32 heap_size = 0;
-    for (gt_u32 i = 0; i + 1 < n; ++i) gt_push_pair(merges, s, &heap_size, i, i + 1);
-    return gt_bpe_merge_queued(merges, s, heap_size, out);
-}
-
 // Links symbols 0..n into a list.
 GT_HD void gt_bpe_link(GtBpeScratch s, gt_u32 n) {
     for (gt_u32 i = 0; i < n; ++i) {
         s.prev[i] = (gt_i32)i - 1;
         s.next[i] = i + 1 < n ? (gt_i32)(i + 1) : -1;
     }
+}
+
+// Words of at most this many symbols (nearly all of them) merge without the
+// queue: the oracle's queue always takes the lowest-ranked pair there is,
+// the leftmost of equal ranks (an entry that passes its stale check is the
+// pair now at its place: a symbol only grows to the right, so the same merged
+// id means the same two symbols), so a word this short can look for that pair
+// directly. Each pair's rank sits in an array in the order of the symbols; a
+// merge drops one symbol and looks up only its two new pairs, where the
+// queue also looked the popped pair up again and popped stale entries.
+#define GT_SHORT_MERGE 32u
+
+// The merge loop over the n >= 2 symbols ids[0..n), whose
+// pairs' ranks are rank[0..n-1) (GT_NONE: no merge), in place: returns how
+// many symbols remain.
+GT_HD gt_u32 gt_bpe_merge_ranked(const GtPairTable* merges, gt_u32* ids, gt_u32* rank, gt_u32 n) {
+    for (;;) {
+        gt_u32 best = GT_NONE, at = 0;
+        for (gt_u32 i = 0; i + 1 < n; ++i) {
+            if (rank[i] < best) {
+                best = rank[i];
+                at = i;
+            }
+        }
+        if (best == GT_NONE) return n;
+        gt_u32 made = gt_pair_merged(merges, best);
+        ids[at] = made;
+        // The two pairs to look up next are known now: ask for their slots
+        // before the symbols move, so the two loads overlap that work.
+        if (at > 0) gt_pair_prefetch(merges, ids[at - 1], made);
+        if (at + 2 < n) gt_pair_prefetch(merges, made, ids[at + 2]);
+        --n;
+        for (gt_u32 j = at + 1; j < n; ++j) {  // the right symbol leaves
+            ids[j] = ids[j + 1];
+            rank[j] = rank[j + 1];
+        }
+        if (at > 0) rank[at - 1] = gt_pair_rank(merges, ids[at - 1], ids[at]);
+        if (at + 1 < n) rank[at] = gt_pair_rank(merges, ids[at], ids[at + 1]);
+    }
+}
+
+// gt_bpe_merge_ranked with the ranks looked up.
+GT_HD gt_u32 gt_bpe_merge_short(const GtPairTable* merges, gt_u32* ids, gt_u32 n) {
+    gt_u32 rank[GT_SHORT_MERGE];
+    for (gt_u32 i = 0; i + 1 < n; ++i) rank[i] = gt_pair_rank(merges, ids[i], ids[i + 1]);
+    return gt_bpe_merge_ranked(merges, ids, rank, n);
+}
+
+// The merge loop over the n > 0 symbols s.ids[0..n): writes the final ids to
+// out, returns their count. Shared by byte-level BPE (one symbol per byte)
+// and SentencePiece-style BPE (gt_spm.cuh: one per character, or per
+// fallback byte).
+GT_HD gt_u32 gt_bpe_merge(const GtPairTable* merges, GtBpeScratch s, gt_u32 n, gt_u32* out) {
+    if (n <= GT_SHORT_MERGE) {
+        for (gt_u32 i = 0; i < n; ++i) out[i] = s.ids[i];
+        return n < 2 ? n : gt_bpe_merge_short(merges, out, n);
+    }
+    gt_bpe_link(s, n);
+    gt_u32 heap_size = 0;
+    for (gt_u32 i = 0; i + 1 < n; ++i) gt_push_pair(merges, s, &heap_size, i, i + 1);
+    return gt_bpe_merge_queued(merges, s, heap_size, out);
 }
 
 // The ignore_merges shortcut: a word found whole in `vocab` is one token
@@ -147,9 +203,128 @@ GT_HD gt_u32 gt_whole_word(const GtBytesTable* vocab, const gt_u8* bytes, gt_u32
 GT_HD gt_u32 gt_bpe_word(const GtBpeModel* m, const gt_u8* bytes, gt_u32 n, GtBpeScratch s, gt_u32* out) {
     if (n == 0) return 0;
     if (m->ignore_merges && gt_whole_word(&m->vocab, bytes, n, out)) return 1;
+    if (n <= GT_SHORT_MERGE) {
+        gt_u32 rank[GT_SHORT_MERGE];
+        for (gt_u32 i = 0; i < n; ++i) out[i] = m->byte_ids[bytes[i]];
+        if (n < 2) return n;
+        if (!m->byte_pair_ranks) return gt_bpe_merge_short(&m->merges, out, n);
+        for (gt_u32 i = 0; i + 1 < n; ++i) rank[i] = m->byte_pair_ranks[(gt_u32)bytes[i] << 8 | bytes[i + 1]];
+        return gt_bpe_merge_ranked(&m->merges, out, rank, n);
+    }
     for (gt_u32 i = 0; i < n; ++i) s.ids[i] = m->byte_ids[bytes[i]];
-    gt_bpe_link(s, n);
     return gt_bpe_merge(&m->merges, s, n, out);
+}
+
+// ---- many words taking turns (the host) -----------------------------------
+// One word's merge loop waits on each table read it makes: a merge's next
+// pairs are known only once it is applied, and a random probe of a table of
+// several MB costs a trip to memory. A CPU thread can wait on many reads at
+// once, so it merges GT_TURN_LANES words side by side: each in turn chooses
+// its next merge, asks for the reads that merge will make (prefetch), and
+// yields to the next word; when its turn comes again the reads have arrived.
+// Each word goes through exactly the steps of gt_bpe_merge_ranked, in the
+// same order: only the words interleave, so the ids are the same.
+#define GT_TURN_LANES 16u
+// Longest word (in bytes) a lane takes. A lane's arrays are on the host
+// thread's stack, so it can be longer than GT_SHORT_MERGE (which bounds the
+// arrays of a device thread): on the host the scan's n^2 compares of ranks
+// in L1 cost less than the queue's chain of table probes up to here (most
+// words of 33-128 bytes are CJK runs and long identifiers).
+#define GT_TURN_MAX 128u
+
+struct GtTurnLane {
+    gt_u32 ids[GT_TURN_MAX], rank[GT_TURN_MAX];
+    gt_u32 n;       // symbols left
+    gt_u32 at;      // where the last merge was applied (its two pairs to look up), or GT_NONE
+    gt_u32 best;    // the merge chosen, before it is applied
+    gt_u32 word;    // which word, GT_NONE: the lane is free
+};
+
+// The lowest-ranked pair of a lane, leftmost on ties: its rank (GT_NONE when
+// none merges) and, in *at, its place.
+GT_HD gt_u32 gt_turn_choose(const GtTurnLane* l, gt_u32* at) {
+    gt_u32 best = GT_NONE;
+    for (gt_u32 i = 0; i + 1 < l->n; ++i) {
+        if (l->rank[i] < best) {
+            best = l->rank[i];
+            *at = i;
+        }
+    }
+    return best;
+}
+
+// Asks for the line where the merged id of rank `rank` is read (host only).
+GT_HD void gt_merged_prefetch(const GtPairTable* t, gt_u32 rank) {
+#if !defined(__CUDACC_RTC__) && !defined(__CUDA_ARCH__)
+    if (t->merged_of_rank) __builtin_prefetch(&t->merged_of_rank[rank]);
+#else
+    (void)t;
+    (void)rank;
+#endif
+}
+
+// Byte-level BPE of k words of 1..GT_TURN_MAX bytes, the merge loop only:
+// word i is bytes[starts[i], starts[i] + lens[i]); its ids go to
+// out[rooms[i]...] (room for lens[i]) and their count to counts[i]. No
+// whole-word shortcut: the caller has looked the words up already.
+GT_HD void gt_bpe_words_turns(const GtBpeModel* m, const gt_u8* bytes, const gt_u32* starts, const gt_u32* lens,
+                              gt_u32 k, gt_u32* out, const gt_u32* rooms, gt_u32* counts) {
+    const GtPairTable* merges = &m->merges;
+    GtTurnLane lanes[GT_TURN_LANES];
+    for (gt_u32 j = 0; j < GT_TURN_LANES; ++j) lanes[j].word = GT_NONE;
+    gt_u32 next = 0, busy = 0;
+    do {
+        for (gt_u32 j = 0; j < GT_TURN_LANES; ++j) {
+            GtTurnLane* l = &lanes[j];
+            if (l->word == GT_NONE) {  // take the next word
+                if (next == k) continue;
+                gt_u32 w = next++, n = lens[w];
+                const gt_u8* b = bytes + starts[w];
+                for (gt_u32 i = 0; i < n; ++i) l->ids[i] = m->byte_ids[b[i]];
+                for (gt_u32 i = 0; i + 1 < n; ++i) {
+                    l->rank[i] = m->byte_pair_ranks ? m->byte_pair_ranks[(gt_u32)b[i] << 8 | b[i + 1]]
+                                                    : gt_pair_rank(merges, l->ids[i], l->ids[i + 1]);
+                }
+                l->n = n;
+                l->at = GT_NONE;
+                l->best = GT_NONE;
+                l->word = w;
+                ++busy;
+            }
+            if (l->best == GT_NONE) {
+                // The pairs around the last merge (their lines were asked for), then the next merge.
+                gt_u32 at = l->at, n = l->n;
+                if (at != GT_NONE) {
+                    if (at > 0) l->rank[at - 1] = gt_pair_rank(merges, l->ids[at - 1], l->ids[at]);
+                    if (at + 1 < n) l->rank[at] = gt_pair_rank(merges, l->ids[at], l->ids[at + 1]);
+                }
+                l->best = gt_turn_choose(l, &l->at);
+                if (l->best == GT_NONE) {  // done
+                    gt_u32* o = out + rooms[l->word];
+                    for (gt_u32 i = 0; i < n; ++i) o[i] = l->ids[i];
+                    counts[l->word] = n;
+                    l->word = GT_NONE;
+                    --busy;
+                    continue;
+                }
+                if (merges->merged_of_rank) {  // its id is one more read: wait for it
+                    gt_merged_prefetch(merges, l->best);
+                    continue;
+                }
+            }
+            // Apply the chosen merge and ask for its two new pairs' lines.
+            gt_u32 at = l->at, made = gt_pair_merged(merges, l->best);
+            l->ids[at] = made;
+            if (at > 0) gt_pair_prefetch(merges, l->ids[at - 1], made);
+            if (at + 2 < l->n) gt_pair_prefetch(merges, made, l->ids[at + 2]);
+            --l->n;
+            for (gt_u32 i = at + 1; i < l->n; ++i) {
+                l->ids[i] = l->ids[i + 1];
+                l->rank[i] = l->rank[i + 1];
+            }
+            l->best = GT_NONE;
+        }
+    } while (busy > 0 || next < k);
 }
 
 // ---- long words: merges in rounds across a block ---------------------------
@@ -158,30 +333,41 @@ GT_HD gt_u32 gt_bpe_word(const GtBpeModel* m, const gt_u8* bytes, gt_u32 n, GtBp
 // merges it in rounds (byte-level BPE here, SentencePiece BPE in gt_spm.cuh;
 // the CPU backend too, one thread running the lanes: a run of one symbol
 // then takes linear time, not n log n). A round finds the lowest rank r among
-// the word's pairs and applies every merge of rank r at once, the leftmost
+// the word's pairs and applies the merges of rank r at once, the leftmost
 // first where pairs overlap (a run "a a a a" of one symbol merges its 1st and
 // 3rd pair).
-// That is what the oracle's queue does, as long as no merge of the round
-// makes a pair of lower rank than r (the queue would take that one next, and
-// it could take a symbol another merge of the round used): the next round's
-// lowest rank tells, and a round that did is undone (merges written by
-// training make only pairs of higher rank; lists converted from ranks, such
-// as gpt-oss's, do not always). A round is applied when it merges a share
-// of the symbols (GT_ROUND_SHARE), so together the rounds read the word a
-// bounded number of times; then lane 0 finishes with the heap merge (gt_bpe_merge), which
-// from a state where every merge of rank <= r is done gives what it gives
-// from the start.
+//
+// Why that is the oracle's result. From a state the oracle's queue passes
+// through whose lowest pair rank is r, the queue merges the rank-r pairs left
+// to right for as long as no merge makes a pair of lower rank. A merge of rank
+// r makes a token t and two pairs: (its left neighbour, t) and (t, its right
+// neighbour), where, when the queue gets to it, the merges left of it are done
+// and those right of it are not: the left neighbour is the one after the
+// round, the right one the one before it. (Neither pair has rank r: t is
+// longer than each side of that merge.) The round looks both pairs up for
+// every merge. If none ranks below r, the round is exactly the queue's
+// merges of rank r. If one does, the queue takes that pair right after the
+// merge that made it (it may take a symbol a later merge of rank r wanted), so
+// the round applies its merges up to that one only: a state the queue passes
+// through, whose lowest rank, below r, the next round takes, as the queue does.
+// Merge lists written by training never do this; lists rebuilt from ranks
+// (gpt-oss's, Mistral's) can, and so does Llama-2's "▁" before a run of one
+// letter.
+//
+// A round looks up every pair, which the lanes share, while the heap merge
+// looks up only around each merge: a round is applied when it merges at least
+// 1/share of the symbols (GT_ROUND_SHARE_GPU on a GPU; GT_ROUND_SHARE_HOST on
+// the host, where one thread does all of a round's look-ups), so together
+// the rounds read the word a bounded number of times. A round cut short, and
+// the round after it (which takes the lower-rank pairs it left), are applied
+// whatever they merge, GT_ROUND_REPAIRS times at most. Then lane 0 finishes
+// with the heap merge (gt_bpe_merge_queued), seeded with the ranks the last
+// round looked up: from a state the oracle passes through, it gives the
+// oracle's result.
 #define GT_LONG_WORD 16384u
-
-// A round is applied when it merges at least 1/GT_ROUND_SHARE of the
-// symbols: it looks up every pair, which 256 lanes share on a GPU, while the
-// heap merge looks up only around each merge; on the host one thread does a
-// round's lookups alone.
-#if defined(__CUDA_ARCH__)
-#define GT_ROUND_SHARE 32u
-#else
-#define GT_ROUND_SHARE 4u
-#endif
+#define GT_ROUND_SHARE_GPU 32u
+#define GT_ROUND_SHARE_HOST 4u
+#define GT_ROUND_REPAIRS 8u
 
 // Lane `lane`'s share [*lo, *hi) of `count` items, in contiguous stripes.
 GT_HD void gt_lane_share(gt_u32 count, gt_u32 lane, gt_u32* lo, gt_u32* hi) {
@@ -190,43 +376,51 @@ GT_HD void gt_lane_share(gt_u32 count, gt_u32 lane, gt_u32* lo, gt_u32* hi) {
     *hi = (gt_u32)(at + per < count ? at + per : count);
 }
 
+// True when the pair (left, right) merges with a rank below r.
+GT_HD int gt_ranks_below(const GtPairTable* merges, gt_u32 left, gt_u32 right, gt_u32 r) {
+    return gt_pair_rank(merges, left, right) < r;  // GT_NONE (no merge) is above every rank
+}
+
 // Merges the k > 0 symbols in s.ids (written before a GT_SYNC) into out
 // (room for k ids) and their count into *count, with the block's GT_LANES
-// lanes (see above). The rounds use s.ids, s.prev and s.next as three arrays
-// of k u32; the heap merge then takes its scratch back.
-GT_HD void gt_bpe_rounds(const GtPairTable* merges, GtBpeScratch s, gt_u32 k, gt_u32* out, gt_u32* count) {
-    GT_SHARED gt_u32 lane_a[GT_LANES], lane_b[GT_LANES], lane_c[GT_LANES];
-    GT_SHARED gt_u32 symbols, lowest, productive;
-    gt_u32* cur = s.ids;              // the symbols
-    gt_u32* next = (gt_u32*)s.prev;  // the symbols after a round (then: before it)
-    gt_u32* pair = (gt_u32*)s.next;  // each pair's rank, then 1 where it merges
+// lanes and the schedule `share` (see above). The rounds use s.ids, s.prev
+// and s.next as three arrays of k u32, and out for which pairs merge; the
+// heap merge then takes its scratch back.
+GT_HD void gt_bpe_rounds(const GtPairTable* merges, GtBpeScratch s, gt_u32 k, gt_u32* out, gt_u32* count,
+                         gt_u32 share) {
+    GT_SHARED gt_u32 lane_a_[GT_LANES], lane_b_[GT_LANES], lane_c_[GT_LANES], told_[4];
+    // Each lane's partial results, and what lane 0 tells every lane.
+    GtLaneMem<gt_u32> lane_a = lane_a_, lane_b = lane_b_, lane_c = lane_c_;
+    GtLaneMem<gt_u32> lowest = told_, productive = told_ + 1, cut = told_ + 2, symbols = told_ + 3;
+    GtLaneMem<gt_u32> cur = s.ids;              // the symbols
+    GtLaneMem<gt_u32> next = (gt_u32*)s.prev;  // the symbols after a round
+    GtLaneMem<gt_u32> pair = (gt_u32*)s.next;  // each pair's rank
+    GtLaneMem<gt_u32> merging = out;           // 1 where a pair merges this round
     // Every lane holds the same copies of these (read from shared memory).
-    gt_u32 last = GT_NONE, before = 0, done = 0, ranked = 0;  // ranked: pair[] holds cur's ranks
+    gt_u32 last = GT_NONE, repairs = GT_ROUND_REPAIRS, done = 0, in_ids = 1;  // in_ids: cur is s.ids
     for (;;) {
         // Each pair's rank; the lowest of each lane's share (lane_a).
         GT_EACH_LANE(lane) {
-            gt_u32 lo, hi, low = GT_NONE, rank, merged;
+            gt_u32 lo, hi, low = GT_NONE;
             gt_lane_share(k - 1, lane, &lo, &hi);
             for (gt_u32 j = lo; j < hi; ++j) {
-                pair[j] = gt_pair_find(merges, cur[j], cur[j + 1], &rank, &merged) ? rank : GT_NONE;
-                low = pair[j] < low ? pair[j] : low;
+                gt_u32 p = gt_pair_rank(merges, cur[j], cur[j + 1]);
+                pair[j] = p;
+                low = p < low ? p : low;
             }
             lane_a[lane] = low;
         }
         GT_SYNC();
         GT_LANE_ZERO {
-            lowest = GT_NONE;
-            for (gt_u32 l = 0; l < GT_LANES; ++l) lowest = lane_a[l] < lowest ? lane_a[l] : lowest;
+            gt_u32 low = GT_NONE;
+            for (gt_u32 l = 0; l < GT_LANES; ++l) {
+                gt_u32 its = lane_a[l];
+                low = its < low ? its : low;
+            }
+            *lowest = low;
         }
         GT_SYNC();
-        gt_u32 r = lowest;
-        if (last != GT_NONE && r < last) {  // the last round made a pair of lower rank: undone
-            gt_u32* made = cur;
-            cur = next;
-            next = made;
-            k = before;
-            break;
-        }
+        gt_u32 r = *lowest;
         if (r == GT_NONE) {
             done = 1;
             break;
@@ -246,48 +440,62 @@ GT_HD void gt_bpe_rounds(const GtPairTable* merges, GtBpeScratch s, gt_u32 k, gt
             gt_u32 run = 0, lo, hi;
             for (gt_u32 l = 0; l < GT_LANES; ++l) {
                 gt_lane_share(k - 1, l, &lo, &hi);
+                gt_u32 lead = lane_a[l], tail = lane_b[l];
                 lane_c[l] = run;
-                run = lane_a[l] == hi - lo ? run + (hi - lo) : lane_b[l];
+                run = lead == hi - lo ? run + lead : tail;
             }
         }
         GT_SYNC();
-        // The pairs that merge: the 1st, 3rd, ... of each run. Counted first
-        // (lane_a): a round that merges little is not applied, and the heap
-        // merge goes on from here with the ranks found.
+        // The pairs that merge: the 1st, 3rd, ... of each run; counted (lane_a).
         GT_EACH_LANE(lane) {
-            gt_u32 lo, hi, run = lane_c[lane], merging = 0;
+            gt_u32 lo, hi, run = lane_c[lane], merges_here = 0;
             gt_lane_share(k - 1, lane, &lo, &hi);
             for (gt_u32 j = lo; j < hi; ++j) {
                 run = pair[j] == r ? run + 1 : 0;
-                merging += run & 1;
+                merging[j] = run & 1;
+                merges_here += run & 1;
             }
-            lane_a[lane] = merging;
+            lane_a[lane] = merges_here;
+        }
+        GT_SYNC();
+        // The first merge that makes a pair of rank below r, with its left
+        // neighbour after the round or its right one before it (lane_b).
+        GT_EACH_LANE(lane) {
+            gt_u32 lo, hi, first = GT_NONE, made = gt_pair_merged(merges, r);
+            gt_lane_share(k - 1, lane, &lo, &hi);
+            for (gt_u32 j = lo; j < hi && first == GT_NONE; ++j) {
+                if (!merging[j]) continue;
+                gt_u32 left = j >= 2 && merging[j - 2] ? made : j >= 1 ? (gt_u32)cur[j - 1] : GT_NONE;
+                if ((left != GT_NONE && gt_ranks_below(merges, left, made, r)) ||
+                    (j + 2 < k && gt_ranks_below(merges, made, cur[j + 2], r))) {
+                    first = j;
+                }
+            }
+            lane_b[lane] = first;
         }
         GT_SYNC();
         GT_LANE_ZERO {
-            gt_u32 merging = 0;
-            for (gt_u32 l = 0; l < GT_LANES; ++l) merging += lane_a[l];
-            productive = merging >= k / GT_ROUND_SHARE;
-        }
-        GT_SYNC();
-        if (!productive) {
-            ranked = 1;
-            break;
-        }
-        GT_EACH_LANE(lane) {
-            gt_u32 lo, hi, run = lane_c[lane];
-            gt_lane_share(k - 1, lane, &lo, &hi);
-            for (gt_u32 j = lo; j < hi; ++j) {
-                run = pair[j] == r ? run + 1 : 0;
-                pair[j] = run & 1;
+            gt_u32 merges_all = 0, first = GT_NONE;
+            for (gt_u32 l = 0; l < GT_LANES; ++l) {
+                gt_u32 its = lane_b[l];
+                merges_all += lane_a[l];
+                first = its < first ? its : first;
             }
+            // A round right after one cut short takes the pairs it left (r < last).
+            gt_u32 go = merges_all >= k / share || (last != GT_NONE && r < last);
+            if (first != GT_NONE && repairs == 0) go = 0;
+            *productive = go;
+            *cut = first;
         }
         GT_SYNC();
+        if (!*productive) break;  // the heap merge goes on from here, with the ranks found
+        gt_u32 upto = *cut;       // the merges at pairs up to here are applied
+        if (upto != GT_NONE) --repairs;
         // Symbols kept (all but the right one of a merging pair), per share (lane_b).
         GT_EACH_LANE(lane) {
             gt_u32 lo, hi, kept = 0;
             gt_lane_share(k, lane, &lo, &hi);
-            for (gt_u32 i = lo; i < hi; ++i) kept += !(i > 0 && pair[i - 1]);
+            for (gt_u32 i = lo; i < hi; ++i) kept += !(i > 0 && i - 1 <= upto && merging[i - 1]);
             lane_b[lane] = kept;
         }
         GT_SYNC();
@@ -297,71 +505,76 @@ GT_HD void gt_bpe_rounds(const GtPairTable* merges, GtBpeScratch s, gt_u32 k, gt
                 lane_c[l] = at;
                 at += lane_b[l];
             }
-            symbols = at;
+            *symbols = at;
         }
         GT_SYNC();
         // The round's symbols, each share's from where it starts (lane_c).
         GT_EACH_LANE(lane) {
-            gt_u32 lo, hi, at = lane_c[lane];
+            gt_u32 lo, hi, at = lane_c[lane], made = gt_pair_merged(merges, r);
             gt_lane_share(k, lane, &lo, &hi);
             for (gt_u32 i = lo; i < hi; ++i) {
-                if (i > 0 && pair[i - 1]) continue;
-                next[at++] = i + 1 < k && pair[i] ? merges->merged_of_rank[r] : cur[i];
+                if (i > 0 && i - 1 <= upto && merging[i - 1]) continue;
+                next[at++] = i + 1 < k && i <= upto && merging[i] ? made : (gt_u32)cur[i];
             }
         }
         GT_SYNC();
-        gt_u32* was = cur;
+        GtLaneMem<gt_u32> was = cur;
         cur = next;
         next = was;
-        before = k;
-        k = symbols;
+        in_ids = !in_ids;
+        k = *symbols;
         last = r;
     }
     if (done) {  // no merge left: the symbols are the ids
+        GtLaneMem<gt_u32> ids = out;
         GT_EACH_LANE(lane) {
             gt_u32 lo, hi;
             gt_lane_share(k, lane, &lo, &hi);
-            for (gt_u32 i = lo; i < hi; ++i) out[i] = cur[i];
+            for (gt_u32 i = lo; i < hi; ++i) ids[i] = cur[i];
         }
         GT_LANE_ZERO *count = k;
         return;
     }
-    // The rest on one lane, from the last state the oracle also reaches.
-    if (cur != s.ids) {
+    // The rest on one lane, from the last state (the oracle's too).
+    if (!in_ids) {
+        GtLaneMem<gt_u32> ids = s.ids;
         GT_EACH_LANE(lane) {
             gt_u32 lo, hi;
             gt_lane_share(k, lane, &lo, &hi);
-            for (gt_u32 i = lo; i < hi; ++i) s.ids[i] = cur[i];
+            for (gt_u32 i = lo; i < hi; ++i) ids[i] = cur[i];
         }
         GT_SYNC();
     }
     GT_LANE_ZERO {
         gt_u32 queued = 0;
-        for (gt_u32 j = 0; ranked && j + 1 < k; ++j) {
-            GtMergeEntry e = {pair[j], j};
-            if (pair[j] != GT_NONE) gt_heap_push(s.heap, &queued, e);
+        for (gt_u32 j = 0; j + 1 < k; ++j) {
+            GtMergeEntry e = {(gt_u32)pair[j], j};
+            if (e.rank != GT_NONE) gt_heap_push(s.heap, &queued, e);
         }
-        gt_bpe_link(s, k);  // (pair[] is s.next)
-        *count = ranked ? gt_bpe_merge_queued(merges, s, queued, out) : gt_bpe_merge(merges, s, k, out);
+        GT_LANE_READS(s.ids, k);  // the heap merge reads them through plain pointers
+        gt_bpe_link(s, k);        // (pair[] is s.next)
+        *count = gt_bpe_merge_queued(merges, s, queued, out);
     }
 }
 
 // Byte-level BPE of a long word bytes[0..n) (as gt_bpe_word gives it) into
-// out (room for n ids) and its id count into *count, by a block.
+// out (room for n ids) and its id count into *count, by a block whose rounds
+// take `share` (gt_bpe_rounds).
 GT_HD void gt_long_word(const GtBpeModel* m, const gt_u8* bytes, gt_u32 n, GtBpeScratch s, gt_u32* out,
-                        gt_u32* count) {
-    GT_SHARED gt_u32 whole;
+                        gt_u32* count, gt_u32 share) {
+    GT_SHARED gt_u32 whole_;
+    GtLaneMem<gt_u32> whole = &whole_, ids = s.ids;
     GT_LANE_ZERO {
-        whole = m->ignore_merges && gt_whole_word(&m->vocab, bytes, n, out);
-        if (whole) *count = 1;
+        *whole = m->ignore_merges && gt_whole_word(&m->vocab, bytes, n, out);
+        if (*whole) *count = 1;
     }
     GT_SYNC();
-    if (whole) return;
+    if (*whole) return;
     GT_EACH_LANE(lane) {
         gt_u32 lo, hi;
         gt_lane_share(n, lane, &lo, &hi);
-        for (gt_u32 i = lo; i < hi; ++i) s.ids[i] = m->byte_ids[bytes[i]];
+        for (gt_u32 i = lo; i < hi; ++i) ids[i] = m->byte_ids[bytes[i]];
     }
     GT_SYNC();
-    gt_bpe_rounds(&m->merges, s, n, out, count);
+    gt_bpe_rounds(&m->merges, s, n, out, count, share);
 }

@@ -59,6 +59,9 @@ GT_HD gt_u32 gt_utf8_len(gt_u8 b) { return b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF
 GT_HD gt_u32 gt_atomic_add(gt_u32* p, gt_u32 v) {
 #if defined(__CUDACC_RTC__) || defined(__CUDACC__)
     return atomicAdd(p, v);
+#elif defined(GT_LANE_CHECK)
+    gt_count_atomic(p);  // (the device cost model's count; nothing unless asked)
+    return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
 #else
     return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
 #endif
@@ -70,18 +73,79 @@ GT_HD gt_u32 gt_atomic_add(gt_u32* p, gt_u32 v) {
 // turn (GT_SYNC is then nothing). A phase's loop body is one lane's work;
 // what lives from one phase to the next is in GT_SHARED arrays (block shared
 // memory; the host function's own locals), and every lane takes the same
-// branches between phases.
+// branches between phases (code outside GT_EACH_LANE and GT_LANE_ZERO runs
+// on every lane: on the host, once).
+// The emulator's build (GT_LANE_CHECK: cuda/gt_host_checked.cpp, the checker
+// in cuda/gt_lane_check.h) runs each phase's lanes in a shuffled order and
+// checks every access made through a GtLaneMem view (below): a location one
+// lane writes and another reads or writes in the same phase is a race on a
+// GPU, and is reported.
 #define GT_LANES 256u
 #if defined(__CUDA_ARCH__)
 #define GT_EACH_LANE(lane) for (gt_u32 lane = threadIdx.x, once_ = 1; once_; once_ = 0)
 #define GT_LANE_ZERO if (threadIdx.x == 0)
 #define GT_SYNC() __syncthreads()
 #define GT_SHARED __shared__
+#elif defined(GT_LANE_CHECK)
+#define GT_EACH_LANE(lane) \
+    for (GtLaneLoop lanes_(GT_LANES); lanes_.next();) for (gt_u32 lane = lanes_.lane(), once_ = 1; once_; once_ = 0)
+#define GT_LANE_ZERO for (GtLaneLoop lanes_(1); lanes_.next();)
+#define GT_SYNC() gt_lane_sync(__FILE__, __LINE__)
+#define GT_SHARED
 #else
 #define GT_EACH_LANE(lane) for (gt_u32 lane = 0; lane < GT_LANES; ++lane)
 #define GT_LANE_ZERO
 #define GT_SYNC() ((void)0)
 #define GT_SHARED
+#endif
+
+// Memory the lanes of a block share (GT_SHARED arrays, and the item's global
+// scratch) is read and written through GtLaneMem<T> views: a plain T* but in
+// the checked build, where each access goes to the checker.
+// GT_LANE_READS / GT_LANE_WROTE tell the checker about n elements from p read
+// or written through plain pointers (by a function shared with one-thread
+// code).
+#if defined(GT_LANE_CHECK)
+template <class T>
+struct GtLaneRef {
+    T* p;
+    operator T() const {
+        gt_lane_touch(p, sizeof(T), 0);
+        return *p;
+    }
+    GtLaneRef& operator=(T v) {
+        gt_lane_touch(p, sizeof(T), 1);
+        *p = v;
+        return *this;
+    }
+    GtLaneRef& operator=(const GtLaneRef& other) { return *this = (T)other; }
+};
+template <class T>
+struct GtLaneMem {
+    T* p;
+    GtLaneMem(T* at) : p(at) {}
+    GtLaneRef<T> operator[](gt_u64 i) const { return GtLaneRef<T>{p + i}; }
+    GtLaneRef<T> operator*() const { return GtLaneRef<T>{p}; }
+};
+#define GT_LANE_READS(p, n) gt_lane_touch((p), (gt_u64)(n) * sizeof(*(p)), 0)
+// GT_GLOBAL_READ / GT_GLOBAL_WROTE: n elements from p of global memory read
+// or written by this thread, for the emulator's counts (gt_lane_check.h's
+// GtLaneCounts); nothing in any other build.
+#define GT_GLOBAL_READ(p, n) gt_count_global((p), (gt_u64)(n) * sizeof(*(p)), 0)
+#define GT_GLOBAL_WROTE(p, n) gt_count_global((p), (gt_u64)(n) * sizeof(*(p)), 1)
+// GT_WORK_ITEM(): this thread (or lane) took an item of its launch's work (a
+// piece, a word, an element...): the counts' working threads; the others
+// only found they had nothing to do (idle, for the cost model).
+#define GT_WORK_ITEM() gt_count_item()
+#define GT_LANE_WROTE(p, n) gt_lane_touch((p), (gt_u64)(n) * sizeof(*(p)), 1)
+#else
+template <class T>
+using GtLaneMem = T*;
+#define GT_LANE_READS(p, n) ((void)0)
+#define GT_LANE_WROTE(p, n) ((void)0)
+#define GT_GLOBAL_READ(p, n) ((void)0)
+#define GT_GLOBAL_WROTE(p, n) ((void)0)
+#define GT_WORK_ITEM() ((void)0)
 #endif
 
 // Unicode White_Space (Rust's char::is_whitespace, which the crate's

@@ -8,22 +8,37 @@
 #pragma once
 #include "gt_common.cuh"
 
-// Merge table: key (left id << 32 | right id) -> (rank, merged id). A slot
-// holds all three, so a probe that hits reads one 16-byte slot (one cache
-// line) instead of three arrays.
-#define GT_PAIR_EMPTY 0xFFFFFFFFFFFFFFFFull
+// Merge table: (left id, right id) -> rank, the merge's id by rank. A slot is
+// one u64, the pair's 42-bit key (21 bits per id) above its 22-bit rank, so a
+// probe reads 8 bytes and a cache line holds 8 slots: the table is half the
+// size it would be with the merged id beside the rank, and the merge loop
+// reads a merged id (merged_of_rank) only when it applies a merge, where it
+// looks pairs up twice as often. When the merges' ids rise with their ranks
+// (most vocabularies number tokens in merge order), a slot holds the merged
+// id in place of the rank: it orders merges as the rank does, and
+// merged_of_rank is null (gt_pair_merged).
+// Ids must be below GT_PAIR_ID_LIMIT and ranks below GT_PAIR_RANK_LIMIT (the
+// plan checks: real vocabularies have a few hundred thousand tokens).
+#define GT_PAIR_ID_BITS 21
+#define GT_PAIR_RANK_BITS 22
+#define GT_PAIR_ID_LIMIT ((1u << GT_PAIR_ID_BITS) - 1)
+#define GT_PAIR_RANK_LIMIT ((1u << GT_PAIR_RANK_BITS) - 1)
+#define GT_PAIR_EMPTY 0xFFFFFFFFFFFFFFFFull  // its key part is no pair of ids below the limit
 
 struct GtPairSlot {
-    gt_u64 key;  // GT_PAIR_EMPTY marks a free slot
-    gt_u32 rank;
-    gt_u32 merged;
+    gt_u64 packed;  // key << GT_PAIR_RANK_BITS | rank; GT_PAIR_EMPTY marks a free slot
 };
 
 struct GtPairTable {
     const GtPairSlot* slots;        // capacity entries
     gt_u64 mask;                    // capacity - 1
-    const gt_u32* merged_of_rank;   // each merge's id, by rank (the merge loop's stale check)
+    const gt_u32* merged_of_rank;   // each merge's id, by rank (null: slots hold merged ids)
 };
+
+// The id the merge found with value `rank` makes.
+GT_HD gt_u32 gt_pair_merged(const GtPairTable* t, gt_u32 rank) {
+    return t->merged_of_rank ? t->merged_of_rank[rank] : rank;
+}
 
 GT_HD gt_u64 gt_mix64(gt_u64 x) {
     // splitmix64 finaliser: cheap, and spreads the id bits over the whole word.
@@ -36,33 +51,58 @@ GT_HD gt_u64 gt_mix64(gt_u64 x) {
 }
 
 GT_HD gt_u64 gt_pair_key(gt_u32 left, gt_u32 right) {
-    return ((gt_u64)left << 32) | (gt_u64)right;
+    return ((gt_u64)left << GT_PAIR_ID_BITS) | (gt_u64)right;
 }
 
-// Finds the merge of (left, right). Returns 1 and fills rank/merged if found.
-GT_HD int gt_pair_find(const GtPairTable* t, gt_u32 left, gt_u32 right, gt_u32* rank, gt_u32* merged) {
+// First slot of a key: one multiply, its high half folded onto the low bits
+// the mask keeps (a probe's latency is on the merge loop's critical path).
+GT_HD gt_u64 gt_pair_slot(gt_u64 key, gt_u64 mask) {
+    gt_u64 h = key * 0x9E3779B97F4A7C15ull;
+    return (h ^ (h >> 29)) & mask;
+}
+
+// Rank of the merge of (left, right), or GT_NONE when they do not merge.
+GT_HD gt_u32 gt_pair_rank(const GtPairTable* t, gt_u32 left, gt_u32 right) {
     gt_u64 key = gt_pair_key(left, right);
-    for (gt_u64 slot = gt_mix64(key) & t->mask;; slot = (slot + 1) & t->mask) {
-        GtPairSlot e = t->slots[slot];
-        if (e.key == key) {
-            *rank = e.rank;
-            *merged = e.merged;
-            return 1;
-        }
-        if (e.key == GT_PAIR_EMPTY) return 0;
+    for (gt_u64 slot = gt_pair_slot(key, t->mask);; slot = (slot + 1) & t->mask) {
+        gt_u64 e = t->slots[slot].packed;
+        if (e >> GT_PAIR_RANK_BITS == key) return (gt_u32)(e & GT_PAIR_RANK_LIMIT);
+        if (e == GT_PAIR_EMPTY) return GT_NONE;
     }
 }
 
-// Host-side builder: inserts (left, right) -> (rank, merged), overwriting an
-// existing entry (the oracle keeps the last of duplicate merges). The table
-// must have a free slot.
-GT_HD void gt_pair_insert(GtPairSlot* slots, gt_u64 mask, gt_u32 left, gt_u32 right, gt_u32 rank, gt_u32 merged_id) {
+// Asks for the slot where the pair (left, right) is looked up first (a hint:
+// host only; the device's caches are another matter).
+GT_HD void gt_pair_prefetch(const GtPairTable* t, gt_u32 left, gt_u32 right) {
+#if !defined(__CUDACC_RTC__) && !defined(__CUDA_ARCH__)
+    __builtin_prefetch(&t->slots[gt_pair_slot(gt_pair_key(left, right), t->mask)]);
+#else
+    (void)t;
+    (void)left;
+    (void)right;
+#endif
+}
+
+// Finds the merge of (left, right). Returns 1 and fills rank/merged if found
+// (in a table of pairs alone, merged is the value inserted).
+GT_HD int gt_pair_find(const GtPairTable* t, gt_u32 left, gt_u32 right, gt_u32* rank, gt_u32* merged) {
+    gt_u32 r = gt_pair_rank(t, left, right);
+    if (r == GT_NONE) return 0;
+    *rank = r;
+    *merged = gt_pair_merged(t, r);
+    return 1;
+}
+
+// Host-side builder: inserts (left, right) -> rank, overwriting an existing
+// entry (the oracle keeps the last of duplicate merges). The table must have
+// a free slot; ids and rank must be below the limits.
+GT_HD void gt_pair_insert(GtPairSlot* slots, gt_u64 mask, gt_u32 left, gt_u32 right, gt_u32 rank) {
     gt_u64 key = gt_pair_key(left, right);
-    gt_u64 slot = gt_mix64(key) & mask;
-    while (slots[slot].key != GT_PAIR_EMPTY && slots[slot].key != key) slot = (slot + 1) & mask;
-    slots[slot].key = key;
-    slots[slot].rank = rank;
-    slots[slot].merged = merged_id;
+    gt_u64 slot = gt_pair_slot(key, mask);
+    while (slots[slot].packed != GT_PAIR_EMPTY && slots[slot].packed >> GT_PAIR_RANK_BITS != key) {
+        slot = (slot + 1) & mask;
+    }
+    slots[slot].packed = key << GT_PAIR_RANK_BITS | rank;
 }
 
 // Byte-string table: token bytes -> id. A slot holds the hash, the id and

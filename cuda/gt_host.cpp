@@ -10,28 +10,49 @@
 extern "C" {
 
 // A long word goes through a block's rounds as on the device (this thread
-// runs the lanes): runs of one symbol then merge in linear time.
-gt_u32 gt_host_bpe_word(const GtBpeModel* model, const gt_u8* bytes, gt_u32 n, GtBpeScratch scratch, gt_u32* out) {
+// runs the lanes), with the schedule `share` (gt_bpe_rounds): runs of one
+// symbol then merge in linear time.
+gt_u32 gt_host_bpe_word(const GtBpeModel* model, const gt_u8* bytes, gt_u32 n, GtBpeScratch scratch, gt_u32* out,
+                        gt_u32 share) {
     if (n < GT_LONG_WORD) return gt_bpe_word(model, bytes, n, scratch, out);
     gt_u32 count;
-    gt_long_word(model, bytes, n, scratch, out, &count);
+    gt_long_word(model, bytes, n, scratch, out, &count, share);
     return count;
 }
 
-gt_u32 gt_host_spm_word(const GtSpmModel* model, const gt_u8* bytes, gt_u32 n, GtBpeScratch scratch, gt_u32* out) {
+void gt_host_bpe_words_turns(const GtBpeModel* model, const gt_u8* bytes, const gt_u32* starts, const gt_u32* lens,
+                             gt_u32 k, gt_u32* out, const gt_u32* rooms, gt_u32* counts) {
+    gt_bpe_words_turns(model, bytes, starts, lens, k, out, rooms, counts);
+}
+
+gt_u32 gt_host_turn_max() { return GT_TURN_MAX; }
+
+gt_u32 gt_host_spm_word(const GtSpmModel* model, const gt_u8* bytes, gt_u32 n, GtBpeScratch scratch, gt_u32* out,
+                        gt_u32 share) {
     if (n < GT_LONG_WORD) return gt_spm_word(model, bytes, n, scratch, out);
     gt_u32 count;
-    gt_long_word(model, bytes, n, scratch, out, &count);
+    gt_long_word(model, bytes, n, scratch, out, &count, share);
     return count;
 }
+
+gt_u32 gt_host_chars_kept(const GtCharTable* table, const gt_u8* text, gt_u32 n, gt_u32 pos) {
+    return gt_chars_kept(table, text, n, pos);
+}
+
+gt_u32 gt_host_chars_normalize(const GtCharTable* table, const gt_u8* text, gt_u32 n, gt_u8* out, gt_u32* from,
+                               gt_u32* to) {
+    return gt_chars_normalize(table, text, n, out, from, to);
+}
+
+gt_u32 gt_host_spm_room(const GtSpmModel* model, gt_u32 n) { return gt_spm_room(model, n); }
 
 gt_u32 gt_host_unigram_word(const GtUnigramModel* model, const gt_u8* bytes, gt_u32 n, GtUnigramScratch scratch,
                             gt_u32* out) {
     return gt_unigram_word(model, bytes, n, scratch, out);
 }
 
-void gt_host_pair_insert(GtPairSlot* slots, gt_u64 mask, gt_u32 left, gt_u32 right, gt_u32 rank, gt_u32 merged_id) {
-    gt_pair_insert(slots, mask, left, right, rank, merged_id);
+void gt_host_pair_insert(GtPairSlot* slots, gt_u64 mask, gt_u32 left, gt_u32 right, gt_u32 rank) {
+    gt_pair_insert(slots, mask, left, right, rank);
 }
 
 void gt_host_bytes_insert(GtBytesSlot* slots, gt_u64 mask, gt_u64* filter, gt_u64 filter_mask, const gt_u8* bytes,
@@ -41,6 +62,10 @@ void gt_host_bytes_insert(GtBytesSlot* slots, gt_u64 mask, gt_u64* filter, gt_u6
 
 gt_u32 gt_host_find(gt_u32 pattern, const gt_u8* text, gt_u32 end, gt_u32 pos, gt_u32* start) {
     return gt_find(pattern, text, end, pos, start);
+}
+
+gt_u32 gt_host_pair_rank(const GtPairTable* table, gt_u32 left, gt_u32 right) {
+    return gt_pair_rank(table, left, right);
 }
 
 gt_u32 gt_host_bytes_find(const GtBytesTable* table, const gt_u8* bytes, gt_u32 n) {
@@ -54,9 +79,35 @@ struct GtHostEmit {
     void* ctx;
     void operator()(gt_u32 start, gt_u32 end) { word(ctx, start, end); }
 };
-void gt_host_split_words(const GtSplits* splits, const gt_u8* text, gt_u32 n, GtWordCallback word, void* ctx) {
+void gt_host_chain_words(const GtChain* chain, const gt_u8* text, gt_u32 n, GtWordCallback word, void* ctx) {
     GtHostEmit emit = {word, ctx};
-    gt_split_words<0>(splits, text, 0, n, emit);
+    gt_chain_words<0>(chain, text, 0, n, emit);
+}
+
+// The ranges one Split step makes of text[0, n) (n > 0), before its behaviour:
+// range(ctx, start, end, is_match) for each.
+typedef void (*GtRangeCallback)(void* ctx, gt_u32 start, gt_u32 end, int is_match);
+struct GtHostRanges {
+    GtRangeCallback cb;
+    void* ctx;
+    void range(gt_u32 start, gt_u32 end, int is_match) { cb(ctx, start, end, is_match); }
+};
+void gt_host_step_ranges(const GtChainStep* step, const gt_u8* text, gt_u32 n, GtRangeCallback cb, void* ctx) {
+    GtHostRanges sink = {cb, ctx};
+    gt_step_ranges(step, text, n, sink);
+}
+
+// The pieces a Split behaviour (GT_SPLIT_* | GT_SPLIT_INVERT) makes of n
+// ranges (start, end, is_match triples, in order): piece(ctx, start, end) for each.
+void gt_host_behave(gt_u32 behavior, const gt_u32* ranges, gt_u32 n, GtWordCallback piece, void* ctx) {
+    GtHostEmit out = {piece, ctx};
+    GtBehave<GtHostEmit> sink = gt_behave(behavior, &out);
+    for (gt_u32 i = 0; i < n; ++i) sink.range(ranges[3 * i], ranges[3 * i + 1], (int)ranges[3 * i + 2]);
+    sink.finish();
+}
+
+gt_u32 gt_host_rx_find(const GtRegex* rx, const gt_u8* text, gt_u32 end, gt_u32 pos, gt_u32* start) {
+    return gt_rx_find(rx, text, end, pos, start);
 }
 
 gt_u32 gt_host_wordpiece_text(const GtWordPieceModel* model, const gt_u8* text, gt_u32 n, GtWpScratch scratch,
@@ -80,7 +131,7 @@ struct GtHostWpEmit {
 };
 gt_u32 gt_host_wordpiece_words(const GtWordPieceModel* model, const gt_u8* text, gt_u32 n, gt_u8* norm,
                                GtWpWordCallback word, void* ctx) {
-    gt_u32 k = gt_wp_normalize(&model->chars, text, n, norm, 0, 0);
+    gt_u32 k = gt_chars_normalize(&model->chars, text, n, norm, 0, 0);
     if (k == GT_NONE) return GT_NONE;
     GtHostWpEmit emit = {word, ctx, norm};
     gt_wp_words(model, norm, k, emit);
@@ -102,8 +153,6 @@ gt_u32 gt_host_next_cut(const gt_u8* text, gt_u32 end, gt_u32 from) { return gt_
 
 int gt_host_is_white_space(gt_u32 cp) { return gt_is_white_space(cp); }
 
-int gt_host_chain_can_cut(const GtSplits* splits) { return gt_chain_can_cut(splits); }
-
 gt_u32 gt_host_class(gt_u32 cp) { return gt_class(cp); }
 
 // Runs threads [begin, end) of batch kernel number `kernel` (the order of
@@ -121,11 +170,14 @@ int gt_host_run(gt_u32 kernel, const void* args, gt_u32 begin, gt_u32 end) {
     return -1;
 }
 
-// The constants Rust mirrors (rust/kernels/abi.rs): GT_WORK_CLASSES, GT_LANES, GT_LONG_WORD.
+// The constants Rust mirrors (rust/kernels/abi.rs): GT_WORK_CLASSES, GT_LANES,
+// GT_LONG_WORD, GT_ROUND_SHARE_HOST, GT_ROUND_SHARE_GPU.
 void gt_host_constants(gt_u32* out) {
     out[0] = GT_WORK_CLASSES;
     out[1] = GT_LANES;
     out[2] = GT_LONG_WORD;
+    out[3] = GT_ROUND_SHARE_HOST;
+    out[4] = GT_ROUND_SHARE_GPU;
 }
 
 // sizeof of each kernel's argument struct (kernel order), then of the other
@@ -135,11 +187,11 @@ gt_u32 gt_host_struct_sizes(gt_u64* out, gt_u32 n) {
 #define GT_ARG_SIZE(name, Args) if (k < n) out[k++] = sizeof(Args);
     GT_BATCH_KERNELS(GT_ARG_SIZE)
 #undef GT_ARG_SIZE
-    const gt_u64 others[] = {sizeof(GtRowSpan), sizeof(GtMergeEntry), sizeof(GtBpeModel), sizeof(GtSplits),
+    const gt_u64 others[] = {sizeof(GtRowSpan), sizeof(GtMergeEntry), sizeof(GtBpeModel), sizeof(GtChain),
                              sizeof(GtTemplate), sizeof(GtRowSource), sizeof(GtCharTable),
                              sizeof(GtWordPieceModel), sizeof(GtWpScratch), sizeof(GtSpmModel), sizeof(GtBytesSlot),
                              sizeof(GtUnigramModel), sizeof(GtUnigramScratch), sizeof(GtPairSlot), sizeof(GtPartSpan),
-                             sizeof(GtSpmCuts)};
+                             sizeof(GtSpmCuts), sizeof(GtRegex), sizeof(GtChainStep)};
     for (gt_u64 size : others)
         if (k < n) out[k++] = size;
     return k;

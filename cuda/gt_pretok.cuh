@@ -46,6 +46,8 @@ GT_HD gt_u32 gt_class(gt_u32 cp) {
     return gt_class_palette[gt_class_blocks[gt_class_block_of[cp >> 7]][cp & 127]];
 }
 
+GT_HD int gt_is_ascii_letter(gt_u8 b) { return (b >= 'A' && b <= 'Z') || (b >= 'a' && b <= 'z'); }
+
 // A cursor over one code point: its position, length, value and class.
 struct GtChar {
     gt_u32 pos, len, cp, cls;
@@ -61,6 +63,74 @@ GT_HD GtChar gt_char_at(const gt_u8* s, gt_u32 end, gt_u32 pos) {
 }
 
 GT_HD int gt_is_crlf(GtChar c) { return c.len && (c.cp == '\r' || c.cp == '\n'); }
+
+// ---- ASCII fast paths ----------------------------------------------------
+// Most text is ASCII words. These read 8 bytes at a time (SWAR on a u64, the
+// same on host and device) and answer only when ASCII alone decides; where a
+// non-ASCII byte could change the answer they return GT_NONE and the caller
+// takes the general path, so the result is always the general path's.
+#define GT_ONES8 0x0101010101010101ull
+#define GT_HIGH8 0x8080808080808080ull
+
+// High bit of each byte of x (bytes below 0x80) that lies in [lo, hi].
+GT_HD gt_u64 gt_swar_in(gt_u64 x, gt_u8 lo, gt_u8 hi) {
+    // Below 0x80 plus at most 0x7F: no byte carries into the next.
+    gt_u64 ge_lo = x + GT_ONES8 * (0x80u - lo), gt_hi = x + GT_ONES8 * (0x7Fu - hi);
+    return ge_lo & ~gt_hi & GT_HIGH8;
+}
+
+// High bit of each ASCII letter byte of x (any bytes).
+GT_HD gt_u64 gt_swar_letters(gt_u64 x) {
+    gt_u64 low7 = x & ~GT_HIGH8;
+    return gt_swar_in(low7 | GT_ONES8 * 0x20u, 'a', 'z') & ~x;  // | 0x20 folds A-Z onto a-z
+}
+
+// High bit of each ASCII digit byte of x (any bytes).
+GT_HD gt_u64 gt_swar_digits(gt_u64 x) { return gt_swar_in(x & ~GT_HIGH8, '0', '9') & ~x; }
+
+// End of the run of ASCII bytes whose SWAR test `kind` holds (0: letters,
+// 1: digits, 2: lowercase, 3: uppercase), from p; GT_NONE when the run stops
+// at a non-ASCII byte (a letter or digit there would go on with it).
+GT_HD gt_u32 gt_ascii_run(const gt_u8* s, gt_u32 end, gt_u32 p, int kind) {
+    for (;;) {
+        if (end - p >= 8) {
+            gt_u64 x = gt_load8(s + p), in;
+            switch (kind) {
+                case 0: in = gt_swar_letters(x); break;
+                case 1: in = gt_swar_digits(x); break;
+                case 2: in = gt_swar_in(x & ~GT_HIGH8, 'a', 'z') & ~x; break;
+                default: in = gt_swar_in(x & ~GT_HIGH8, 'A', 'Z') & ~x; break;
+            }
+            gt_u64 out = ~in & GT_HIGH8;
+            if (!out) {
+                p += 8;
+                continue;
+            }
+            gt_u32 at = p + gt_lowest_bit(out) / 8;
+            return s[at] < 0x80 ? at : GT_NONE;
+        }
+        if (p == end) return p;
+        gt_u8 b = s[p];
+        if (b >= 0x80) return GT_NONE;
+        int in = kind == 0 ? gt_is_ascii_letter(b) : kind == 1 ? (b >= '0' && b <= '9')
+               : kind == 2 ? (b >= 'a' && b <= 'z') : (b >= 'A' && b <= 'Z');
+        if (!in) return p;
+        ++p;
+    }
+}
+
+// The first byte at or after p that is not ASCII, or, with `digits`, that
+// is not ASCII or is an ASCII digit (where a \p{N} or CJK match can start).
+GT_HD gt_u32 gt_skip_ascii(const gt_u8* s, gt_u32 end, gt_u32 p, int digits) {
+    while (end - p >= 8) {
+        gt_u64 x = gt_load8(s + p);
+        gt_u64 stop = (x & GT_HIGH8) | (digits ? gt_swar_digits(x) : 0);
+        if (stop) return p + gt_lowest_bit(stop) / 8;
+        p += 8;
+    }
+    while (p < end && s[p] < 0x80 && !(digits && s[p] >= '0' && s[p] <= '9')) ++p;
+    return p;
+}
 
 // End of the run of code points whose class intersects `mask`, from `pos`;
 // at most `limit` code points.
@@ -140,7 +210,33 @@ GT_HD gt_u32 gt_space_other(const gt_u8* s, gt_u32 end, GtChar c, GtChar next) {
     return p;
 }
 
+// ASCII words: " ?" then letters or digits (GPT-2), or [^\r\n\p{L}\p{N}]?
+// then letters (cl100k, Qwen), or a digit run (cl100k, Qwen: at most
+// `max_digits`; GPT-2: 0, no limit), decided by ASCII bytes alone; else
+// GT_NONE. Never at an apostrophe (the contractions come first).
+GT_HD gt_u32 gt_ascii_word(const gt_u8* s, gt_u32 end, gt_u32 pos, int gpt2, gt_u32 max_digits) {
+    gt_u8 c = s[pos];
+    gt_u8 next = pos + 1 < end ? s[pos + 1] : 0;
+    if (gt_is_ascii_letter(c)) return gt_ascii_run(s, end, pos + 1, 0);
+    int digit = c >= '0' && c <= '9';
+    // The optional lead: " ?" for GPT-2; any ASCII but \r, \n, letters and digits otherwise.
+    int lead = gpt2 ? c == ' ' : c < 0x80 && c != '\r' && c != '\n' && !digit && c != '\'';
+    if (lead && gt_is_ascii_letter(next)) return gt_ascii_run(s, end, pos + 2, 0);
+    if (gpt2 && (digit || (lead && next >= '0' && next <= '9'))) return gt_ascii_run(s, end, pos + 1 + !digit, 1);
+    if (!gpt2 && digit) {
+        gt_u32 p = pos + 1;
+        while (p < end && p - pos < max_digits && s[p] >= '0' && s[p] <= '9') ++p;
+        // Fewer than max digits, then a byte that may start a non-ASCII digit.
+        return p - pos < max_digits && p < end && s[p] >= 0x80 ? GT_NONE : p;
+    }
+    return GT_NONE;
+}
+
 GT_HD gt_u32 gt_match_gpt2(const gt_u8* s, gt_u32 end, gt_u32 pos) {
+    if (s[pos] != '\'') {
+        gt_u32 fast = gt_ascii_word(s, end, pos, 1, 0);
+        if (fast != GT_NONE) return fast;
+    }
     gt_u32 r = gt_contraction(s, end, pos, 0);
     if (r != GT_NONE) return r;
     GtChar c = gt_char_at(s, end, pos);
@@ -155,6 +251,10 @@ GT_HD gt_u32 gt_match_gpt2(const gt_u8* s, gt_u32 end, gt_u32 pos) {
 
 // Qwen2/3 (max_digits 1) and cl100k / Llama-3 (max_digits 3).
 GT_HD gt_u32 gt_match_cl100k(const gt_u8* s, gt_u32 end, gt_u32 pos, gt_u32 max_digits) {
+    if (s[pos] != '\'') {
+        gt_u32 fast = gt_ascii_word(s, end, pos, 0, max_digits);
+        if (fast != GT_NONE) return fast;
+    }
     gt_u32 r = gt_contraction(s, end, pos, 1);
     if (r != GT_NONE) return r;
     GtChar c = gt_char_at(s, end, pos);
@@ -205,7 +305,24 @@ GT_HD gt_u32 gt_o200k_upper_word(const gt_u8* s, gt_u32 end, gt_u32 q) {
     return r != GT_NONE ? r : p;
 }
 
+// o200k's words over ASCII: [^\r\n\p{L}\p{N}]? then uppercase letters, then
+// lowercase ones (the lower-word alternative when there are lowercase
+// letters, else the upper-word one: the same span), when ASCII bytes alone
+// decide it and no apostrophe follows; else GT_NONE.
+GT_HD gt_u32 gt_o200k_ascii_word(const gt_u8* s, gt_u32 end, gt_u32 pos) {
+    gt_u8 c = s[pos];
+    int lead = c < 0x80 && c != '\r' && c != '\n' && !gt_is_ascii_letter(c) && !(c >= '0' && c <= '9');
+    gt_u32 q = pos + (lead ? 1 : 0);
+    if (q >= end || !gt_is_ascii_letter(s[q])) return GT_NONE;
+    gt_u32 p = gt_ascii_run(s, end, q, 3);
+    if (p != GT_NONE) p = gt_ascii_run(s, end, p, 2);
+    if (p == GT_NONE || (p < end && s[p] == '\'')) return GT_NONE;
+    return p;
+}
+
 GT_HD gt_u32 gt_match_o200k(const gt_u8* s, gt_u32 end, gt_u32 pos) {
+    gt_u32 fast = gt_o200k_ascii_word(s, end, pos);
+    if (fast != GT_NONE) return fast;
     GtChar c = gt_char_at(s, end, pos);
     int lead = !gt_is_crlf(c) && !(c.cls & (GT_L | GT_N));  // [^\r\n\p{L}\p{N}]?
     gt_u32 r;
@@ -226,8 +343,6 @@ GT_HD int gt_is_ds_cjk(gt_u32 cp) {
     return (cp >= 0x4E00 && cp <= 0x9FA5) || (cp >= 0x3040 && cp <= 0x309F) || (cp >= 0x30A0 && cp <= 0x30FF);
 }
 
-GT_HD int gt_is_ascii_letter(gt_u8 b) { return (b >= 'A' && b <= 'Z') || (b >= 'a' && b <= 'z'); }
-
 GT_HD int gt_is_ascii_punct(gt_u8 b) {
     return (b >= '!' && b <= '/') || (b >= ':' && b <= '@') || (b >= '[' && b <= '`') || (b >= '{' && b <= '~');
 }
@@ -238,6 +353,14 @@ GT_HD gt_u32 gt_match_ds_words(const gt_u8* s, gt_u32 end, gt_u32 pos) {
         gt_u32 p = pos + 1;
         while (p < end && gt_is_ascii_letter(s[p])) ++p;
         return p;
+    }
+    // [^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+ over ASCII: a letter, or a space and
+    // a letter, then letters (GT_NONE from the run: a mark or letter may follow).
+    gt_u8 b = s[pos];
+    int space_letter = b == ' ' && pos + 1 < end && gt_is_ascii_letter(s[pos + 1]);
+    if (gt_is_ascii_letter(b) || space_letter) {
+        gt_u32 r = gt_ascii_run(s, end, pos + 1 + space_letter, 0);
+        if (r != GT_NONE) return r;
     }
     GtChar c = gt_char_at(s, end, pos);
     GtChar next = gt_char_at(s, end, pos + c.len);
@@ -278,6 +401,11 @@ GT_HD gt_u32 gt_match_at(gt_u32 pattern, const gt_u8* s, gt_u32 end, gt_u32 pos)
 // returns GT_NONE when the rest of the piece has no match.
 GT_HD_CALL gt_u32 gt_find(gt_u32 pattern, const gt_u8* s, gt_u32 end, gt_u32 pos, gt_u32* start) {
     while (pos < end) {
+        // DeepSeek's digit and CJK steps match at no ASCII byte but a digit.
+        if (pattern == GT_PAT_DS_DIGITS || pattern == GT_PAT_DS_CJK) {
+            pos = gt_skip_ascii(s, end, pos, pattern == GT_PAT_DS_DIGITS);
+            if (pos == end) break;
+        }
         gt_u32 e = gt_match_at(pattern, s, end, pos);
         if (e != GT_NONE) {
             *start = pos;
@@ -289,68 +417,13 @@ GT_HD_CALL gt_u32 gt_find(gt_u32 pattern, const gt_u8* s, gt_u32 end, gt_u32 pos
     return GT_NONE;
 }
 
-// ---- Chained Split steps -------------------------------------------------
-// A tokenizer's pre-tokenizer may be several Split(Isolated) steps in a row
-// (DeepSeek-V3 has three): each match and each gap between matches of step k
-// is split again by step k + 1; the pieces left after the last step are the
-// words. GT_MAX_SPLITS bounds the chain (longer chains keep the crate's path).
-#define GT_MAX_SPLITS 4
-
-struct GtSplits {
-    gt_u32 n;                         // steps in use
-    gt_u32 patterns[GT_MAX_SPLITS];  // GT_PAT_* of each step, in order
-};
-
-// Calls emit(start, end) for each non-empty word of s[begin, end) after steps
-// STEP.. of `splits`, in order. Offsets are into `s`; each piece is scanned as
-// a subject of its own (its end is the end of text for lookaheads).
-template <int STEP, class Emit>
-GT_HD void gt_split_words(const GtSplits* splits, const gt_u8* s, gt_u32 begin, gt_u32 end, Emit& emit) {
-    if (begin == end) return;
-    if constexpr (STEP == GT_MAX_SPLITS) {
-        emit(begin, end);
-    } else {
-        if ((gt_u32)STEP >= splits->n) {
-            emit(begin, end);
-            return;
-        }
-        gt_u32 pattern = splits->patterns[STEP], n = end - begin, pos = 0, prev = 0, start;
-        const gt_u8* piece = s + begin;
-        while (pos < n) {
-            gt_u32 match_end = gt_find(pattern, piece, n, pos, &start);
-            if (match_end == GT_NONE) break;
-            gt_split_words<STEP + 1>(splits, s, begin + prev, begin + start, emit);  // the gap, if any
-            gt_split_words<STEP + 1>(splits, s, begin + start, begin + match_end, emit);
-            prev = pos = match_end;
-        }
-        gt_split_words<STEP + 1>(splits, s, begin + prev, end, emit);
-    }
-}
-
 // ---- Safe cut points ------------------------------------------------------
-// A long document is cut into pieces that threads scan independently. Position
-// p is safe for every GT_PAT_* chain when s[p] is an ASCII space after a
-// character that is not white space (printable ASCII, or non-ASCII outside
-// White_Space; gt_ends_in_non_space): no alternative of any of these patterns
-// matches a non-space followed by ' ' (words end in letters, digits, marks, punctuation
-// or [\r\n/]; whitespace runs hold only whitespace), a whitespace run cannot end
-// at p, so no lookahead looks across it, and every last step matches at a space
-// (`\s+`), so p starts a word. Hence the words of s[a, p) then s[p, b) are the
-// words of s[a, b), for chains that gt_chain_can_cut accepts.
-//
-// Whether a chain has a step that matches at every space (the last part of
-// the argument above): only such chains may be cut. A chain of DeepSeek's
-// digit or CJK steps alone leaves "ab cd" one word, which a cut would split.
-GT_HD int gt_chain_can_cut(const GtSplits* splits) {
-    for (gt_u32 i = 0; i < splits->n && i < GT_MAX_SPLITS; ++i) {
-        switch (splits->patterns[i]) {
-            case GT_PAT_GPT2: case GT_PAT_CL100K: case GT_PAT_QWEN: case GT_PAT_O200K: case GT_PAT_DS_WORDS:
-                return 1;
-            default: break;
-        }
-    }
-    return 0;
-}
+// A long document is cut into pieces that threads scan independently, at
+// positions p where s[p] is an ASCII space after a character that is not
+// white space (gt_ends_in_non_space). Which chains may be cut there is proven
+// per step from its automaton when the plan is built (GtChain.can_cut in
+// rust/kernels/host.rs: no match crosses such a p, and one starts there), so
+// the words of s[a, p) then s[p, b) are the words of s[a, b).
 
 // True when the character that ends just before s[p] (p >= 1, valid UTF-8
 // from s) is printable ASCII other than a space, or non-ASCII and not white

@@ -3,13 +3,11 @@
 // pre_tokenizers/bert.rs and whitespace.rs, models/wordpiece/mod.rs).
 //
 // 1. Normalize: BertNormalizer (clean text, spaces around CJK ideographs,
-//    strip accents, lowercase) changes each code point on its own, so it is
-//    one lookup per code point in a table the plan builds on the host from
-//    the crate's own Unicode data (rust/plan/char_table.rs, checked there on
-//    every code point). The one context-dependent step, NFD's reordering of
-//    combining marks, can only matter for a kept mark with a non-zero
-//    combining class: such code points are flagged and the document goes to
-//    the exact path.
+//    strip accents, lowercase), or any normalizer that maps each code point
+//    on its own, is one lookup per code point (gt_normalize.cuh). The one
+//    context-dependent step, NFD's reordering of combining marks, can only
+//    matter for a kept mark with a non-zero combining class: such code
+//    points are flagged and the document goes to the exact path.
 // 2. Pre-tokenize: the same table gives each normalized code point its class:
 //    whitespace splits words and is dropped; punctuation is a word of its own
 //    (BertPreTokenizer; WhitespaceSplit has no punctuation class).
@@ -23,36 +21,8 @@
 //   -> [un, ##aff, ##able], [UNK]
 #pragma once
 #include "gt_hash.cuh"
+#include "gt_normalize.cuh"
 #include "gt_pretok.cuh"
-
-// A GtCharTable entry: bits 0-1 the code point's pre-tokenizer class (as a
-// normalized character), bits 2-3 what the normalizer does with it, bit 4 the
-// exact-path flag, bits 8-31 for GT_CHAR_MAP the offset in the blob of its
-// replacement: one length byte, then that many UTF-8 bytes.
-#define GT_CHAR_WORD 0u
-#define GT_CHAR_SPACE 1u
-#define GT_CHAR_PUNCT 2u
-#define GT_CHAR_CLASS 3u
-#define GT_CHAR_KEEP (0u << 2)
-#define GT_CHAR_DROP (1u << 2)
-#define GT_CHAR_MAP (2u << 2)
-#define GT_CHAR_ACTION (3u << 2)
-#define GT_CHAR_EXACT (1u << 4)
-#define GT_CHAR_BLOCKS 0x1100u  // blocks of 256 code points up to U+10FFFF
-
-// Two-level table: blocks[cp >> 8] is the block holding cp's 256 entries.
-// exact_prefixes: a bit per (lead byte, second byte) of UTF-8 that starts an
-// exact code point (host only: the device never asks gt_wp_needs_exact).
-struct GtCharTable {
-    const gt_u16* blocks;
-    const gt_u32* entries;
-    const gt_u8* blob;
-    const gt_u64* exact_prefixes;
-};
-
-GT_HD gt_u32 gt_char_entry(const GtCharTable* t, gt_u32 cp) {
-    return t->entries[((gt_u32)t->blocks[cp >> 8] << 8) | (cp & 0xFF)];
-}
 
 struct GtWordPieceModel {
     GtCharTable chars;
@@ -64,38 +34,8 @@ struct GtWordPieceModel {
     gt_u32 max_chars;    // max_input_chars_per_word
 };
 
-// text[0, n) through the normalizer into out (room for n times the table's
-// growth), and for each output byte the span [from, to) in text of the
-// character it came from (when from is not null). Returns the output length,
-// or GT_NONE when the document must take the exact path.
-GT_HD gt_u32 gt_wp_normalize(const GtCharTable* t, const gt_u8* text, gt_u32 n, gt_u8* out, gt_u32* from,
-                             gt_u32* to) {
-    gt_u32 k = 0;
-    for (gt_u32 pos = 0; pos < n;) {
-        gt_u32 cp, len = gt_decode(text, pos, &cp);
-        gt_u32 e = gt_char_entry(t, cp);
-        if (e & GT_CHAR_EXACT) return GT_NONE;
-        const gt_u8* src = text + pos;
-        gt_u32 m = len;
-        if ((e & GT_CHAR_ACTION) == GT_CHAR_DROP) m = 0;
-        if ((e & GT_CHAR_ACTION) == GT_CHAR_MAP) {
-            src = t->blob + (e >> 8) + 1;
-            m = t->blob[e >> 8];
-        }
-        for (gt_u32 i = 0; i < m; ++i, ++k) {
-            out[k] = src[i];
-            if (from) {
-                from[k] = pos;
-                to[k] = pos + len;
-            }
-        }
-        pos += len;
-    }
-    return k;
-}
-
 // True when text[0, n) holds a code point that sends its document to the
-// exact path (gt_wp_normalize would return GT_NONE): the host asks before it
+// exact path (gt_chars_normalize would return GT_NONE): the host asks before it
 // sends a row to the device, where there is no exact path.
 // ASCII is never exact (no ASCII character has a combining class: the
 // table's test checks it): it is skipped eight bytes at a time, straight to
@@ -230,7 +170,7 @@ struct GtWpScratch {
 // token's byte span in text. Returns the count, or GT_NONE for the exact path.
 GT_HD gt_u32 gt_wordpiece_text(const GtWordPieceModel* m, const gt_u8* text, gt_u32 n, GtWpScratch s, gt_u32* ids,
                                gt_u32* starts, gt_u32* ends) {
-    gt_u32 k = gt_wp_normalize(&m->chars, text, n, s.norm, starts ? s.from : 0, starts ? s.to : 0);
+    gt_u32 k = gt_chars_normalize(&m->chars, text, n, s.norm, starts ? s.from : 0, starts ? s.to : 0);
     if (k == GT_NONE) return GT_NONE;
     gt_u32 count = gt_wp_encode_normalized(m, s.norm, k, ids, starts, ends);
     if (starts) {

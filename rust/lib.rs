@@ -5,6 +5,8 @@
 //!   `cuda/*.cuh` (C mirrors, kernel list, host build); [`pool`], the
 //!   fork-aware thread pool; [`memory`], the host memory a call may take and
 //!   fallible allocation; [`layout`], the packed batch layout; [`dlpack`];
+//!   [`short_words`], the word -> ids table the word caches and plans share;
+//!   [`memory_hints`] (huge pages, prefetches);
 //! - [`plan`]: what the fast engine can run for a tokenizer, and its tables;
 //! - the two backends: [`cpu`] (one sequence per thread, word cache) and
 //!   [`cuda`] (the batch pipeline on a GPU or its host emulator);
@@ -20,9 +22,11 @@ pub mod error;
 pub mod kernels;
 pub mod layout;
 pub mod memory;
+pub mod memory_hints;
 pub mod plan;
 pub mod pool;
 pub mod py;
+pub mod short_words;
 #[cfg(test)]
 mod test_texts;
 

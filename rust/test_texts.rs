@@ -1,6 +1,7 @@
 //! Texts for the Rust tests: hand-picked edge cases, plus the shared corpus
 //! (`../shared/corpus`: edge cases and every `step`-th real document) when it
-//! is beside the project, as on developers' machines and in CI.
+//! is beside the project, as on developers' machines and in CI, or where
+//! `GPU_TOK_SHARED` points).
 
 use std::path::Path;
 
@@ -19,7 +20,10 @@ pub fn sample_texts(step: usize) -> Vec<String> {
     ]
     .map(String::from)
     .to_vec();
-    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus");
+    let shared = std::env::var_os("GPU_TOK_SHARED")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared"));
+    let corpus = shared.join("corpus");
     texts.extend(jsonl_texts(&corpus.join("edge_cases.jsonl"), 1));
     texts.extend(jsonl_texts(&corpus.join("mixed.jsonl"), step));
     texts

@@ -7,7 +7,18 @@ import json
 import gpu_tok
 import numpy as np
 import pytest
-from conftest import HAVE_SHARED, SHARED_TOKENIZERS, corpus_sample, edge_cases, ours, tokenizer_config, tokenizer_json
+import tokenizers
+from conftest import (
+    HAVE_SHARED,
+    SHARED_TOKENIZERS,
+    TOKENIZER_NAMES,
+    corpus_sample,
+    edge_cases,
+    ours,
+    tokenizer_config,
+    tokenizer_json,
+    unpadded_oracle,
+)
 
 NAME = "bert-minilm"  # in every environment; carries truncation+padding in tokenizer.json
 BPE = "qwen3"
@@ -84,6 +95,51 @@ def test_call_shapes_and_keys() -> None:
     assert ragged["input_ids"].dtype == object and [r.tolist() for r in ragged["input_ids"]] == lists["input_ids"]
     with pytest.raises(ValueError, match="padding=True"):
         tok(texts, return_tensors="pt")
+
+
+def test_an_empty_row_of_a_ragged_numpy_batch_has_the_ids_dtype() -> None:
+    """Every row of a ragged "np" batch is int64 (or the dtype asked for), the
+    empty one too (numpy makes an empty list float64, and so transformers does)."""
+    tok = ours(BPE)
+    for texts in (["a b", ""], ["", "a b"]):
+        for dtype, expected in (("int64", np.int64), ("int32", np.int32)):
+            out = tok(texts, return_tensors="np", return_offsets_mapping=True, dtype=dtype)
+            for key, rows in out.items():
+                assert rows.dtype == object and [row.dtype for row in rows] == [expected] * 2, (texts, key)
+            assert [row.tolist() for row in out["input_ids"]] == tok(texts)["input_ids"]
+            assert out["offset_mapping"][texts.index("")].shape == (0,)
+
+
+ADDITIONS = [  # (tokens, special) in turn, as a user adds them
+    (["<new_tok>", "hello"], False),          # a new token, and one the vocabulary has
+    (["<new_tok>", ""], False),               # identical and empty: nothing added
+    ([tokenizers.AddedToken("<new_tok>", lstrip=True)], False),   # the same token with other flags
+    (["<|sp|>", "[X]"], True),
+    ([tokenizers.AddedToken("<norm>", normalized=True), tokenizers.AddedToken(" sw", single_word=True)], False),
+]
+
+
+@pytest.mark.parametrize("name", TOKENIZER_NAMES)
+def test_add_tokens_as_tokenizers_adds_them(name: str) -> None:
+    """Each add_tokens gives the counts, ids and encodings of `tokenizers`' own
+    add_tokens, and the plan a load of the resulting tokenizer.json decides
+    (the core shares its tables instead of loading it again)."""
+    tok = gpu_tok.Tokenizer.from_str(tokenizer_json(name), tokenizer_config(name))
+    hf = unpadded_oracle(tokenizer_json(name))
+    texts = [t[:300] for t in edge_cases()[::25] + corpus_sample()[:8]]
+    for tokens, special in ADDITIONS:
+        assert tok.add_tokens(tokens, special_tokens=special) == \
+            (hf.add_special_tokens if special else hf.add_tokens)(tokens), tokens
+        assert len(tok) == hf.get_vocab_size() and tok.get_vocab() == hf.get_vocab()
+        contents = [t if isinstance(t, str) else t.content for t, _ in ADDITIONS for t in t]
+        rows = texts + [f"x{c}y {c} {c}{c}" for c in contents if c] + [" ".join(contents)]
+        expected = hf.encode_batch(rows)
+        got = tok.encode_batch(rows, padding=False, truncation=False, return_offsets=True).to_lists()
+        assert got["input_ids"] == [e.ids for e in expected], tokens
+        assert got["offset_mapping"] == [[tuple(o) for o in e.offsets] for e in expected], tokens
+        reloaded = gpu_tok.Tokenizer.from_str(tok._core.to_json(), tokenizer_config(name))
+        assert tok.plan == reloaded.plan, tokens
+        assert tok.encode_batch(rows, padding=False).to_lists() == reloaded.encode_batch(rows, padding=False).to_lists()
 
 
 def test_truncation_and_max_length() -> None:

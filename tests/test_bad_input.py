@@ -58,8 +58,9 @@ def test_empty_inputs() -> None:
 
 def test_bad_settings() -> None:
     tok = ours(NAME)
-    for kwargs in (dict(max_length=0), dict(max_length=-3), dict(max_length=2.5),
-                   dict(padding=True, pad_to_multiple_of=0), dict(padding="sideways"),
+    # max_length=0 and pad_to_multiple_of=0 are accepted, as transformers accepts them (test_compat).
+    for kwargs in (dict(max_length=-3), dict(max_length=2.5),
+                   dict(padding=True, pad_to_multiple_of=-1), dict(padding="sideways"),
                    dict(padding=True, padding_side="up"), dict(padding=True, pad_token_id=-1),
                    dict(return_tensors="tf")):
         with pytest.raises(ValueError):

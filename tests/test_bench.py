@@ -21,7 +21,7 @@ class Recorder:
     def __init__(self, name: str, wrong: frozenset[str] = frozenset(), one_call: bool = True) -> None:
         self.name, self.wrong = name, wrong
         self.calls: list[tuple[str, list[str]]] = []  # ("one" | "batch", the texts)
-        self.engine = peers.Engine(name, "0", self.encode, lambda rows: rows,
+        self.engine = peers.Peer(name, "0", self.encode, lambda rows: rows,
                                    self.encode_one if one_call else None, lambda row: row)
 
     def ids(self, text: str) -> list[int]:
@@ -47,9 +47,9 @@ class Vocab:
 
 def run_with(monkeypatch: pytest.MonkeyPatch, recorders: list[Recorder], **options: Any) -> dict[str, Any]:
     by_name = {r.name: r for r in recorders}
-    monkeypatch.setattr(bench.peers, "gpu_tok_engine", lambda tok, device: by_name[f"gpu_tok[{device}]"].engine)
+    monkeypatch.setattr(bench.peers, "gpu_tok_peer", lambda tok, device: by_name[f"gpu_tok[{device}]"].engine)
 
-    def load_peer(name: str, *args: Any) -> peers.Engine:
+    def load_peer(name: str, *args: Any) -> peers.Peer:
         if name not in by_name:
             raise peers.Skipped(f"{name} is not installed")
         return by_name[name].engine

@@ -130,6 +130,26 @@ def test_bad_arguments(args: tuple, code: int, message: str) -> None:
         assert f"usage: gpu-tok {args[0]}" in done.stderr  # the subcommand's own usage
 
 
+def test_decode_reads_standard_input_for_a_dash() -> None:
+    """The synopsis's `gpu-tok decode -`, as `gpu-tok encode -`."""
+    ids = " ".join(map(str, gpu_tok.Tokenizer.default().encode("Hello world")))
+    for args in (("decode", "-"), ("decode",)):
+        done = run(*args, stdin=ids + "\n")
+        assert done.returncode == 0 and done.stdout.strip() == "Hello world", (args, done.stderr)
+    mixed = run("decode", "-", "9707", stdin=ids)  # a dash among ids is not an id
+    assert mixed.returncode == 2 and "integers" in mixed.stderr
+
+
+def test_info_shows_the_default_plan_without_tokenizer() -> None:
+    """Every command uses the embedded Qwen3 without --tokenizer; info shows its plan too."""
+    done = run("info")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == run("info", "--tokenizer", "default").stdout
+    assert "plan:" in done.stdout and "BPE" in done.stdout
+    report = json.loads(run("info", "--json").stdout)
+    assert report["plan"] == gpu_tok.Tokenizer.default().plan
+
+
 def test_decode_refuses_ids_out_of_range() -> None:
     done = run("decode", "9707", "99999999")
     assert done.returncode == 1 and "id 99999999 is out of range" in done.stderr and not done.stdout

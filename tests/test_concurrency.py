@@ -97,3 +97,50 @@ def test_thread_count_from_environment(env: dict, expected: str) -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                          env={**clean, **env})
     assert out.stdout.strip() == expected, out.stderr
+
+
+def test_a_settings_change_is_seen_whole_by_concurrent_encodes() -> None:
+    """`add_special_tokens({"pad_token": NEW})` changes the vocabulary and the pad
+    token together: an encode running meanwhile gets the old tokenizer's result
+    or the new one's, never the new vocabulary padded with the old pad id."""
+    import copy
+    import threading
+
+    import gpu_tok
+
+    base = gpu_tok.Tokenizer.default()
+    new_pad = "<|gt_new_pad|>"
+    texts = [f"a {new_pad}", "a"]
+
+    def encode(tok: gpu_tok.Tokenizer) -> tuple:
+        out = tok(texts, padding=True)
+        return tuple(tuple(row) for row in out["input_ids"]), tuple(tuple(row) for row in out["attention_mask"])
+
+    def changed(tok: gpu_tok.Tokenizer) -> gpu_tok.Tokenizer:
+        tok.add_special_tokens({"pad_token": new_pad})
+        return tok
+
+    before, after = encode(copy.copy(base)), encode(changed(copy.copy(base)))
+    assert before != after
+    seen: set[tuple] = set()
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter allows
+    try:
+        for _ in range(10):
+            tok = copy.copy(base)
+            stop = threading.Event()
+
+            def reader(tok: gpu_tok.Tokenizer = tok, stop: threading.Event = stop) -> None:
+                while not stop.is_set():
+                    seen.add(encode(tok))
+
+            threads = [threading.Thread(target=reader) for _ in range(2)]
+            for t in threads:
+                t.start()
+            changed(tok)
+            stop.set()
+            for t in threads:
+                t.join()
+    finally:
+        sys.setswitchinterval(switch)
+    assert seen <= {before, after}, f"a mix of the old and new settings: {seen - {before, after}}"

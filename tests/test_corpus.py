@@ -231,13 +231,13 @@ def test_resume_after_a_failure_mid_shard(tmp_path: Path, monkeypatch: pytest.Mo
     [source] = write_input(tmp_path, kind, texts)
     args = {"fmt": fmt, "shard_tokens": 50000, "batch_bytes": 30_000, "append_eos": True}
 
-    real, calls = corpus.encode_documents, []
+    real, calls = corpus.job.encode_documents, []
 
     def counting(*a, **k):
         calls.append(1)
         return real(*a, **k)
 
-    monkeypatch.setattr(corpus, "encode_documents", counting)
+    monkeypatch.setattr(corpus.job, "encode_documents", counting)
     run([source], tmp_path / "whole", **args)
     fail_at, calls = len(calls) // 2, []
 
@@ -247,12 +247,12 @@ def test_resume_after_a_failure_mid_shard(tmp_path: Path, monkeypatch: pytest.Mo
             raise RuntimeError("injected failure")
         return real(*a, **k)
 
-    monkeypatch.setattr(corpus, "encode_documents", failing)
+    monkeypatch.setattr(corpus.job, "encode_documents", failing)
     with pytest.raises(RuntimeError, match="injected"):
         run([source], tmp_path / "out", **args)
     done = corpus.read_manifest(tmp_path / "out")
     assert not done["complete"] and 0 < len(done["shards"]) and not list((tmp_path / "out").glob("*.tmp"))
-    monkeypatch.setattr(corpus, "encode_documents", real)
+    monkeypatch.setattr(corpus.job, "encode_documents", real)
     summary = run([source], tmp_path / "out", **args)
     assert summary["shards_skipped"] == len(done["shards"]) and summary["shards_written"] > 0
     assert file_digests(tmp_path / "out") == file_digests(tmp_path / "whole")
@@ -415,7 +415,7 @@ def slowed_encodes(monkeypatch: pytest.MonkeyPatch, fail_at: int | None = None) 
     """Makes every other encode call slow, so that later batches finish before
     earlier ones; call `fail_at` (counting from 1) fails while the one before is
     still encoding."""
-    real, lock, calls = corpus.encode_documents, threading.Lock(), [0]
+    real, lock, calls = corpus.job.encode_documents, threading.Lock(), [0]
 
     def slowed(*a, **k):
         with lock:
@@ -427,7 +427,7 @@ def slowed_encodes(monkeypatch: pytest.MonkeyPatch, fail_at: int | None = None) 
             time.sleep(0.05)
         return real(*a, **k)
 
-    monkeypatch.setattr(corpus, "encode_documents", slowed)
+    monkeypatch.setattr(corpus.job, "encode_documents", slowed)
 
 
 @pytest.mark.parametrize("fmt", ["npy", "parquet"])
@@ -498,14 +498,14 @@ HELD_RUN = """
 import sys, time
 from pathlib import Path
 from gpu_tok import cli, corpus
-real = corpus.encode_documents
+real = corpus.job.encode_documents
 def held(*args, **kwargs):
     Path(sys.argv[1]).touch()
     deadline = time.monotonic() + 60
     while not Path(sys.argv[2]).exists() and time.monotonic() < deadline:
         time.sleep(0.01)
     return real(*args, **kwargs)
-corpus.encode_documents = held
+corpus.job.encode_documents = held
 sys.exit(cli.main(sys.argv[3:]))
 """
 
@@ -608,7 +608,7 @@ def test_a_run_interrupted_at_several_points_resumes_to_identical_shards(tmp_pat
         assert len(groups) > 3
         for rows in groups[:-1]:
             assert sum(map(len, rows)) >= 4000 > sum(map(len, rows[:-1]))
-    real, out, finished = corpus.encode_documents, tmp_path / "out", 0
+    real, out, finished = corpus.job.encode_documents, tmp_path / "out", 0
     for later in (1, 3, 2):  # encode calls after the run's first finished shard
 
         def failing(*a, later=later, before=finished, since=[0], **k):  # noqa: B006 - a counter per run
@@ -618,13 +618,13 @@ def test_a_run_interrupted_at_several_points_resumes_to_identical_shards(tmp_pat
                     raise RuntimeError("injected interruption")
             return real(*a, **k)
 
-        monkeypatch.setattr(corpus, "encode_documents", failing)
+        monkeypatch.setattr(corpus.job, "encode_documents", failing)
         with pytest.raises(RuntimeError, match="injected"):
             run([source], out, **args)
         now = len(corpus.read_manifest(out)["shards"])
         assert now > finished
         finished = now
-    monkeypatch.setattr(corpus, "encode_documents", real)
+    monkeypatch.setattr(corpus.job, "encode_documents", real)
     summary = run([source], tmp_path / "out", **args)
     assert summary["shards_skipped"] == finished and summary["shards_written"] > 0
     assert file_digests(tmp_path / "out") == file_digests(tmp_path / "whole")
@@ -697,7 +697,7 @@ def test_any_other_refusal_of_a_batch_names_its_lines(tmp_path: Path, monkeypatc
     def refusing(*a, **k):
         raise InvalidInputError("a limit of the engine")
 
-    monkeypatch.setattr(corpus, "encode_documents", refusing)
+    monkeypatch.setattr(corpus.job, "encode_documents", refusing)
     with pytest.raises(InvalidInputError, match=re.escape(f"{source}: lines 1-4: a limit of the engine")):
         run([source], tmp_path / "out")
 
@@ -746,7 +746,7 @@ def test_without_numpy_tokenize_names_the_extra(tmp_path: Path) -> None:
     source = write_jsonl(tmp_path / "docs.jsonl", ["a"])
     done = run_without("numpy", "tokenize", str(source), "--output", str(tmp_path / "out"))
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
-    assert "gpu-tok tokenize needs the corpus extra (pip install 'gpu_tok[corpus]'" in done.stderr
+    assert "gpu-tok tokenize needs the corpus extra (from the checkout: pip install '.[corpus]')" in done.stderr
     assert "numpy" in done.stderr
 
 
@@ -790,5 +790,5 @@ def test_without_pyarrow_what_needs_it_says_so(tmp_path: Path, monkeypatch: pyte
         monkeypatch.setitem(sys.modules, module, None)
     assert run_cli(str(source), "--output", str(tmp_path / "out"), "--format", fmt) == 1
     err = capsys.readouterr().err
-    assert f"{needs} needs pyarrow" in err and "pip install 'gpu_tok[corpus]'" in err, err
+    assert f"{needs} needs pyarrow" in err and "pip install '.[corpus]'" in err, err
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").glob("shard-*"))

@@ -1,4 +1,4 @@
-"""Prebuilt kernels (CPU only): the wheel-build step (`gpu_tok._prebuilt`, run
+"""Prebuilt kernels (CPU only): the wheel-build step (`gpu_tok.tools._prebuilt`, run
 by `make kernels`) compiles CUBINs the core lists and would load for their arch
 before compiling, ignoring stale or damaged files; wheels carry them."""
 
@@ -12,7 +12,8 @@ from pathlib import Path
 
 import gpu_tok
 import pytest
-from gpu_tok import _core, _prebuilt
+from gpu_tok import _core
+from gpu_tok.tools import _prebuilt
 
 ROOT = Path(__file__).resolve().parent.parent
 ARCHS = ["sm_80", "sm_90"]

@@ -42,19 +42,57 @@ def local_ray():
 
 
 def test_map_batches_on_local_ray_matches_the_library(local_ray, tmp_path: Path) -> None:
+    """Read from a file by Ray's read tasks, beside two actors of half a CPU
+    (a pool that leaves the read tasks a CPU, which the warning below asks for)."""
     docs = texts()
     eos = ours(NAME).eos_token_id
-    ds = ray.data.from_items([{"id": i, "text": t} for i, t in enumerate(docs)], override_num_blocks=4)
-    out = tokenize_dataset(ds, ours(NAME), append_eos=True, concurrency=2, batch_size=16)
+    source = tmp_path / "docs.jsonl"
+    source.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in enumerate(docs)), encoding="utf-8")
+    ds = ray.data.read_json(str(source))
+    out = tokenize_dataset(ds, ours(NAME), append_eos=True, concurrency=2, num_cpus=0.5, batch_size=16)
     rows = {row["id"]: list(row["input_ids"]) for row in out.take_all()}
     assert [rows[i] for i in range(len(docs))] == library_rows(docs, eos)
 
     # ... and the same tokens as `gpu-tok tokenize` writes.
-    source = tmp_path / "docs.jsonl"
-    source.write_text("".join(json.dumps({"text": t}) + "\n" for t in docs), encoding="utf-8")
     corpus.tokenize_corpus(ours(NAME), [source], tmp_path / "out", append_eos=True)
     ids, offsets = corpus.load_tokens(tmp_path / "out")
     assert [ids[offsets[i]:offsets[i + 1]].tolist() for i in range(len(docs))] == [rows[i] for i in range(len(docs))]
+
+
+class RecordingDataset:
+    """Stands for a Ray Dataset: keeps what map_batches was given."""
+
+    def map_batches(self, fn: object, **kwargs: object) -> dict:
+        return kwargs
+
+
+def test_actors_are_a_compute_strategy_not_the_deprecated_concurrency() -> None:
+    """Ray 2.51+ logs a deprecation for map_batches(concurrency=...) on every call."""
+    fixed = tokenize_dataset(RecordingDataset(), ours(NAME), concurrency=2, num_cpus=0.5)
+    assert "concurrency" not in fixed and fixed["num_cpus"] == 0.5
+    assert isinstance(fixed["compute"], ray.data.ActorPoolStrategy)
+    assert (fixed["compute"].min_size, fixed["compute"].max_size) == (2, 2)
+    scaling = tokenize_dataset(RecordingDataset(), ours(NAME), concurrency=(1, 3))["compute"]
+    assert (scaling.min_size, scaling.max_size) == (1, 3)
+    mine = ray.data.ActorPoolStrategy(min_size=1, max_size=5)
+    assert tokenize_dataset(RecordingDataset(), ours(NAME), compute=mine)["compute"] is mine
+
+
+def test_actors_that_leave_no_cpu_to_reading_are_a_warning(local_ray) -> None:
+    """On a 2-CPU runtime, read_json beside a pool whose first actors take more
+    than one CPU hangs without a word (seen: 1 actor of 2 CPUs, 2 of 1, 2 of
+    0.9), so gpu_tok says so; pools that leave a CPU (1 of 1, 2 of 0.5, 1 to 2
+    of 1 autoscaling) ran, and get no warning."""
+    for num_cpus, concurrency, fix in ((2, 1, "num_cpus=1 or less"), (1, 2, "num_cpus=0.5 or less"),
+                                       (0.9, 2, "num_cpus=0.5 or less")):
+        with pytest.warns(RuntimeWarning, match=rf"{concurrency} actor\(s\) of num_cpus={num_cpus:g} leave less "
+                                                rf"than one of this Ray cluster's 2 CPUs .* {fix}"):
+            tokenize_dataset(RecordingDataset(), ours(NAME), num_cpus=num_cpus, concurrency=concurrency)
+    with pytest.warns(RuntimeWarning, match="3 actor"):
+        tokenize_dataset(RecordingDataset(), ours(NAME), num_cpus=0.5, compute=ray.data.ActorPoolStrategy(size=3))
+    # No warning (pytest fails on one):
+    for num_cpus, concurrency in ((1, 1), (0.5, 2), (1, (1, 2))):
+        tokenize_dataset(RecordingDataset(), ours(NAME), num_cpus=num_cpus, concurrency=concurrency)
 
 
 def test_batch_formats_without_ray() -> None:

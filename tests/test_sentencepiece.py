@@ -184,3 +184,23 @@ def test_emulated_device_pipeline_equals_cpu(name: str) -> None:
 @pytest.mark.parametrize("name", ["unk-separate", "metaspace-first"])
 def test_trained_variants_on_the_whole_corpus(name: str) -> None:
     assert_whole_corpus_ids(variant(**VARIANTS[name]), name)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("name", ["byte-fallback", "metaspace-always-split", "no-normalizer"])
+def test_normalized_added_tokens_are_looked_for_in_each_normalized_piece(name: str) -> None:
+    """The crate matches `normalized` added tokens in each piece after the
+    normalizer (Llama-2's "hello world" is "▁hello▁world" there): the plan
+    takes them (it refused the whole tokenizer before), a piece whose
+    normalized text holds one going to the exact path, the rest fast."""
+    hf = tokenizers.Tokenizer.from_str(variant(**VARIANTS[name]))  # type: ignore[arg-type]
+    hf.add_tokens([tokenizers.AddedToken("hello world", normalized=True),
+                   tokenizers.AddedToken("<mark>", normalized=True),
+                   tokenizers.AddedToken("<sep>", normalized=False)])
+    json_text = hf.to_str()
+    tok = gpu_tok.Tokenizer.from_str(json_text)
+    assert stages(tok)["model"]["path"] == "fast", stages(tok)
+    plain = [t[:2000] for t in corpus_sample()[80:120] if "hello world" not in t and "<mark>" not in t]
+    assert tok._core.fast_path_share([t + "<sep>x" for t in plain], False) == 1.0
+    texts = ["say hello world<sep>hello  world", "x <mark> y<mark><sep>", "hello world", "x<mark>",
+             "<sep>hello world<sep>"] + TRICKY + edge_cases() + plain
+    assert_matches(json_text, texts, name)

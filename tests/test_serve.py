@@ -26,9 +26,8 @@ pytest.importorskip("aiohttp")
 
 import gpu_tok  # noqa: E402
 from conftest import corpus_sample, edge_cases, ours, tokenizer_config, tokenizer_json  # noqa: E402
-from gpu_tok import _wire  # noqa: E402
 from gpu_tok.client import AsyncClient, Client, ServerError  # noqa: E402
-from gpu_tok.serve import BackgroundServer, ServeConfig  # noqa: E402
+from gpu_tok.serve import BackgroundServer, ServeConfig, _wire  # noqa: E402
 
 LONG = os.environ.get("GPU_TOK_LONG") == "1"
 
@@ -757,7 +756,7 @@ async def _http_until_refused(host: str, port: int, outcomes: dict[str, int]) ->
 async def _binary_until_refused(host: str, port: int, outcomes: dict[str, int], lanes: int = 8) -> None:
     """One binary connection with `lanes` requests always in flight (each lane
     sends again on its answer) until each lane is refused with 503."""
-    from gpu_tok import _frames
+    from gpu_tok.serve import _frames
 
     reader, writer = await asyncio.open_connection(host, port)
     waiting: dict[int, asyncio.Future[int]] = {}

@@ -28,8 +28,8 @@ import pytest
 pytest.importorskip("aiohttp")
 
 from conftest import ours, tokenizer_config, tokenizer_json  # noqa: E402
-from gpu_tok import _frames, _wire  # noqa: E402
 from gpu_tok.client import AsyncBinaryClient, BinaryClient, Client, ServerError  # noqa: E402
+from gpu_tok.serve import _frames, _wire  # noqa: E402
 from test_serve import (  # noqa: E402
     BERT_OPTIONS,
     LONG,

@@ -1,5 +1,6 @@
 """gpu_tok against transformers 5 itself: the call, its arguments and the
-methods transformers users rely on, over the shared tokenizers.
+methods transformers users rely on, over the shared tokenizers (without
+../shared: the committed Qwen3, Llama-2 and BERT files).
 
 The call grid is sampled (seeded) from padding x truncation x max_length x
 pairs x special tokens x offsets x sides x tensors x ..., and each case
@@ -23,13 +24,20 @@ from typing import Any
 import gpu_tok
 import numpy as np
 import pytest
-from conftest import HAVE_SHARED, SHARED_TOKENIZERS, corpus_sample, edge_cases
+from conftest import TOKENIZER_NAMES, corpus_sample, edge_cases, tokenizer_dir
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # read when transformers is imported: never reach the network
 transformers = pytest.importorskip("transformers")
-pytestmark = pytest.mark.skipif(not HAVE_SHARED, reason="needs ../shared (tokenizer dirs with tokenizer_config.json)")
 
-NAMES = ["qwen3", "bert-minilm", "llama2", "deepseek_v3", "gpt-oss"]
+
+def available(*names: str) -> list[Any]:
+    """`names` as parameters; those only ../shared holds are skipped without it."""
+    return [pytest.param(name, marks=pytest.mark.skipif(
+        name not in TOKENIZER_NAMES, reason=f"{name} lives in ../shared only (byte-level BPE runs here on Qwen3)"))
+        for name in names]
+
+
+NAMES = available("qwen3", "bert-minilm", "llama2", "deepseek_v3", "gpt-oss")
 # transformers 5 rebuilds these from class code instead of tokenizer.json (different ids: see the README).
 REBUILT = {"llama2"}
 CASES_PER_TOKENIZER = int(os.environ.get("GPU_TOK_PARITY_CASES", "160"))
@@ -44,7 +52,7 @@ def _quiet(call: Any) -> Any:
 
 def load_theirs(name: str) -> Any:
     transformers.logging.set_verbosity_error()
-    folder = str(SHARED_TOKENIZERS / name)
+    folder = str(tokenizer_dir(name))
     auto = _quiet(lambda: transformers.AutoTokenizer.from_pretrained(folder))
     if name not in REBUILT:
         return auto
@@ -54,7 +62,7 @@ def load_theirs(name: str) -> Any:
 
 
 def load_ours(name: str) -> gpu_tok.Tokenizer:
-    return gpu_tok.Tokenizer.from_pretrained(SHARED_TOKENIZERS / name)
+    return gpu_tok.Tokenizer.from_pretrained(tokenizer_dir(name))
 
 
 _cache: dict[str, tuple[gpu_tok.Tokenizer, Any]] = {}
@@ -89,7 +97,7 @@ def assert_same(ours: Any, theirs: Any, where: str) -> None:
             assert isinstance(a, np.ndarray), at
             assert (a.dtype, a.shape) == (b.dtype, b.shape), at
             if b.dtype == object:
-                assert all(x.dtype == y.dtype and np.array_equal(x, y) for x, y in zip(a, b, strict=True)), at
+                assert all(same_row_dtype(x, y) and np.array_equal(x, y) for x, y in zip(a, b, strict=True)), at
             else:
                 assert np.array_equal(a, b), at
         elif isinstance(b, torch.Tensor):
@@ -97,6 +105,15 @@ def assert_same(ours: Any, theirs: Any, where: str) -> None:
             assert (a.dtype, tuple(a.shape)) == (b.dtype, tuple(b.shape)) and torch.equal(a.cpu(), b), at
         else:
             assert typed(a) == typed(b), at
+
+
+def same_row_dtype(ours: np.ndarray, theirs: np.ndarray) -> bool:
+    """A row of a ragged numpy batch: the same dtype, except an empty row, which
+    transformers leaves float64 (numpy's default for []) and gpu_tok makes
+    int64 like the others (listed in the README)."""
+    if theirs.size == 0 and theirs.dtype == np.float64:
+        return ours.dtype == np.int64
+    return ours.dtype == theirs.dtype
 
 
 def _lost_ragged_rows(theirs: Any) -> bool:
@@ -111,7 +128,13 @@ def run_both(ours: Any, theirs: Any, call: Any, where: str) -> None:
     """`call` on both; the same exception class (ours may be a subclass), or the same result."""
     try:
         expected = _quiet(lambda: call(theirs))
-    except Exception as err:  # noqa: BLE001 - the class is what we compare
+    except BaseException as err:  # noqa: BLE001 - the class is what we compare
+        if type(err).__name__ == "PanicException":  # the crate panicked (a stride it asserts on): a typed error here
+            with pytest.raises(gpu_tok.InvalidInputError, match="stride"):
+                call(ours)
+            return
+        if not isinstance(err, Exception):
+            raise
         with pytest.raises(type(err)):
             call(ours)
         return
@@ -166,6 +189,63 @@ def test_call_grid(name: str) -> None:
             second = rng.sample(pool, len(batch))
             pair = second[0] if single else second
         run_both(ours, theirs, lambda tok, t=text, p=pair, c=case: tok(t, p, **c), f"{name} case {i}: {case}")
+
+
+# The paths with per-token maps (overflowing windows, pre-split words, split_special_tokens),
+# sampled as the call grid is, on shorter texts (pairs overflow as a cross product of windows).
+RICH_GRID = {
+    "return_overflowing_tokens": [False, True],
+    "stride": [0, 1, 2, 4],
+    "truncation": [True, "longest_first", "only_first", "only_second"],
+    "max_length": [4, 6, 9, 16],
+    "pairs": [False, True],
+    "words": [False, True],
+    "split_special_tokens": [False, True],
+    "padding": [False, True],
+    "padding_side": [None, "left"],
+    "return_tensors": [None, "np", "pt"],
+    "return_offsets_mapping": [False, True],
+    "single": [False, True],
+}
+RICH_CASES_PER_TOKENIZER = int(os.environ.get("GPU_TOK_PARITY_RICH_CASES", "60"))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_rich_call_grid(name: str) -> None:
+    """Overflow with strides (the ones `tokenizers` panics on included: transformers
+    raises there too, gpu_tok a typed ValueError), pre-split words and
+    split_special_tokens, against transformers, with the maps of each row."""
+    ours, theirs = pair_of(name)
+    pool = [t[:80] for t in texts_pool()]
+    rng = random.Random(f"gpu_tok-35-{name}")
+    keys = list(RICH_GRID)
+    cases = [dict(zip(keys, case, strict=True))
+             for case in rng.sample(list(product(*RICH_GRID.values())), RICH_CASES_PER_TOKENIZER)]
+    for i, case in enumerate(cases):
+        pairs, single, words = case.pop("pairs"), case.pop("single"), case.pop("words")
+        if case["padding"] and theirs.pad_token is None:
+            case["padding"] = False
+        batch = rng.sample(pool, 1 if single else 4)
+        texts: Any = [t.split() or ["x"] for t in batch] if words else batch
+        second = rng.sample(pool, len(batch))
+        text_pair: Any = ([t.split() or ["y"] for t in second] if words else second) if pairs else None
+        if single:
+            texts, text_pair = texts[0], None if text_pair is None else text_pair[0]
+        where = f"{name} rich case {i}: {case} pairs={pairs} words={words} single={single}"
+        call = dict(case, is_split_into_words=words)
+        run_both(ours, theirs, lambda tok, t=texts, p=text_pair, c=call: tok(t, p, **c), where)
+        try:
+            expected = _quiet(lambda t=texts, p=text_pair, c=call: theirs(t, p, **c))
+        except BaseException:  # noqa: BLE001 - compared above (a crate panic included)
+            continue
+        got = ours(texts, text_pair, **call)
+        rows = len(expected.encodings)
+        assert len(got.encodings) == rows, where
+        for row in range(rows):
+            assert got.word_ids(row) == expected.word_ids(row), where
+            assert got.sequence_ids(row) == expected.sequence_ids(row), where
+            assert got.tokens(row) == expected.tokens(row), where
+            assert got.encodings[row].offsets == expected.encodings[row].offsets, where
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -274,7 +354,7 @@ def test_batch_encoding_maps(name: str) -> None:
                 assert a.token_to_word(i, token) == b.token_to_word(i, token)
 
 
-@pytest.mark.parametrize("name", ["qwen3", "deepseek_v3"])
+@pytest.mark.parametrize("name", available("qwen3", "deepseek_v3"))
 def test_apply_chat_template(name: str) -> None:
     ours, theirs = pair_of(name)
     chat = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello <b>there</b>"},
@@ -365,3 +445,52 @@ def test_save_pretrained_round_trips(name: str, tmp_path) -> None:
     assert again.chat_template == ours.chat_template and again.padding_side == "left"
     assert_same(expected, _quiet(lambda: theirs(texts, padding=True)), f"{name} saved")
     assert json.loads((tmp_path / "tokenizer_config.json").read_text())["padding_side"] == "left"
+
+
+def _gapped_tokenizer_json(byte_level: bool) -> str:
+    """A vocabulary whose special tokens sit in the model past a gap in the ids
+    (as cl100k's and o200k's do): 0..n-1, then 257 and 270."""
+    if byte_level:
+        alphabet = gpu_tok._core.byte_level_alphabet()
+        vocab = {alphabet[b]: b for b in range(256)}
+        pre = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+        decoder: Any = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+    else:
+        vocab = {w: i for i, w in enumerate(["hello", "world", "again", "[UNK]"])}
+        pre, decoder = {"type": "Whitespace"}, None
+    specials = {"<|first|>": 257, "<|last|>": 270}
+    vocab.update(specials)
+    model = ({"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+              "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+              "vocab": vocab, "merges": []} if byte_level else
+             {"type": "WordLevel", "vocab": vocab, "unk_token": "[UNK]"})
+    return json.dumps({
+        "version": "1.0", "truncation": None, "padding": None,
+        "added_tokens": [{"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
+                          "normalized": False, "special": True} for t, i in specials.items()],
+        "normalizer": None, "pre_tokenizer": pre, "post_processor": None, "decoder": decoder, "model": model})
+
+
+@pytest.mark.parametrize("byte_level", [True, False], ids=["byte-level", "word-level"])
+def test_add_tokens_after_an_id_gap_takes_the_largest_id_plus_one(byte_level: bool, tmp_path) -> None:
+    """transformers numbers a new token after the largest id (271), never
+    inside the gap (a fresh load of the file would): the same ids here, and
+    they survive pickling (a DataLoader worker's copy) and add_bos_token's rebuild."""
+    import pickle
+
+    (tmp_path / "tokenizer.json").write_text(_gapped_tokenizer_json(byte_level))
+    ours = gpu_tok.Tokenizer.from_pretrained(tmp_path)
+    theirs = _quiet(lambda: transformers.AutoTokenizer.from_pretrained(str(tmp_path)))
+    text = "hello <|first|> <new_one> world <|last|> <new_two> again"
+    for step in (lambda tok: tok.add_tokens(["<new_one>"]),
+                 lambda tok: tok.add_tokens(["<new_two>"], special_tokens=True)):
+        assert step(ours) == _quiet(lambda s=step: s(theirs))
+        assert ours.get_added_vocab() == theirs.get_added_vocab()
+        assert ours(text)["input_ids"] == theirs(text)["input_ids"]
+    assert ours.convert_tokens_to_ids(["<new_one>", "<new_two>"]) == [271, 272]
+    expected = ours(text)["input_ids"]
+    again = pickle.loads(pickle.dumps(ours))
+    assert again.get_added_vocab() == ours.get_added_vocab()
+    assert again(text)["input_ids"] == expected
+    again.add_bos_token = False
+    assert again(text)["input_ids"] == expected

@@ -90,19 +90,26 @@ def lines() -> list[str]:
 
 
 @cache
-def trained(byte_fallback: bool, unk: bool) -> str:
+def trained(unk: bool) -> str:
     """A Unigram vocabulary from the `tokenizers` trainer (Metaspace words)."""
     hf = tokenizers.Tokenizer(models.Unigram())
     hf.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="always")
-    trainer = trainers.UnigramTrainer(vocab_size=800, special_tokens=["<unk>", "<s>", "</s>"],
-                                      unk_token="<unk>" if unk else None, show_progress=False,
-                                      byte_fallback=byte_fallback)
+    # The trainer needs a piece for every character it sees: room for those and 400 longer pieces.
+    characters = len(set("".join(lines())) | {"▁"})
+    trainer = trainers.UnigramTrainer(vocab_size=characters + 400, special_tokens=["<unk>", "<s>", "</s>"],
+                                      unk_token="<unk>" if unk else None, show_progress=False)
     hf.train_from_iterator(lines(), trainer=trainer)
     return hf.to_str()
 
 
 def variant(byte_fallback: bool = False, unk: bool = True, **changes: object) -> str:
-    spec = json.loads(trained(byte_fallback, unk))
+    spec = json.loads(trained(unk))
+    if byte_fallback:
+        # The Python trainer has no byte fallback: SentencePiece's 256 byte pieces (score 0, as
+        # transformers' converter writes them) and the model's flag, as a converted model has them.
+        known = {piece for piece, _ in spec["model"]["vocab"]}
+        spec["model"]["vocab"] += [[f"<0x{b:02X}>", 0.0] for b in range(256) if f"<0x{b:02X}>" not in known]
+        spec["model"]["byte_fallback"] = True
     for key, value in changes.items():
         spec[key] = value
     return json.dumps(spec)
@@ -258,3 +265,22 @@ def test_metaspace_written_before_prepend_scheme() -> None:
     json_text = json.dumps(spec)
     assert stages(gpu_tok.Tokenizer.from_str(json_text))["pre_tokenize"]["path"] == "fast"
     assert_matches(json_text, TRICKY + MARKS + corpus_sample()[:20], "add_prefix_space")
+
+
+@pytest.mark.parametrize("name", ["metaspace-always", "lowercase", "no-pre-tokenizer"])
+def test_normalized_added_tokens_are_looked_for_in_each_normalized_piece(name: str) -> None:
+    """The crate matches `normalized` added tokens in each piece after the
+    normalizer ("HELLO" is "hello" under Lowercase): the plan takes them (it
+    refused the whole tokenizer before), a piece whose normalized text holds
+    one going to the exact path, the rest fast."""
+    hf = tokenizers.Tokenizer.from_str(variant(**VARIANTS[name]))  # type: ignore[arg-type]
+    hf.add_tokens([tokenizers.AddedToken("hello", normalized=True),
+                   tokenizers.AddedToken("<mark>", normalized=True),
+                   tokenizers.AddedToken("<sep>", normalized=False)])
+    json_text = hf.to_str()
+    tok = gpu_tok.Tokenizer.from_str(json_text)
+    assert stages(tok)["model"]["path"] == "fast", stages(tok)
+    plain = [t[:2000] for t in corpus_sample()[80:120] if "hello" not in t.lower() and "<mark>" not in t]
+    assert tok._core.fast_path_share([t + "<sep>x" for t in plain], False) == 1.0
+    texts = ["say HELLO there<sep>Hello", "x <mark> y<mark><sep>", "hello", "x<mark>", "<sep>hello<sep>"]
+    assert_matches(json_text, texts + TRICKY + MARKS + edge_cases() + plain, name)

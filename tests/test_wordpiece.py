@@ -103,6 +103,11 @@ VARIANTS = {
     "no-normalizer": (None, BERT_PRE),
     "whitespace-split": ({"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True,
                           "strip_accents": None, "lowercase": True}, {"type": "WhitespaceSplit"}),
+    # any normalizer that maps code points on their own is one table too
+    "nfkc-lowercase": ({"type": "Sequence", "normalizers": [{"type": "NFKC"}, {"type": "Lowercase"}]}, BERT_PRE),
+    "nfd-strip-accents-replace": ({"type": "Sequence", "normalizers": [
+        {"type": "NFD"}, {"type": "StripAccents"}, {"type": "Replace", "pattern": {"String": "-"}, "content": " - "}]},
+        {"type": "WhitespaceSplit"}),
 }
 
 
@@ -114,13 +119,13 @@ def test_normalizer_options_and_pre_tokenizers(variant: str) -> None:
 
 
 def test_components_the_plan_does_not_cover_run_exactly() -> None:
-    """A normalizer outside the plan: the whole tokenizer runs in the crate,
-    and the plan says why."""
-    json_text = with_components({"type": "Sequence", "normalizers": [{"type": "NFKC"}, {"type": "Lowercase"}]},
-                                BERT_PRE)
+    """A normalizer that does not map each code point on its own (Strip): the
+    whole tokenizer runs in the crate, and the plan says why."""
+    json_text = with_components({"type": "Sequence", "normalizers": [
+        {"type": "Strip", "strip_left": True, "strip_right": True}, {"type": "Lowercase"}]}, BERT_PRE)
     tok = gpu_tok.Tokenizer.from_str(json_text)
     row = next(r for r in tok.plan if r["stage"] == "normalize")
-    assert row["path"] == "exact" and "BertNormalizer" in row["reason"]
+    assert row["path"] == "exact" and "each code point" in row["reason"]
     assert_matches(json_text, TRICKY + edge_cases()[:40], "exact path")
 
 

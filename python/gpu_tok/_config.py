@@ -59,6 +59,13 @@ class ModelConfig:
     special: dict[str, str | None]  # "bos_token" -> "<s>": the named tokens, model-specific names included
     extra_special: tuple[str, ...]  # `extra_special_tokens` (formerly `additional_special_tokens`)
     chat_template: str | dict[str, str] | None
+    # transformers 5's `add_bos_token` / `add_eos_token`: False until set (then the post-processor is rebuilt).
+    add_bos_token: bool = False
+    add_eos_token: bool = False
+
+    def special_tokens_map(self) -> dict[str, str]:
+        """The named special tokens that are set, as transformers 5 lists them."""
+        return {name: token for name, token in self.special.items() if token is not None}
 
 
 def _class_name(config: dict[str, Any], json_text: Callable[[], str]) -> str:

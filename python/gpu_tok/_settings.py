@@ -49,6 +49,16 @@ def _positive(name: str, value: Any) -> int | None:
     return value
 
 
+def _non_negative(name: str, value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{name} must be a non-negative int or None, not {value!r}")
+    if value > _MAX_LENGTH:
+        raise InvalidInputError(f"{name}={value} is too large (at most 2**63 - 1)")
+    return value
+
+
 def _side(name: str, value: Any) -> str | None:
     if value is None or value in ("right", "left"):
         return value
@@ -177,12 +187,17 @@ def call_settings(
     truncation_side: str | None = None,
     pad_token_id: int | None = None,
     special_tokens: int = 0,
+    single_special_tokens: int = 0,
 ) -> tuple[Truncation | None, Padding | None]:
     """transformers' `_get_padding_truncation_strategies` and
     `set_truncation_and_padding`: `special_tokens` is how many the call adds
-    (a `max_length` below it turns truncation off, as the crate does)."""
-    max_length = _positive("max_length", max_length)
-    multiple = _positive("pad_to_multiple_of", pad_to_multiple_of)
+    (a `max_length` below it turns truncation off, as the crate does);
+    `single_special_tokens`, how many the post-processor adds to one
+    sequence (the crate's `with_truncation` checks the stride against
+    max_length minus those)."""
+    # As transformers: max_length=0 truncates every row to its special tokens, pad_to_multiple_of=0 is no multiple.
+    max_length = _non_negative("max_length", max_length)
+    multiple = _non_negative("pad_to_multiple_of", pad_to_multiple_of) or None
     padding_side, truncation_side = _side("padding_side", padding_side), _side("truncation_side", truncation_side)
     if isinstance(stride, bool) or not isinstance(stride, int) or stride < 0:
         raise ValueError(f"stride must be a non-negative int, not {stride!r}")
@@ -209,6 +224,10 @@ def call_settings(
     if trunc != "do_not_truncate" and pad != "do_not_pad" and multiple and max_length and max_length % multiple:
         raise ValueError(f"Truncation and padding are both activated but truncation length ({max_length}) "
                          f"is not a multiple of pad_to_multiple_of ({multiple}).")
+    if trunc != "do_not_truncate" and max_length is not None and stride > max_length - single_special_tokens >= 0:
+        raise InvalidInputError(
+            f"stride={stride} is larger than max_length={max_length} minus the {single_special_tokens} special "
+            "tokens the tokenizer adds to a sequence: lower the stride (transformers raises here too)")
     truncation_out = None
     if trunc != "do_not_truncate" and max_length is not None and max_length >= special_tokens:
         truncation_out = Truncation(max_length, trunc, truncation_side or d.truncation_side, stride)

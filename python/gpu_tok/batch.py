@@ -5,16 +5,16 @@ A dict (transformers' keys, in its order: `input_ids`, `token_type_ids`,
 `overflow_to_sample_mapping`) whose values are gpu_tok `Tensor`s,
 numpy/torch/CuPy arrays or lists, with attribute access (`enc.input_ids`).
 Padded batches are `[B, L]`; ragged ones are flat values plus `row_offsets`
-(CSR, B + 1 entries). Per-token maps (`word_ids()`, `tokens()`...) are
-computed on first use by `tokenizers` (see `_reference`).
+(CSR, B + 1 entries). Per-token maps (`word_ids()`, `tokens()`...) come
+from the core, computed on first use unless the call made them (`_maps`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from . import _core
+from ._maps import Encoding, Maps
 
 _TENSOR_KINDS = ("np", "pt", "cupy")
 # transformers' key order (the core lists attention_mask before token_type_ids).
@@ -82,9 +82,9 @@ def as_tensor(value: Any, kind: str, dtype: str = "int64") -> Any:
                 "rows longer than max_length), or return_tensors=None / 'np'"
             )
         ragged = np.empty(len(value), dtype=object)
-        # int64 leaves numpy's own choice (what transformers gets) for values that are not ids.
-        chosen = None if dtype == "int64" else dtype
-        ragged[:] = [np.asarray(row, dtype=chosen) for row in value]
+        # int64 leaves numpy's own choice (what transformers gets) for values that are not ids;
+        # an empty row is int64 like the others (numpy alone, and so transformers, makes it float64).
+        ragged[:] = [np.asarray(row, dtype=None if dtype == "int64" and len(row) else dtype) for row in value]
         return ragged
     empty = isinstance(value, (list, tuple)) and (not value or all(isinstance(r, (list, tuple)) and not r
                                                                    for r in value))
@@ -94,6 +94,30 @@ def as_tensor(value: Any, kind: str, dtype: str = "int64") -> Any:
     if kind == "pt":
         return _import("torch", kind).from_numpy(array)
     return _import("cupy", kind).asarray(array)
+
+
+def ordered_fields(fields: dict[str, Any]) -> dict[str, Any]:
+    """`fields` in transformers' key order (`KEY_ORDER`, the one definition of it)."""
+    return {name: fields[name] for name in KEY_ORDER if name in fields}
+
+
+def tensors_of(core: _core.CoreBatch, kind: str, dtype: str) -> dict[str, Any]:
+    """Every field as a `[B, L]` (`[B, L, 2]`) tensor of `kind`: zero-copy when
+    the rows have one length, else as transformers makes them from lists."""
+    width = core.width
+    if width is None:
+        starts = core.row_offsets().tolist()
+        widths = {b - a for a, b in zip(starts, starts[1:], strict=False)}
+        if len(widths) > 1:  # ragged: numpy object arrays, or a ValueError for torch/CuPy
+            return {name: as_tensor(rows, kind, dtype) for name, rows in core.to_lists().items()}
+        width = widths.pop() if widths else 0
+    out = {}
+    for name in core.keys():
+        value = convert(core.tensor(name), kind)
+        if core.width is None:  # equal rows stored flat: a view with the batch's shape
+            value = value.reshape((core.rows, width, 2) if name == "offset_mapping" else (core.rows, width))
+        out[name] = value
+    return out
 
 
 def _is_tensor(value: Any, kind: str) -> bool:
@@ -111,14 +135,14 @@ class BatchEncoding(dict):
 
     def __init__(self, data: dict[str, Any] | None = None, core: _core.CoreBatch | None = None,
                  total_ms: float | None = None, layout: tuple[Any, Any, int | None] | None = None, *,
-                 encodings: Callable[[], list[Any]] | list[Any] | None = None,
+                 encodings: Maps | list[Any] | None = None,
                  n_sequences: int | None = None, tensor_type: str | None = None, dtype: str = "int64") -> None:
         super().__init__(data or {})
         self._core = core
         self._total_ms = total_ms
         # (lengths, row_offsets, width) kept by an unpickled batch, which has no core.
         self._layout = layout
-        # `tokenizers.Encoding`s of the rows, or a function that makes them on first use.
+        # The rows' per-token maps (`_maps.Maps`, computed on first use), a list of encodings, or None.
         self._encodings = encodings
         self._n_sequences = n_sequences
         if tensor_type is not None:
@@ -126,13 +150,14 @@ class BatchEncoding(dict):
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickling (DataLoader workers): the fields, `lengths`, `row_offsets`, the
-        width (so ragged rows can still be told apart) and `n_sequences`; what
-        needs the core's buffers (`to_numpy()`, `to_lists()`...) or the
-        per-token maps (`word_ids()`...) is not kept."""
+        width (so ragged rows can still be told apart), `n_sequences` and the
+        per-token maps (`word_ids()`...: computed ones, else what computes
+        them, see `_maps`); what needs the core's buffers (`to_numpy()`,
+        `to_lists()`...) is not kept."""
         layout = self._layout
         if self._core is not None:
             layout = (self._core.lengths(), self._core.row_offsets(), self._core.width)
-        return (_rebuild, (dict(self), self._total_ms, layout, self._n_sequences))
+        return (_rebuild, (dict(self), self._total_ms, layout, self._n_sequences, self._encodings))
 
     def __getitem__(self, item: Any) -> Any:
         """A field by name; with an int, that row's `tokenizers.Encoding`; with a
@@ -155,10 +180,10 @@ class BatchEncoding(dict):
 
     @classmethod
     def from_core(cls, core: _core.CoreBatch, total_ms: float | None = None,
-                  encodings: Callable[[], list[Any]] | None = None) -> BatchEncoding:
+                  encodings: Maps | None = None) -> BatchEncoding:
         """Every field of `core` as a gpu_tok Tensor (no copy), in transformers' key order."""
-        names = sorted(core.keys(), key=KEY_ORDER.index)
-        return cls({name: core.tensor(name) for name in names}, core, total_ms, encodings=encodings)
+        return cls(ordered_fields({name: core.tensor(name) for name in core.keys()}), core, total_ms,
+                   encodings=encodings)
 
     # -- transformers' BatchEncoding ------------------------------------------------
 
@@ -173,18 +198,24 @@ class BatchEncoding(dict):
         return self._encodings is not None
 
     @property
-    def encodings(self) -> list[Any] | None:
-        """The rows as `tokenizers.Encoding`s (computed on first use), or None for
-        a batch that was padded by `Tokenizer.pad` or unpickled."""
-        if callable(self._encodings):
-            self._encodings = self._encodings()
+    def data(self) -> dict[str, Any]:
+        """The fields (transformers' `BatchEncoding.data`): this dict itself."""
+        return self
+
+    @property
+    def encodings(self) -> list[Encoding] | None:
+        """The rows as `tokenizers.Encoding`-like objects (ids, tokens, offsets,
+        word and sequence ids, and their lookups; computed on first use), or
+        None for a batch made by `Tokenizer.pad`."""
+        if isinstance(self._encodings, Maps):
+            return self._encodings.encodings()
         return self._encodings
 
     def _require_encodings(self, what: str) -> list[Any]:
         encodings = self.encodings
         if encodings is None:
-            raise ValueError(f"{what} needs the per-token maps, which a batch made by Tokenizer.pad or "
-                             "unpickled does not have")
+            raise ValueError(f"{what} needs the per-token maps, which a batch made by Tokenizer.pad does not "
+                             "have")
         return encodings
 
     def _row(self, batch_or_index: int, index: int | None) -> tuple[Any, int]:
@@ -252,7 +283,12 @@ class BatchEncoding(dict):
         return self
 
     def to(self, device: Any, *, non_blocking: bool = False) -> BatchEncoding:
-        """Moves torch values to `device` in place and returns this batch (as transformers)."""
+        """Moves torch values to `device` in place and returns this batch (as
+        transformers). Anything but a device (a str, an int or a
+        `torch.device`), such as a dtype, leaves the batch unchanged, as
+        transformers does, so the ids are never cast to floats."""
+        if not (isinstance(device, (str, int)) or type(device).__name__ == "device"):
+            return self
         moved = {k: v.to(device=device, non_blocking=non_blocking) if callable(getattr(v, "to", None)) else v
                  for k, v in self.items()}
         self.update(moved)
@@ -268,7 +304,8 @@ class BatchEncoding(dict):
         "prepare_ms" (host work on the rows first: normalizing, cutting words
         and pieces, encoding rows the device cannot take), "rows_on_host" (how many rows the
         host encoded whole: text the device cannot take); on the core's host emulator also
-        "emulated_device_ms" (the host doing the device's work: kernels, memory)."""
+        "emulated_device_ms" (the calling thread waiting for the emulated device's streams, which run the
+        kernels and copies, or filling its memory)."""
         out: dict[str, float] = {} if self._total_ms is None else {"total_ms": self._total_ms}
         device = self._core.timings() if self._core is not None else None
         out.update(device or {})
@@ -300,12 +337,11 @@ class BatchEncoding(dict):
 
     def to_lists(self) -> dict[str, list[Any]]:
         """Every field as per-row Python lists."""
-        lists = self._require_core().to_lists()
-        return {name: lists[name] for name in sorted(lists, key=KEY_ORDER.index)}
+        return ordered_fields(self._require_core().to_lists())
 
     def _convert_all(self, kind: str) -> dict[str, Any]:
         core = self._require_core()
-        return {name: convert(core.tensor(name), kind) for name in sorted(core.keys(), key=KEY_ORDER.index)}
+        return ordered_fields({name: convert(core.tensor(name), kind) for name in core.keys()})
 
     def to_numpy(self) -> dict[str, Any]:
         """Every field as a numpy array (no copy)."""
@@ -323,5 +359,6 @@ class BatchEncoding(dict):
         return f"BatchEncoding({dict.__repr__(self)})"
 
 
-def _rebuild(data: dict[str, Any], total_ms: float | None, layout: Any, n_sequences: int | None) -> BatchEncoding:
-    return BatchEncoding(data, None, total_ms, layout, n_sequences=n_sequences)
+def _rebuild(data: dict[str, Any], total_ms: float | None, layout: Any, n_sequences: int | None,
+             encodings: Maps | list[Any] | None = None) -> BatchEncoding:
+    return BatchEncoding(data, None, total_ms, layout, encodings=encodings, n_sequences=n_sequences)

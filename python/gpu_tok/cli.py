@@ -127,16 +127,17 @@ def _parser() -> argparse.ArgumentParser:
 
     decode = sub.add_parser("decode", help="print the text of ids")
     decode.add_argument("--tokenizer", help=tokenizer_help)
-    decode.add_argument("ids", nargs="*", help="ids (default: read them from standard input)")
+    decode.add_argument("ids", nargs="*", help="ids (none or '-': read them from standard input)")
     decode.add_argument("--keep-special-tokens", action="store_true", help="do not skip special tokens")
 
     info = sub.add_parser("info", help="version, build, backend, CUDA, threads, and a tokenizer's plan")
-    info.add_argument("--tokenizer", help="also show this tokenizer's plan ('default': the embedded Qwen3)")
+    info.add_argument("--tokenizer", help="show this tokenizer's plan (default: the embedded Qwen3)")
     info.add_argument("--json", action="store_true", help="print JSON")
 
     serve = sub.add_parser("serve", help="a tokenization service over HTTP (TCP and/or a Unix socket)",
                            description="Serve /encode, /decode, /info, /health, /metrics; concurrent requests "
-                                       "are merged into batches. Needs the serve extra: pip install 'gpu_tok[serve]'.")
+                                       "are merged into batches. Needs the serve extra (from the checkout: "
+                                       "pip install '.[serve]').")
     serve.add_argument("--tokenizer", help=tokenizer_help)
     serve.add_argument("--host", default="127.0.0.1", help="TCP address to listen on (default: 127.0.0.1)")
     serve.add_argument("--port", type=_port, help="TCP port, 0 for any free one (default: 8000, or none with --uds)")
@@ -182,8 +183,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Tokenize documents (.jsonl, .txt, optionally .gz/.zst, or .parquet) into shards of whole "
                     "documents, with a manifest.json of counts and sha256 checksums. Memory stays bounded; a "
                     "re-run with the same arguments skips finished shards and redoes an interrupted one. One run "
-                    "at a time per output folder. Needs the corpus extra: pip install 'gpu_tok[corpus]' (numpy; "
-                    "pyarrow for Parquet and .zst; orjson, faster JSON).")
+                    "at a time per output folder. Needs the corpus extra (from the checkout: pip install "
+                    "'.[corpus]'): numpy; pyarrow for Parquet and .zst; orjson, faster JSON.")
     tokenize.add_argument("inputs", nargs="+", metavar="INPUT", help="input files, tokenized in this order")
     tokenize.add_argument("--tokenizer", help=tokenizer_help)
     tokenize.add_argument("--output", required=True, help="output folder (created; a re-run resumes it)")
@@ -228,7 +229,8 @@ def _unknown_arguments(parser: argparse.ArgumentParser, extras: list[str]) -> st
 def _load(spec: str | None) -> tuple[Any, str, str | None]:
     """(Tokenizer, tokenizer.json text, path of the file or None for the embedded one).
     `default` names the embedded tokenizer unless a file or folder has that name."""
-    from . import Tokenizer, _data
+    from . import _data
+    from .compat.tokenizer import Tokenizer
 
     path = Path(spec) if spec is not None else None
     if path is None or (spec == "default" and not path.exists()):
@@ -241,7 +243,8 @@ def _load(spec: str | None) -> tuple[Any, str, str | None]:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from . import _data, bench, peers
+    from . import _data
+    from .tools import bench, peers
 
     tok, json_text, path = _load(args.tokenizer)
     source = path or "embedded Qwen3"
@@ -348,7 +351,8 @@ def _decode(args: argparse.Namespace) -> int:
     tok, _, _ = _load(args.tokenizer)
     from ._errors import InvalidInputError
 
-    words = args.ids or sys.stdin.read().replace(",", " ").split()
+    # No ids, or `-` (as for encode): read them from standard input.
+    words = sys.stdin.read().replace(",", " ").split() if args.ids in ([], ["-"]) else args.ids
     try:
         ids = [int(w) for w in words]
     except ValueError:
@@ -363,10 +367,10 @@ def _decode(args: argparse.Namespace) -> int:
 
 
 def _info(args: argparse.Namespace) -> int:
-    import gpu_tok
+    from ._info import info
 
-    tok = _load(args.tokenizer)[0] if args.tokenizer else None
-    report = gpu_tok.info(tok)
+    tok = _load(args.tokenizer)[0]  # the embedded Qwen3 without --tokenizer, as for every command
+    report = info(tok)
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
@@ -386,10 +390,9 @@ def _info(args: argparse.Namespace) -> int:
     if cuda.get("kernel_cache_dir"):
         print(f"kernel cache: {cuda['kernel_cache_dir']}")
     print(f"prebuilt kernels: {' '.join(report['prebuilt_kernels']) or 'none (compiled at first use)'}")
-    if tok is not None:
-        print("plan:")
-        for row in report["plan"]:
-            print(f"  {row['stage']:<13} {row['component']:<40} {row['path']:<6} {row['reason']}")
+    print("plan:")
+    for row in report["plan"]:
+        print(f"  {row['stage']:<13} {row['component']:<40} {row['path']:<6} {row['reason']}")
     return 0
 
 
@@ -397,7 +400,8 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         from .serve import ServeConfig, run
     except ImportError as err:
-        print(f"gpu-tok serve needs the serve extra (pip install 'gpu_tok[serve]'): {err}", file=sys.stderr)
+        print(f"gpu-tok serve needs the serve extra (from the checkout: pip install '.[serve]'): {err}",
+              file=sys.stderr)
         return 1
     port = args.port if args.port is not None or args.uds else 8000
     try:  # every setting checked before the tokenizer loads
@@ -423,8 +427,8 @@ def _tokenize(args: argparse.Namespace) -> int:
     try:
         from . import corpus
     except ImportError as err:
-        print(f"gpu-tok tokenize needs the corpus extra (pip install 'gpu_tok[corpus]'; from a checkout: "
-              f"pip install '.[corpus]'): {err}", file=sys.stderr)
+        print(f"gpu-tok tokenize needs the corpus extra (from the checkout: pip install '.[corpus]'): "
+              f"{err}", file=sys.stderr)
         return 1
     if args.batch_mb <= 0:
         raise UsageError("--batch-mb must be positive")

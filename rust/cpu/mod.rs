@@ -147,9 +147,14 @@ pub fn encode_with_offsets(
                 let first = ids.len();
                 if !cache.encode_word(word.as_bytes(), &mut ids, &kernel) {
                     told = false;
-                } else if !push_spans(&ids[first..], source.lens, 0, word.len(), &mut |_, s| {
-                    span(s)
-                }) {
+                } else if !push_spans(
+                    &ids[first..],
+                    source.lens,
+                    source.affixes,
+                    0,
+                    word.len(),
+                    &mut |_, s| span(s),
+                ) {
                     // The crate's model on this word: the same ids, with their spans.
                     ids.truncate(first);
                     let tokens = source.crate_word.and_then(|crate_word| crate_word(word));

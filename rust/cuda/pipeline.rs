@@ -14,14 +14,14 @@ use super::stream::{DevBuf, DeviceStream, DeviceStreamExt, Mark};
 use crate::error::{Error, Result};
 use crate::kernels::{
     as_bytes, next_cut, spm_next_cut, BytesTable, DevPtr, GtBpeArgs, GtBpeModel, GtBytesSlot,
-    GtBytesTable, GtCharTable, GtCompactArgs, GtMergeEntry, GtMergeScratch, GtOrderArgs,
+    GtBytesTable, GtChain, GtCharTable, GtCompactArgs, GtMergeEntry, GtMergeScratch, GtOrderArgs,
     GtPackArgs, GtPairSlot, GtPairTable, GtPartSpan, GtPretokArgs, GtRowArgs, GtRowSource,
-    GtRowSpan, GtScanArgs, GtSplits, GtSpmArgs, GtSpmCuts, GtSpmModel, GtTemplate, GtUnigramArgs,
+    GtRowSpan, GtScanArgs, GtSpmArgs, GtSpmCuts, GtSpmModel, GtTemplate, GtUnigramArgs,
     GtUnigramModel, GtWordPieceArgs, GtWordPieceModel, GtWords, Kernel, KernelArgs, Pod, LANES,
-    LONG_WORD, WORK_CLASSES,
+    LONG_WORD, PAT_REGEX, WORK_CLASSES,
 };
 use crate::layout::{narrow, row_layout, Batch, Dtype, Outputs};
-use crate::plan::bytelevel::{ByteLevelPlan, MergeTable};
+use crate::plan::bytelevel::{ByteLevelPlan, Matcher, MergeTable};
 use crate::plan::FastPlan;
 use std::borrow::Cow;
 use std::ops::Range;
@@ -92,7 +92,8 @@ pub struct Truncation {
 pub struct Job<'a> {
     /// The model on the device (a null byte-level one when every row is host ids).
     pub model: DeviceModel,
-    pub splits: GtSplits,
+    /// Byte-level BPE: the pre-tokenizer's steps, tables on the device.
+    pub chain: GtChain,
     /// SentencePiece cuts on the host, where it cuts rows into pieces (the
     /// model holds the device's); disabled for the other families.
     pub spm_cuts: GtSpmCuts,
@@ -121,7 +122,8 @@ pub struct Timings {
     pub prepare_ms: f64,
     /// Rows the host encoded whole (the device could not take their text).
     pub rows_on_host: usize,
-    /// Time the host emulator spent doing the device's work (None on a GPU).
+    /// Time the calling thread spent on the emulated device's behalf:
+    /// waiting for its streams, filling its memory (None on a GPU).
     pub emulated_device_ms: Option<f64>,
     /// The most device memory the emulator had in use at once (None on a GPU).
     pub emulated_peak_bytes: Option<usize>,
@@ -212,6 +214,8 @@ pub enum DeviceModel {
 /// A fast plan's tables on one device: the model view points into `_buffers`.
 pub struct DeviceTables {
     pub model: DeviceModel,
+    /// Byte-level BPE: the Split chain, its compiled tables on the device.
+    pub chain: GtChain,
     _buffers: Vec<DevBuf>,
 }
 
@@ -225,8 +229,10 @@ unsafe impl Sync for DeviceTables {}
 /// it).
 pub fn upload_tables(dev: &dyn DeviceStream, plan: &FastPlan) -> Result<DeviceTables> {
     let mut bufs = Vec::new();
+    let mut chain = GtChain::default();
     let model = match plan {
         FastPlan::ByteLevel(plan) => {
+            chain = upload_chain(dev, plan, &mut bufs)?;
             DeviceModel::ByteLevel(byte_level_model(dev, plan, &mut bufs)?)
         }
         FastPlan::SentencePiece(plan) => {
@@ -272,10 +278,45 @@ pub fn upload_tables(dev: &dyn DeviceStream, plan: &FastPlan) -> Result<DeviceTa
             DeviceModel::WordPiece(model, plan.growth() as u64)
         }
     };
+    // Every call reads them from here on (and the emulator checks that none writes them).
+    for buf in &bufs {
+        dev.read_only(buf);
+    }
     Ok(DeviceTables {
         model,
+        chain,
         _buffers: bufs,
     })
+}
+
+/// The byte-level plan's Split chain with its compiled tables on the device
+/// (scanner steps need none).
+fn upload_chain(
+    dev: &dyn DeviceStream,
+    plan: &ByteLevelPlan,
+    bufs: &mut Vec<DevBuf>,
+) -> Result<GtChain> {
+    let mut chain = plan.chain.unwrap_or_default();
+    let compiled = plan.splits.iter().filter_map(|step| match &step.matcher {
+        Matcher::Compiled(regex) => Some(regex),
+        _ => None,
+    });
+    let regex_steps = chain.steps.iter_mut().filter(|s| s.pattern == PAT_REGEX);
+    for (step, regex) in regex_steps.zip(compiled) {
+        let (trans, starts, block_of, blocks) = regex.arrays();
+        let at = bufs.len();
+        bufs.extend([
+            dev.upload_new(trans)?,
+            dev.upload_new(starts)?,
+            dev.upload_new(block_of)?,
+            dev.upload_new(blocks)?,
+        ]);
+        step.regex.trans = bufs[at].ptr() as *const u32;
+        step.regex.starts = bufs[at + 1].ptr() as *const u32;
+        step.regex.block_of = bufs[at + 2].ptr() as *const u16;
+        step.regex.blocks = bufs[at + 3].ptr() as *const u8;
+    }
+    Ok(chain)
 }
 
 /// The byte-level model on the device. Its words table holds the tokens that
@@ -290,9 +331,13 @@ fn byte_level_model(
     let own = plan.self_encoding_words();
     let shortcut = own.as_ref().unwrap_or(t.words);
     let host = plan.model();
+    let byte_pair_ranks = dev.upload_new(t.byte_pair_ranks)?;
+    let byte_pair_ranks_ptr = byte_pair_ranks.ptr() as *const u32;
+    bufs.push(byte_pair_ranks);
     Ok(GtBpeModel {
         merges: upload_pairs(dev, t.merges, bufs)?,
         vocab: upload_bytes(dev, shortcut, bufs)?,
+        byte_pair_ranks: byte_pair_ranks_ptr,
         byte_ids: host.byte_ids,
         ignore_merges: 1,
         _pad: 0,
@@ -306,13 +351,17 @@ fn upload_pairs(
     bufs: &mut Vec<DevBuf>,
 ) -> Result<GtPairTable> {
     let slots = dev.upload_new(&table.slots)?;
-    let merged_of_rank = dev.upload_new(&table.merged_of_rank)?;
-    let view = GtPairTable {
+    let mut view = GtPairTable {
         slots: slots.ptr() as *const GtPairSlot,
         mask: table.slots.len() as u64 - 1,
-        merged_of_rank: merged_of_rank.ptr() as *const u32,
+        merged_of_rank: std::ptr::null(), // the slots hold merged ids
     };
-    bufs.extend([slots, merged_of_rank]);
+    bufs.push(slots);
+    if !table.merged_of_rank.is_empty() {
+        let merged_of_rank = dev.upload_new(&table.merged_of_rank)?;
+        view.merged_of_rank = merged_of_rank.ptr() as *const u32;
+        bufs.push(merged_of_rank);
+    }
     Ok(view)
 }
 
@@ -403,13 +452,9 @@ pub fn encode(dev: &dyn DeviceStream, job: &Job<'_>) -> Result<DeviceBatch> {
     for chunk in &chunks {
         let (first, end) = (chunk.rows.start, chunk.rows.end);
         let base = row_starts[first] as usize;
-        let elements = u32::try_from(row_starts[end] as usize - base).map_err(|_| {
-            Error::InvalidArgument(
-                "a device call is limited to 2^32 output tokens per chunk".into(),
-            )
-        })?;
+        let elements = row_starts[end] as usize - base;
         let padding = job.padding;
-        let args = GtPackArgs {
+        let mut args = GtPackArgs {
             spans: chunk.spans.ptr(),
             parts: chunk.parts.ptr(),
             part_starts: chunk.part_starts.ptr(),
@@ -431,7 +476,18 @@ pub fn encode(dev: &dyn DeviceStream, job: &Job<'_>) -> Result<DeviceBatch> {
             type_ids: out("token_type_ids", base),
             special_tokens_mask: out("special_tokens_mask", base),
         };
-        dev.run(Kernel::Pack, &args, elements)?;
+        // A launch's threads are counted in u32: a padded chunk of more
+        // elements is packed in several launches, each from its own element.
+        let most = pack_launch_elements();
+        for from in (0..elements).step_by(most) {
+            let at = base + from;
+            args.row_base = at as u64;
+            args.ids = out("input_ids", at);
+            args.attention_mask = out("attention_mask", at);
+            args.type_ids = out("token_type_ids", at);
+            args.special_tokens_mask = out("special_tokens_mask", at);
+            dev.run(Kernel::Pack, &args, (elements - from).min(most) as u32)?;
+        }
     }
     let lengths: Vec<i64> = lengths.iter().map(|&n| n as i64).collect();
     let lengths_buf = upload_staged(dev, &lengths)?;
@@ -457,6 +513,23 @@ pub fn encode(dev: &dyn DeviceStream, job: &Job<'_>) -> Result<DeviceBatch> {
             ..Timings::default()
         },
     })
+}
+
+/// The most output elements one `gt_pack` launch writes (its thread count is a u32).
+const PACK_LAUNCH_ELEMENTS: usize = u32::MAX as usize;
+
+#[cfg(test)]
+thread_local! {
+    /// Tests pack in launches of fewer elements (`PACK_LAUNCH_ELEMENTS` otherwise).
+    pub static PACK_ELEMENTS_FOR_TESTS: std::cell::Cell<usize> =
+        const { std::cell::Cell::new(PACK_LAUNCH_ELEMENTS) };
+}
+
+fn pack_launch_elements() -> usize {
+    #[cfg(test)]
+    return PACK_ELEMENTS_FOR_TESTS.with(|most| most.get());
+    #[cfg(not(test))]
+    PACK_LAUNCH_ELEMENTS
 }
 
 /// Rows grouped so that each group's text fits `chunk_bytes` (a longer row
@@ -577,14 +650,14 @@ pub enum PieceCuts {
 unsafe impl Sync for PieceCuts {}
 
 impl PieceCuts {
-    /// The cuts for rows of a job whose device `model` and `splits` are
+    /// The cuts for rows of a job whose device `model` and `chain` are
     /// these, with SentencePiece's host tables `spm_cuts`.
-    pub fn of(model: &DeviceModel, splits: GtSplits, spm_cuts: GtSpmCuts) -> PieceCuts {
+    pub fn of(model: &DeviceModel, chain: &GtChain, spm_cuts: GtSpmCuts) -> PieceCuts {
         match model {
             DeviceModel::SentencePiece(..) => PieceCuts::Spm(spm_cuts),
             // Metaspace words never span a space: pieces may start at one.
             DeviceModel::Unigram(_, replacement) if *replacement != 0 => PieceCuts::Spaces,
-            _ if splits.can_cut() => PieceCuts::Spaces,
+            _ if chain.can_cut() => PieceCuts::Spaces,
             _ => PieceCuts::Whole,
         }
     }
@@ -785,8 +858,9 @@ fn tokenize_chunk(
     // Words: count per piece, scan, fill.
     let word_counts = dev.alloc(4 * (n_pieces as usize + 1))?;
     let mut pretok = GtPretokArgs {
-        splits: job.splits,
+        chain: job.chain,
         metaspace,
+        _pad: 0,
         text: inputs.text,
         piece_bounds: inputs.bounds,
         word_counts: word_counts.ptr(),
@@ -807,6 +881,9 @@ fn tokenize_chunk(
     pretok.word_lens = word_lens.ptr();
     dev.run(Kernel::PretokFill, &pretok, n_pieces)?;
 
+    // The per-word kernels' grid: they loop over the words the device counted.
+    let word_threads = stride_threads(n_words);
+
     // Words in order of work, so a warp's words take alike (see gt_batch.cuh).
     let order = dev.alloc(4 * n_words as usize)?;
     let order_args = GtOrderArgs {
@@ -820,9 +897,11 @@ fn tokenize_chunk(
         },
         class_counts: inputs.class_counts,
         order: order.ptr(),
+        blocks: word_threads.div_ceil(LANES),
+        _pad: 0,
     };
-    dev.run(Kernel::OrderCount, &order_args, n_words)?;
-    dev.run(Kernel::OrderFill, &order_args, n_words)?;
+    run_blocks(dev, Kernel::OrderCount, &order_args, word_threads)?;
+    run_blocks(dev, Kernel::OrderFill, &order_args, word_threads)?;
 
     // The model per word into scratch indexed by byte offset, then compaction.
     let tok_counts = dev.alloc(4 * (n_words as usize + 1))?;
@@ -838,7 +917,11 @@ fn tokenize_chunk(
             n_words: word_total,
             order: order.ptr(),
             class_counts: inputs.class_counts,
+            stride: word_threads,
+            _pad: 0,
         };
+        // The long words' schedule (gt_bpe_rounds): the GPU's, unless a test sets another.
+        let round_share = crate::kernels::round_shares().1;
         // The BPE families' merge scratch (see gt_bpe_words).
         let merge_scratch = || -> Result<(Vec<DevBuf>, GtMergeScratch)> {
             let heap = scratch(2 * std::mem::size_of::<GtMergeEntry>())?;
@@ -861,7 +944,7 @@ fn tokenize_chunk(
                     norm: norm.ptr(),
                     growth,
                 };
-                dev.run(Kernel::WordPieceWords, &args, n_words)?;
+                dev.run(Kernel::WordPieceWords, &args, word_threads)?;
                 vec![norm]
             }
             DeviceModel::Unigram(model, _) => {
@@ -879,7 +962,7 @@ fn tokenize_chunk(
                     from: from.ptr(),
                     id: id.ptr(),
                 };
-                dev.run(Kernel::UnigramWords, &args, n_words)?;
+                dev.run(Kernel::UnigramWords, &args, word_threads)?;
                 vec![best, from, id]
             }
             DeviceModel::SentencePiece(model, _) => {
@@ -888,8 +971,10 @@ fn tokenize_chunk(
                     model,
                     words,
                     scratch,
+                    round_share,
+                    _pad: 0,
                 };
-                dev.run(Kernel::SpmWords, &args, n_words)?;
+                dev.run(Kernel::SpmWords, &args, word_threads)?;
                 run_long_words(dev, Kernel::SpmLongWords, &args, text_len)?;
                 bufs
             }
@@ -899,13 +984,15 @@ fn tokenize_chunk(
                     model,
                     words,
                     scratch,
+                    round_share,
+                    _pad: 0,
                 };
-                dev.run(Kernel::BpeWords, &args, n_words)?;
+                dev.run(Kernel::BpeWords, &args, word_threads)?;
                 run_long_words(dev, Kernel::BpeLongWords, &args, text_len)?;
                 bufs
             }
         };
-        scan(dev, &tok_counts, n_words)?;
+        scan_counted(dev, &tok_counts, n_words, word_total)?;
         // No read of the token count either: no model makes more ids than
         // its word has bytes (WordPiece's plan proves it for the device).
         let raw_ids = dev.alloc(4 * text_len)?;
@@ -915,8 +1002,10 @@ fn tokenize_chunk(
             bpe_out: model_out.ptr(),
             raw_ids: raw_ids.ptr(),
             n_words: word_total,
+            stride: word_threads,
+            _pad: 0,
         };
-        dev.run(Kernel::Compact, &compact, n_words)?;
+        dev.run(Kernel::Compact, &compact, word_threads)?;
         raw_ids
     };
 
@@ -968,14 +1057,43 @@ fn run_long_words<A: KernelArgs>(
     }
 }
 
+/// Launches a block-cooperative kernel with a lane for each of `items`
+/// (whole blocks: every lane of a block reaches its barriers).
+fn run_blocks<A: KernelArgs>(
+    dev: &dyn DeviceStream,
+    kernel: Kernel,
+    args: &A,
+    items: u32,
+) -> Result<()> {
+    dev.run(kernel, args, items.div_ceil(LANES) * LANES)
+}
+
+/// Threads of a grid-stride launch over at most `items` items: about what
+/// an H200 keeps resident (132 SMs x 2048 threads), fewer for fewer items.
+/// Each thread loops over the items the device counted (word counts stay on
+/// the device), instead of a thread per item there could be.
+const STRIDE_THREADS: u32 = 132 * 2048;
+
+fn stride_threads(items: u32) -> u32 {
+    items.min(STRIDE_THREADS)
+}
+
 /// Exclusive scan of `values[0..n)` in place; `values[n]` becomes the total.
 fn scan(dev: &dyn DeviceStream, values: &DevBuf, n: u32) -> Result<()> {
+    scan_counted(dev, values, n, 0)
+}
+
+/// Exclusive scan of `values[0..count)` in place, `values[count]` the total,
+/// where `count` (a u32 on the device, at most `n`; 0: `n` itself) is read
+/// by the kernels: room and threads for `n`, work for `count`.
+fn scan_counted(dev: &dyn DeviceStream, values: &DevBuf, n: u32, count: DevPtr) -> Result<()> {
     if n <= SCAN_TILE {
         let args = GtScanArgs {
             values: values.ptr(),
             tile_sums: 0,
             n,
             tile: SCAN_TILE,
+            count,
         };
         return dev.launch(Kernel::ScanApply, args.as_bytes(), 1);
     }
@@ -986,8 +1104,10 @@ fn scan(dev: &dyn DeviceStream, values: &DevBuf, n: u32) -> Result<()> {
         tile_sums: sums.ptr(),
         n,
         tile: SCAN_TILE,
+        count,
     };
     dev.run(Kernel::ScanSum, &args, tiles)?;
+    // (The tiles past the count sum to 0: all the tile sums scan as they are.)
     scan(dev, &sums, tiles)?;
     dev.run(Kernel::ScanApply, &args, tiles)
 }
@@ -1020,6 +1140,34 @@ mod tests {
             }
             expect.push(running);
             assert_eq!(got, expect, "n = {n}");
+        }
+    }
+
+    #[test]
+    fn a_scan_of_a_count_on_the_device_leaves_the_values_past_it() {
+        let dev = Emulator::new(1 << 20);
+        for (n, count) in [
+            (0u32, 0u32),
+            (5, 0),
+            (5, 5),
+            (1024, 3),
+            (3000, 1024),
+            (3000, 2049),
+            (2_100_000, 1_500_001),
+        ] {
+            let mut values: Vec<u32> = (0..n).map(|i| i % 7).collect();
+            values.push(99);
+            let buf = dev.upload_new(&values).unwrap();
+            let on_device = dev.upload_new(&[count]).unwrap();
+            scan_counted(&dev, &buf, n, on_device.ptr()).unwrap();
+            let got = dev.download_vec::<u32>(&buf, 0, n as usize + 1).unwrap();
+            let mut expect = values.clone();
+            let mut running = 0;
+            for v in expect.iter_mut().take(count as usize) {
+                running += std::mem::replace(v, running);
+            }
+            expect[count as usize] = running;
+            assert_eq!(got, expect, "n = {n}, count = {count}");
         }
     }
 
@@ -1080,12 +1228,12 @@ mod tests {
             shortcut: upload_bytes(&dev, &whole, &mut bufs).unwrap(),
             class_counts: counts.ptr(),
             order: order.ptr(),
+            blocks: 3,
+            _pad: 0,
         };
-        // One thread per byte, as the pipeline launches: those past the words do nothing.
-        dev.run(Kernel::OrderCount, &args, text.len() as u32)
-            .unwrap();
-        dev.run(Kernel::OrderFill, &args, text.len() as u32)
-            .unwrap();
+        // Three blocks, each looping over every third block of words (3000 words: 12 blocks).
+        run_blocks(&dev, Kernel::OrderCount, &args, 3 * LANES).unwrap();
+        run_blocks(&dev, Kernel::OrderFill, &args, 3 * LANES).unwrap();
         let order = dev.download_vec::<u32>(&order, 0, words.len()).unwrap();
         let mut seen = order.clone();
         seen.sort_unstable();

@@ -39,7 +39,7 @@ pub fn load_first<M>(
     jit: impl Fn(&str, &Path) -> Result<Cubin>,
     mut load: impl FnMut(&[u8]) -> Result<M>,
 ) -> Result<(M, Cubin)> {
-    if let Some(cubin) = prebuilt_dir.and_then(|dir| find(arch, dir)) {
+    for cubin in prebuilt_dir.map_or_else(Vec::new, |dir| found(arch, dir)) {
         if let Ok(module) = load(&cubin.image) {
             return Ok((module, cubin));
         }
@@ -62,20 +62,42 @@ pub fn dir() -> Option<PathBuf> {
         .clone()
 }
 
-/// The prebuilt CUBIN for `arch` in `dir`, if one of the built-in sources is
-/// there and looks like a CUBIN (the driver has the last word).
+/// The prebuilt CUBIN for `arch` in `dir` a device tries first (the newest
+/// NVRTC's), if one of the built-in sources is there and looks like a CUBIN
+/// (the driver has the last word).
 pub fn find(arch: &str, dir: &Path) -> Option<Cubin> {
+    found(arch, dir).into_iter().next()
+}
+
+/// Every prebuilt CUBIN of the built-in sources for `arch` in `dir` that
+/// looks like one, the newest NVRTC's first (by version: 13.10 after 13.9):
+/// a driver older than that NVRTC refuses its CUBIN, and the next is tried.
+fn found(arch: &str, dir: &Path) -> Vec<Cubin> {
     let prefix = jit::cubin_prefix(arch);
-    let path = files(dir)
+    let mut paths: Vec<(Option<(u32, u32)>, PathBuf)> = files(dir)
         .into_iter()
         .filter(|path| file_name(path).starts_with(&prefix))
-        .max()?;
-    let image = std::fs::read(&path).ok()?;
-    jit::looks_like_cubin(&image).then_some(Cubin {
-        image,
-        path,
-        origin: Origin::Prebuilt,
-    })
+        .map(|path| (nvrtc_version(&file_name(&path)[prefix.len()..]), path))
+        .collect();
+    paths.sort_by(|a, b| b.cmp(a));
+    paths
+        .into_iter()
+        .filter_map(|(_, path)| {
+            let image = std::fs::read(&path).ok()?;
+            jit::looks_like_cubin(&image).then_some(Cubin {
+                image,
+                path,
+                origin: Origin::Prebuilt,
+            })
+        })
+        .collect()
+}
+
+/// (major, minor) of "nvrtc13.10.cubin", the end of a kernel-cache file's name.
+fn nvrtc_version(rest: &str) -> Option<(u32, u32)> {
+    let version = rest.strip_prefix("nvrtc")?.strip_suffix(".cubin")?;
+    let (major, minor) = version.split_once('.')?;
+    Some((major.parse().ok()?, minor.parse().ok()?))
 }
 
 /// (arch, path) of every prebuilt CUBIN of the built-in sources in `dir`,
@@ -192,6 +214,35 @@ mod tests {
         );
         assert!(find("sm_8", &dir).is_none(), "the arch matches whole");
         assert!(list(&dir.join("missing")).is_empty());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn the_newest_nvrtc_is_tried_first_by_version_not_by_name() {
+        let dir = folder("versions");
+        let name = |version: &str| format!("{}nvrtc{version}.cubin", jit::cubin_prefix("sm_90"));
+        let newest = b"\x7fELF 13.10";
+        for (version, image) in [
+            ("13.9", &b"\x7fELF 13.9"[..]),
+            ("13.10", newest),
+            ("13.0", b"\x7fELF 13.0"),
+        ] {
+            write(&dir, &name(version), image);
+        }
+        // "13.10" sorts before "13.9" as text.
+        assert_eq!(
+            find("sm_90", &dir).map(|c| c.path),
+            Some(dir.join(name("13.10")))
+        );
+        // A driver older than the newest NVRTC refuses its CUBIN: the next
+        // prebuilt one is tried before any compile.
+        let cache = dir.join("cache");
+        let (loaded, compiles, seen) = load(&dir, &cache, &[newest]);
+        assert_eq!(
+            loaded.unwrap(),
+            (b"\x7fELF 13.9".to_vec(), Origin::Prebuilt)
+        );
+        assert_eq!((compiles, seen.len()), (0, 2));
         std::fs::remove_dir_all(dir).unwrap();
     }
 

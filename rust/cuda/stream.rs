@@ -1,7 +1,7 @@
 //! What the batch pipeline needs from a device: memory, copies, launches and
-//! timestamps, in one ordered stream of work ([`DeviceStream`]). Two
-//! implementations: a CUDA stream on a GPU (`driver::GpuStream`) and the host
-//! emulator (`emulator::Emulator`).
+//! timestamps, in one ordered stream of work ([`DeviceStream`]). One
+//! implementation, `device::DeviceCall`, over a driver: CUDA's on a GPU
+//! (`driver::GpuStream`) or the emulator's (`emulator::Emulator` wraps one).
 
 use crate::error::Result;
 use crate::kernels::{as_bytes, as_bytes_mut, DevPtr, Kernel, KernelArgs, Pod};
@@ -123,6 +123,11 @@ impl DevBuf {
         self.memory.location()
     }
 
+    /// What frees this memory.
+    pub fn memory(&self) -> Arc<dyn Memory> {
+        self.memory.clone()
+    }
+
     /// The same memory, freed by `memory` instead (see [`DeviceStream::export`]).
     pub fn with_memory(mut self, memory: Arc<dyn Memory>) -> DevBuf {
         self.memory = memory; // the old handle goes; the memory itself is not freed
@@ -205,9 +210,13 @@ pub trait DeviceStream {
     /// Hands `buf` to consumers outside this stream (tensors): it is then
     /// freed only after this stream's work and the consumers' default stream.
     fn export(&self, buf: DevBuf) -> DevBuf;
-    /// Milliseconds the host itself spent doing the device's work so far
-    /// (the emulator: kernels, device memory), so that the rest of a call's
-    /// wall time is its host-side cost; None on a real device.
+    /// Notes that kernels only read `buf` from now on (a model's tables, which
+    /// every call reads): the emulator then checks them as read-only.
+    fn read_only(&self, _buf: &DevBuf) {}
+    /// Milliseconds the calling thread spent on the device's behalf so far
+    /// (the emulator: waiting for its streams, whose threads run the kernels
+    /// and copies, and filling fresh device memory), so that the rest of a
+    /// call's wall time is its host-side cost; None on a real device.
     fn emulated_device_ms(&self) -> Option<f64> {
         None
     }

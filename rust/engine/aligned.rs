@@ -15,14 +15,14 @@
 //! goes to the crate's model.
 
 use super::Engine;
-use crate::cpu::encode::char_offsets;
+use crate::cpu::encode::crate_char_offsets;
 use crate::cpu::token_spans::{self, push_spans, CrateWord, SpanSource};
 use crate::cpu::word_cache::{self, WordScratch};
 use crate::error::{Error, Result};
 use crate::plan::spm::SpmPlan;
 use crate::plan::unigram::UnigramPlan;
 use crate::plan::FastPlan;
-use tokenizers::{Encoding, Model, OffsetType, Token};
+use tokenizers::{Encoding, Model, OffsetType, PreTokenizedString, Token};
 
 /// The model of a per-word plan, one word at a time.
 enum WordModel<'p> {
@@ -54,11 +54,32 @@ impl WordModel<'_> {
         }
     }
 
-    /// (byte-fallback ids, unknown id) of the model.
-    fn special_ids(&self) -> (&[u32; 256], u32) {
+    /// Bytes of the model's (continuing_subword_prefix, end_of_word_suffix).
+    fn affixes(&self) -> (usize, usize) {
         match self {
-            WordModel::SentencePiece(plan) => (&plan.model().byte_ids, plan.model().unk_id),
-            WordModel::Unigram(plan) => (&plan.model().byte_ids, plan.model().unk_id),
+            WordModel::SentencePiece(plan) => {
+                let model = plan.model();
+                (model.prefix_len as usize, model.suffix_len as usize)
+            }
+            WordModel::Unigram(_) => (0, 0),
+        }
+    }
+
+    /// (byte-fallback ids, bytes of text one covers, unknown id) of the model:
+    /// the crate's BPE gives a byte token its byte; its Unigram gives every byte
+    /// token of an unknown piece the whole piece (`token_spans`).
+    fn special_ids(&self) -> (&[u32; 256], u32, u32) {
+        match self {
+            WordModel::SentencePiece(plan) => (
+                &plan.model().byte_ids,
+                token_spans::BYTE_LEN,
+                plan.model().unk_id,
+            ),
+            WordModel::Unigram(plan) => (
+                &plan.model().byte_ids,
+                token_spans::UNKNOWN_LEN,
+                plan.model().unk_id,
+            ),
         }
     }
 }
@@ -87,27 +108,20 @@ impl Engine {
         pretokenized
             .tokenize(|normalized| {
                 let pre_token = normalized.get();
-                match self.fast_tokens(model, lens, pre_token) {
+                match self.fast_tokens(model, lens, pre_token, self.tokens_for_offsets) {
                     Some(tokens) => Ok(tokens),
                     None => hf.get_model().tokenize(pre_token),
                 }
             })
             .map_err(Error::tokenizers)?;
-        // Byte offsets, then characters as the crate converts them, through an
-        // array rather than the crate's per-call hash map of every byte.
-        let mut encoding = pretokenized
-            .into_encoding(None, type_id, OffsetType::Byte)
-            .map_err(Error::tokenizers)?;
-        let chars = char_offsets(text, encoding.get_offsets());
-        encoding.get_offsets_mut().copy_from_slice(&chars);
-        Ok(encoding)
+        char_offset_encoding(pretokenized, text, None, type_id)
     }
 
     /// Bytes of normalized text each id of the model covers (`token_spans`).
     fn token_lens(&self, model: &WordModel<'_>) -> &[u32] {
         self.token_lens.get_or_init(|| {
-            let (byte_ids, unk_id) = model.special_ids();
-            token_spans::token_lens(&self.hf.get_vocab(false), byte_ids, unk_id)
+            let (byte_ids, byte_len, unk_id) = model.special_ids();
+            token_spans::token_lens(&self.hf.get_vocab(false), byte_ids, byte_len, unk_id)
         })
     }
 
@@ -120,10 +134,12 @@ impl Engine {
         };
         match &self.fast {
             Ok(FastPlan::SentencePiece(plan)) => {
-                let lens = self.token_lens(&WordModel::SentencePiece(plan));
+                let model = WordModel::SentencePiece(plan);
+                let lens = self.token_lens(&model);
                 let drops_unknown = plan.model().unk_id == crate::kernels::NONE;
                 let source = SpanSource {
                     lens,
+                    affixes: model.affixes(),
                     crate_word: (!drops_unknown).then_some(&crate_word as &CrateWord<'_>),
                 };
                 crate::cpu::spm::encode(plan, self.id, text, Some(&source))
@@ -132,6 +148,7 @@ impl Engine {
                 let lens = self.token_lens(&WordModel::Unigram(plan));
                 let source = SpanSource {
                     lens,
+                    affixes: (0, 0),
                     crate_word: Some(&crate_word),
                 };
                 crate::cpu::unigram::encode(plan, self.id, text, Some(&source))
@@ -140,18 +157,36 @@ impl Engine {
         }
     }
 
+    /// A per-word plan's tokens of one pre-token, with their spans and token
+    /// strings (`maps`); None for other plans or when the spans cannot be told.
+    pub(super) fn per_word_tokens(&self, pre_token: &str) -> Option<Vec<Token>> {
+        let model = match &self.fast {
+            Ok(FastPlan::SentencePiece(plan)) => WordModel::SentencePiece(plan),
+            Ok(FastPlan::Unigram(plan)) => WordModel::Unigram(plan),
+            _ => return None,
+        };
+        let lens = self.token_lens(&model);
+        self.fast_tokens(&model, lens, pre_token, true)
+    }
+
     /// The tokens of a pre-token with their byte spans in it, on the fast
     /// model; None when a word's spans cannot be told (the crate's model then
-    /// encodes the pre-token).
+    /// encodes the pre-token). `values`: with their token strings.
     fn fast_tokens(
         &self,
         model: &WordModel<'_>,
         lens: &[u32],
         pre_token: &str,
+        values: bool,
     ) -> Option<Vec<Token>> {
         let mut tokens = Vec::new();
         let mut ids = Vec::new();
         let mut fine = true;
+        // With affixes the plan makes no cuts: each word is a whole pre-token,
+        // the crate's word, whose affixes `push_spans` leaves out.
+        let affixes = model.affixes();
+        let unknown_is_text = matches!(model, WordModel::Unigram(_));
+        let unk_id = model.special_ids().2;
         word_cache::with_cache(self.id, |cache| {
             model.each_word(pre_token, &mut |word| {
                 if !fine {
@@ -161,8 +196,12 @@ impl Engine {
                 ids.clear();
                 fine = cache
                     .encode_word(word.as_bytes(), &mut ids, |w, s, o| model.encode(w, s, o))
-                    && push_spans(&ids, lens, start, word.len(), &mut |id, span| {
-                        let value = match self.tokens_for_offsets {
+                    && push_spans(&ids, lens, affixes, start, word.len(), &mut |id, span| {
+                        let value = match values {
+                            // The crate's Unigram names an unknown piece by its text.
+                            true if unknown_is_text && id == unk_id => {
+                                pre_token[span.0..span.1].to_string()
+                            }
                             true => self.hf.id_to_token(id).unwrap_or_default(),
                             false => String::new(),
                         };
@@ -172,4 +211,23 @@ impl Engine {
         });
         fine.then_some(tokens)
     }
+}
+
+/// A tokenized `pretokenized` (of `text`) as the crate's `into_encoding`
+/// gives it with character offsets (`word`: every token's word id, else the
+/// pre-token's index): byte offsets first, then characters as the crate
+/// converts them, through an array rather than the crate's per-call hash map
+/// of every byte.
+pub(super) fn char_offset_encoding(
+    pretokenized: PreTokenizedString,
+    text: &str,
+    word: Option<u32>,
+    type_id: u32,
+) -> Result<Encoding> {
+    let mut encoding = pretokenized
+        .into_encoding(word, type_id, OffsetType::Byte)
+        .map_err(Error::tokenizers)?;
+    let chars = crate_char_offsets(text, encoding.get_offsets());
+    encoding.get_offsets_mut().copy_from_slice(&chars);
+    Ok(encoding)
 }

@@ -11,10 +11,15 @@
 //! truncation, the post-processor and packing (`pack`) are the same for both.
 //! `offload` runs a whole batch on a CUDA device (or its emulator) instead.
 
+mod added_ids;
 mod aligned;
+pub mod decode;
 pub mod exact;
+pub mod maps;
 pub mod offload;
+pub mod overflow;
 pub mod pack;
+mod single;
 pub mod template;
 
 use crate::cpu;
@@ -22,10 +27,7 @@ use crate::error::{Error, Result};
 use crate::layout::{Batch, Outputs};
 use crate::plan::{FastPlan, PlanReport};
 use crate::pool;
-use tokenizers::utils::truncation::truncate_encodings;
-use tokenizers::{
-    Encoding, PaddingParams, PostProcessor, Tokenizer, TruncationDirection, TruncationParams,
-};
+use tokenizers::{AddedToken, Encoding, PaddingParams, PostProcessor, Tokenizer, TruncationParams};
 
 /// Per-call settings.
 #[derive(Clone, Debug, Default)]
@@ -62,13 +64,30 @@ pub struct Engine {
     /// Bytes of normalized text each model id covers (built at the first
     /// per-word call with offsets; `aligned`).
     token_lens: std::sync::OnceLock<Vec<u32>>,
+    /// What rows with per-token maps need, built at their first call (`maps`).
+    rich: maps::RichState,
+    /// Every id's decoded form, built at the first decode (None: the crate's decoder).
+    decode_forms: std::sync::OnceLock<Option<decode::Forms>>,
+    /// `single_template` without and with special tokens, asked once (the
+    /// post-processor is fixed for the engine's life).
+    single_templates: [std::sync::OnceLock<Option<crate::kernels::GtTemplate>>; 2],
 }
 
 static NEXT_ENGINE_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl Engine {
-    /// Builds an engine from the text of a tokenizer.json.
+    /// Builds an engine from the text of a tokenizer.json, as the crate loads it.
     pub fn from_json(json: &str) -> Result<Self> {
+        Engine::load(json, false)
+    }
+
+    /// Builds an engine from a tokenizer.json this project wrote (`to_json`):
+    /// added tokens keep the ids it gives them (`added_ids`).
+    pub fn from_own_json(json: &str) -> Result<Self> {
+        Engine::load(json, true)
+    }
+
+    fn load(json: &str, keep_added_ids: bool) -> Result<Self> {
         // The crate's loader and the fast plan each parse the JSON: side by side.
         let (parsed, fast) = std::thread::scope(|scope| {
             let plan = scope.spawn(|| match serde_json::from_str::<serde_json::Value>(json) {
@@ -82,6 +101,9 @@ impl Engine {
             (parsed, fast)
         });
         let mut hf = parsed.map_err(|err| classify_load_error(json, err))?;
+        if keep_added_ids {
+            hf = added_ids::keep_json_ids(json, hf)?;
+        }
         let fast = fast.and_then(|mut plan| {
             plan.resolve_added_ids(|content| hf.token_to_id(content))?;
             Ok(plan)
@@ -90,25 +112,65 @@ impl Engine {
         let file_padding = hf.get_padding().cloned();
         hf.with_truncation(None).map_err(Error::tokenizers)?;
         hf.with_padding(None);
-        let id = NEXT_ENGINE_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         release_freed_memory();
-        Ok(Engine {
+        Ok(Engine::assemble(hf, fast, file_truncation, file_padding))
+    }
+
+    /// An engine over `hf` (truncation and padding removed) and its plan.
+    fn assemble(
+        hf: Tokenizer,
+        fast: std::result::Result<FastPlan, String>,
+        file_truncation: Option<TruncationParams>,
+        file_padding: Option<PaddingParams>,
+    ) -> Engine {
+        Engine {
             tokens_for_offsets: crate::plan::post_processor_reads_tokens(&hf),
             template_problems: [false, true].map(|pair| crate::plan::template_problem(&hf, pair)),
             hf,
             file_truncation,
             file_padding,
             fast,
-            id,
+            id: NEXT_ENGINE_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             device_tables: Default::default(),
             max_id: Default::default(),
             token_lens: Default::default(),
-        })
+            rich: Default::default(),
+            decode_forms: Default::default(),
+            single_templates: Default::default(),
+        }
+    }
+
+    /// This tokenizer with `tokens` added by the crate's own `add_tokens`
+    /// (ids, flags and count as `tokenizers` gives them), and how many were
+    /// added. Adding tokens changes neither the model nor the normalizer nor
+    /// the pre-tokenizer, so the new engine shares the fast plan's tables and
+    /// builds only the added tokens' split (a reload of the JSON took 1.6 s
+    /// for one token on Qwen3). Without a fast plan, whose reason may lie in
+    /// the added tokens, the JSON is loaded again and the plan decided anew.
+    pub fn with_added_tokens(&self, tokens: Vec<AddedToken>) -> Result<(Engine, usize)> {
+        let mut hf = self.hf.clone();
+        let added = hf.add_tokens(tokens).map_err(Error::tokenizers)?;
+        let (truncation, padding) = (self.file_truncation.clone(), self.file_padding.clone());
+        let Ok(plan) = &self.fast else {
+            let reloaded = Engine::assemble(hf, Err(String::new()), truncation, padding);
+            return Ok((Engine::from_own_json(&reloaded.to_json()?)?, added));
+        };
+        let spec = serde_json::to_value(hf.get_added_vocabulary()).map_err(Error::tokenizers)?;
+        let fast = plan.with_added_tokens(&spec).and_then(|mut plan| {
+            plan.resolve_added_ids(|content| hf.token_to_id(content))?;
+            Ok(plan)
+        });
+        Ok((Engine::assemble(hf, fast, truncation, padding), added))
     }
 
     /// The plan: which engine runs each stage, and why.
     pub fn plan_report(&self) -> PlanReport {
         PlanReport::of(&self.hf, self.fast.as_ref().map_err(String::as_str))
+    }
+
+    /// True when the fast path encodes `text` whole (with `offsets` or not).
+    pub fn takes_fast_path(&self, text: &str, offsets: bool) -> bool {
+        self.encode_fast(text, offsets).is_some()
     }
 
     /// One sequence on the fast path, or None when the plan or the document
@@ -149,7 +211,7 @@ impl Engine {
                 return encoding;
             }
         }
-        exact::encode_sequence(&self.hf, text, type_id)
+        exact::encode_sequence(&self.hf, text, type_id, offsets)
     }
 
     /// The ids of a single sequence, cut as the crate's truncation cuts one
@@ -157,21 +219,38 @@ impl Engine {
     fn sequence_ids(&self, text: &str, settings: &Settings) -> Result<Vec<u32>> {
         let mut ids = match self.encode_fast(text, false) {
             Some(done) => done.ids,
-            None => exact::encode_sequence(&self.hf, text, 0)?
+            None => exact::encode_sequence(&self.hf, text, 0, false)?
                 .get_ids()
                 .to_vec(),
         };
         if let Some(trunc) = &settings.truncation {
-            let max = self.sequence_room(trunc, false, settings.add_special_tokens);
-            if ids.len() > max {
-                check_stride(trunc, max)?;
-                match trunc.direction {
-                    TruncationDirection::Right => ids.truncate(max),
-                    TruncationDirection::Left => drop(ids.drain(..ids.len() - max)),
-                }
+            let params = self.room_params(trunc, false, settings.add_special_tokens);
+            let special = trunc.max_length - params.max_length;
+            if let (Some(to), None) = overflow::targets(ids.len(), None, &params, special)? {
+                let main = overflow::Windows {
+                    len: ids.len(),
+                    to: Some(to),
+                    stride: trunc.stride,
+                    direction: trunc.direction,
+                };
+                ids = ids[main.range(0)].to_vec();
             }
         }
         Ok(ids)
+    }
+
+    /// `trunc` with the room a row leaves its text as max_length (the crate
+    /// truncates the sequences to that, then adds the special tokens).
+    fn room_params(
+        &self,
+        trunc: &TruncationParams,
+        pair: bool,
+        add_special_tokens: bool,
+    ) -> TruncationParams {
+        TruncationParams {
+            max_length: self.sequence_room(trunc, pair, add_special_tokens),
+            ..trunc.clone()
+        }
     }
 
     /// Tokens of text a row of `trunc.max_length` holds besides the special
@@ -296,15 +375,11 @@ impl Engine {
             .transpose()?;
         let (first, second) = match &settings.truncation {
             Some(trunc) => {
-                let room = self.sequence_room(trunc, second.is_some(), settings.add_special_tokens);
-                let params = TruncationParams {
-                    max_length: room,
-                    ..trunc.clone()
-                };
-                if second.is_none() && first.len() > room {
-                    check_stride(trunc, room)?;
-                }
-                truncate_encodings(first, second, &params).map_err(Error::tokenizers)?
+                let params = self.room_params(trunc, second.is_some(), settings.add_special_tokens);
+                let special = trunc.max_length - params.max_length;
+                // The crate's truncation without its panic on a large stride,
+                // and without the overflowing windows this call does not return.
+                overflow::truncate_main(first, second, &params, special)?
             }
             None => (first, second),
         };
@@ -340,27 +415,28 @@ impl Engine {
         rows: &[Vec<u32>],
         skip_special_tokens: bool,
     ) -> Result<Vec<String>> {
-        pool::current().map(rows.len(), |i| {
-            self.hf
-                .decode(&rows[i], skip_special_tokens)
-                .map_err(Error::tokenizers)
+        self.decode_rows(rows, skip_special_tokens, false)
+    }
+
+    /// Decodes each row of ids on the engine's thread pool (`decode`: the
+    /// decoder's per-id forms where it has them, else the crate's), with
+    /// transformers' `clean_up_tokenization_spaces` when `clean_up`.
+    pub fn decode_rows(
+        &self,
+        rows: &[Vec<u32>],
+        skip_special_tokens: bool,
+        clean_up: bool,
+    ) -> Result<Vec<String>> {
+        let forms = self
+            .decode_forms
+            .get_or_init(|| decode::Forms::build(&self.hf));
+        let ids = rows.iter().map(Vec::len).sum::<usize>();
+        // About 4 bytes of text per id: small batches stay on the calling thread.
+        pool::current().map_sized(rows.len(), ids.saturating_mul(4), |i| match forms {
+            Some(forms) => Ok(forms.decode(&rows[i], skip_special_tokens, clean_up)),
+            None => decode::crate_decode(&self.hf, &rows[i], skip_special_tokens, clean_up),
         })
     }
-}
-
-/// The crate asserts that a single sequence cut to `room` tokens has a stride
-/// below `room` (as `with_truncation` checks it): a typed error instead.
-fn check_stride(trunc: &TruncationParams, room: usize) -> Result<()> {
-    if trunc.stride < room {
-        return Ok(());
-    }
-    Err(Error::InvalidArgument(format!(
-        "truncation stride={} must be smaller than max_length={} minus the {} special tokens added \
-         to each sequence",
-        trunc.stride,
-        trunc.max_length,
-        trunc.max_length - room
-    )))
 }
 
 /// Returns the memory freed after loading to the system. Parsing a large

@@ -54,15 +54,12 @@ impl Engine {
         let model = tables
             .as_ref()
             .map_or(DeviceModel::ByteLevel(GtBpeModel::null()), |t| t.model);
-        let splits = plan
-            .and_then(FastPlan::byte_level)
-            .and_then(|p| p.scanner_chain)
-            .unwrap_or_default();
+        let chain = tables.as_ref().map_or_else(Default::default, |t| t.chain);
         let spm_cuts = match plan {
             Some(FastPlan::SentencePiece(plan)) => plan.device_views().1,
             _ => GtSpmCuts::disabled(),
         };
-        let piece_cuts = PieceCuts::of(&model, splits, spm_cuts);
+        let piece_cuts = PieceCuts::of(&model, &chain, spm_cuts);
         let clock = std::time::Instant::now();
         // Each row is cut into pieces as soon as it is prepared, while its
         // text is in the cache (a search later missed it once per kB).
@@ -81,7 +78,7 @@ impl Engine {
         };
         let job = Job {
             model,
-            splits,
+            chain,
             spm_cuts,
             rows,
             cuts,
@@ -187,13 +184,14 @@ impl Engine {
     }
 }
 
-/// True when the device runs this plan's model: byte-level BPE whose splits
-/// are scanners, SentencePiece-style BPE, Unigram with an unknown token (so
-/// no word can fail there), WordPiece whose pieces fit their room.
+/// True when the device runs this plan's model: byte-level BPE whose Split
+/// steps are scanners or compiled patterns and whose words take a token per
+/// byte, SentencePiece-style BPE without affixes, Unigram with an unknown
+/// token (so no word can fail there), WordPiece whose pieces fit their room.
 fn runs_on_device(plan: &FastPlan) -> bool {
     match plan {
-        FastPlan::ByteLevel(plan) => plan.scanner_chain.is_some(),
-        FastPlan::SentencePiece(_) => true,
+        FastPlan::ByteLevel(plan) => plan.chain.is_some() && plan.one_token_per_byte(),
+        FastPlan::SentencePiece(plan) => plan.runs_on_device(),
         FastPlan::Unigram(plan) => plan.encodes_every_word(),
         FastPlan::WordPiece(plan) => plan.tokens_fit_bytes(),
     }
@@ -209,7 +207,7 @@ fn byte_level_parts<'t>(
 ) -> Option<Row<'t>> {
     let mut parts = Vec::new();
     let fine = cpu::encode::each_segment(plan, added, text, |segment, _| match segment {
-        Segment::Text(piece) => parts.push(Row::Text(Cow::Owned(piece.into_owned()))),
+        Segment::Text(piece, _) => parts.push(Row::Text(Cow::Owned(piece.into_owned()))),
         Segment::Added(id, _) => push_id(&mut parts, id),
     });
     fine.then_some(Row::Parts(parts))
@@ -395,6 +393,44 @@ mod tests {
             .download_vec::<i64>(&on_device.fields[0].1, 0, on_cpu.ids.len())
             .unwrap();
         assert_eq!(ids, on_cpu.ids);
+    }
+
+    #[test]
+    fn a_chunk_of_more_elements_than_one_launch_takes_is_packed_in_several() {
+        use crate::cuda::emulator::{Emulator, Op};
+        use crate::cuda::pipeline::PACK_ELEMENTS_FOR_TESTS;
+        use crate::cuda::stream::DeviceStreamExt;
+        use crate::kernels::Kernel;
+        let engine = Engine::from_json(SPM).unwrap();
+        let texts = ["a ab b", "ab ab ab ab", "<s>a", "", "b a b a b a b a b a"];
+        let inputs: Vec<Input<'_>> = texts.iter().map(|t| (*t, None)).collect();
+        let settings = Settings {
+            padding: Some(tokenizers::PaddingParams {
+                pad_id: 9,
+                ..Default::default()
+            }),
+            outputs: crate::layout::Outputs {
+                attention_mask: true,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let want = engine.encode_batch(&inputs, &settings).unwrap();
+        // 7 elements per launch: a row's elements span launches too.
+        PACK_ELEMENTS_FOR_TESTS.with(|most| most.set(7));
+        let dev = Emulator::traced(1 << 20);
+        let got = engine.encode_batch_on(&dev, &inputs, &settings);
+        PACK_ELEMENTS_FOR_TESTS.with(|most| most.set(u32::MAX as usize));
+        let got = got.unwrap();
+        let read = |buf| dev.download_vec::<i64>(buf, 0, want.ids.len()).unwrap();
+        assert_eq!(read(&got.fields[0].1), want.ids);
+        assert_eq!(Some(read(&got.fields[1].1)), want.attention_mask);
+        let launches = dev
+            .trace()
+            .iter()
+            .filter(|op| **op == Op::Launch(Kernel::Pack))
+            .count();
+        assert_eq!(launches, want.ids.len().div_ceil(7));
     }
 
     #[test]

@@ -57,30 +57,32 @@ pub fn pack_sequences(
     let lengths: Vec<usize> = rows.iter().map(|r| n_prefix + r.len() + n_suffix).collect();
     let mut batch = laid_out(&lengths, padding, want)?;
     let left = padding.is_some_and(|p| matches!(p.direction, PaddingDirection::Left));
-    let special = |range: std::ops::Range<usize>| {
-        range.map(|k| (i64::from(template.ids[k]), i64::from(template.type_ids[k])))
-    };
+    let (prefix, suffix) = (0..n_prefix, n_prefix..n_prefix + n_suffix);
+    let wide = |values: &[u32]| values.iter().map(|&v| i64::from(v)).collect::<Vec<i64>>();
+    let (ids, type_ids) = (wide(&template.ids), wide(&template.type_ids));
+    let seq_type = i64::from(template.seq_type_id);
     for (i, row) in rows.iter().enumerate() {
         let pad = batch.padding_of(i);
         if left {
             push_padding(&mut batch, pad, padding);
         }
-        let seq_type = i64::from(template.seq_type_id);
-        let tokens = special(0..n_prefix)
-            .map(|(id, type_id)| (id, type_id, 1))
-            .chain(row.iter().map(|&id| (i64::from(id), seq_type, 0)))
-            .chain(special(n_prefix..n_prefix + n_suffix).map(|(id, type_id)| (id, type_id, 1)));
-        for (id, type_id, is_special) in tokens {
-            batch.ids.push(id);
-            if let Some(v) = batch.attention_mask.as_mut() {
-                v.push(1);
-            }
-            if let Some(v) = batch.type_ids.as_mut() {
-                v.push(type_id);
-            }
-            if let Some(v) = batch.special_tokens_mask.as_mut() {
-                v.push(is_special);
-            }
+        // Field by field, each a run of copies the compiler vectorises.
+        batch.ids.extend_from_slice(&ids[prefix.clone()]);
+        batch.ids.extend(row.iter().map(|&id| i64::from(id)));
+        batch.ids.extend_from_slice(&ids[suffix.clone()]);
+        let n = n_prefix + row.len() + n_suffix;
+        if let Some(v) = batch.attention_mask.as_mut() {
+            v.resize(v.len() + n, 1);
+        }
+        if let Some(v) = batch.type_ids.as_mut() {
+            v.extend_from_slice(&type_ids[prefix.clone()]);
+            v.resize(v.len() + row.len(), seq_type);
+            v.extend_from_slice(&type_ids[suffix.clone()]);
+        }
+        if let Some(v) = batch.special_tokens_mask.as_mut() {
+            v.resize(v.len() + n_prefix, 1);
+            v.resize(v.len() + row.len(), 0);
+            v.resize(v.len() + n_suffix, 1);
         }
         if !left {
             push_padding(&mut batch, pad, padding);

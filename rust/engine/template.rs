@@ -22,7 +22,13 @@ impl Engine {
                 .truncation
                 .as_ref()
                 .is_none_or(|t| t.strategy != TruncationStrategy::OnlySecond);
-        packable.then(|| self.single_template(settings.add_special_tokens))?
+        packable.then(|| self.cached_single_template(settings.add_special_tokens))?
+    }
+
+    /// `single_template`, asked of the post-processor once per engine.
+    pub fn cached_single_template(&self, add_special_tokens: bool) -> Option<GtTemplate> {
+        *self.single_templates[usize::from(add_special_tokens)]
+            .get_or_init(|| self.single_template(add_special_tokens))
     }
 
     /// The special tokens the post-processor puts around a single sequence,

@@ -85,22 +85,16 @@ macro_rules! c_mirror {
 // ---- per-word kernels (cuda/gt_hash.cuh, gt_bpe.cuh, gt_pretok.cuh) --------
 
 c_mirror! {
-    /// `GtPairSlot` (cuda/gt_hash.cuh): one slot of a merge table.
+    /// `GtPairSlot` (cuda/gt_hash.cuh): one slot of a merge table (pair key and rank, packed).
     pub struct GtPairSlot {
-        pub key: u64,
-        pub rank: u32,
-        pub merged: u32,
+        pub packed: u64,
     }
 }
 
 impl Default for GtPairSlot {
     /// A free slot.
     fn default() -> Self {
-        GtPairSlot {
-            key: PAIR_EMPTY,
-            rank: 0,
-            merged: 0,
-        }
+        GtPairSlot { packed: PAIR_EMPTY }
     }
 }
 
@@ -170,6 +164,8 @@ c_mirror! {
     pub struct GtBpeModel {
         pub merges: GtPairTable,
         pub vocab: GtBytesTable,
+        /// Rank of the merge of two bytes' tokens, by (first << 8 | second); null: look them up.
+        pub byte_pair_ranks: *const u32,
         pub byte_ids: [u32; 256],
         pub ignore_merges: u32,
         pub _pad: u32,
@@ -188,8 +184,16 @@ c_mirror! {
         pub space_len: u32,
         pub space_utf8: [u8; 4],
         pub _pad: u32,
+        pub prefix_len: u32,
+        pub suffix_len: u32,
+        pub prefix: [u8; AFFIX_MAX],
+        pub suffix: [u8; AFFIX_MAX],
     }
 }
+
+/// `GT_AFFIX_MAX` (cuda/gt_spm.cuh): the longest continuing_subword_prefix or
+/// end_of_word_suffix a `GtSpmModel` holds, in bytes.
+pub const AFFIX_MAX: usize = 16;
 
 c_mirror! {
     /// `GtUnigramModel` (cuda/gt_unigram.cuh).
@@ -215,7 +219,7 @@ c_mirror! {
 }
 
 c_mirror! {
-    /// `GtCharTable` (cuda/gt_wordpiece.cuh): per-code-point normalizer and pre-tokenizer entries.
+    /// `GtCharTable` (cuda/gt_normalize.cuh): per-code-point normalizer and pre-tokenizer entries.
     pub struct GtCharTable {
         pub blocks: *const u16,
         pub entries: *const u32,
@@ -263,6 +267,7 @@ impl GtBpeModel {
                 mask: 0,
                 filter_mask: 0,
             },
+            byte_pair_ranks: std::ptr::null(),
             byte_ids: [0; 256],
             ignore_merges: 0,
             _pad: 0,
@@ -289,20 +294,68 @@ c_mirror! {
     }
 }
 
-/// `GT_MAX_SPLITS`.
-pub const MAX_SPLITS: usize = 4;
+/// `GT_MAX_STEPS`.
+pub const MAX_STEPS: usize = 4;
 
 c_mirror! {
-    /// `GtSplits` (cuda/gt_pretok.cuh): a chain of scanner steps.
+    /// `GtRegex` (cuda/gt_regex.cuh): a compiled pattern's tables.
+    #[derive(Debug, PartialEq, Eq)]
+    pub struct GtRegex {
+        pub trans: *const u32,
+        pub starts: *const u32,
+        pub block_of: *const u16,
+        pub blocks: *const u8,
+        pub n_classes: u32,
+        pub flags: u32,
+    }
+}
+
+impl Default for GtRegex {
+    fn default() -> Self {
+        GtRegex {
+            trans: std::ptr::null(),
+            starts: std::ptr::null(),
+            block_of: std::ptr::null(),
+            blocks: std::ptr::null(),
+            n_classes: 0,
+            flags: 0,
+        }
+    }
+}
+
+/// `GT_PAT_REGEX`: a step whose pattern is compiled.
+pub const PAT_REGEX: u32 = 0xFF;
+/// `GT_SPLIT_INVERT`: a step's matches and gaps swap roles.
+pub const SPLIT_INVERT: u32 = 8;
+
+c_mirror! {
+    /// `GtChainStep` (cuda/gt_chain.cuh): one Split step.
     #[derive(Debug, Default, PartialEq, Eq)]
-    pub struct GtSplits {
+    pub struct GtChainStep {
+        pub pattern: u32,
+        pub behavior: u32,
+        pub cuts: u32,
+        pub _pad: u32,
+        pub regex: GtRegex,
+    }
+}
+
+c_mirror! {
+    /// `GtChain` (cuda/gt_chain.cuh): a pre-tokenizer's Split steps.
+    #[derive(Debug, Default, PartialEq, Eq)]
+    pub struct GtChain {
         pub n: u32,
-        pub patterns: [u32; MAX_SPLITS],
+        pub _pad: u32,
+        pub steps: [GtChainStep; MAX_STEPS],
     }
 }
 
 /// Empty-slot marker of the pair table (`GT_PAIR_EMPTY`).
 pub const PAIR_EMPTY: u64 = u64::MAX;
+/// Ids a pair table can hold are below this (`GT_PAIR_ID_LIMIT`).
+pub const PAIR_ID_LIMIT: u32 = (1 << 21) - 1;
+/// Ranks a pair table can hold are below this (`GT_PAIR_RANK_LIMIT`).
+pub const PAIR_RANK_LIMIT: u32 = (1 << 22) - 1;
 /// "Not found" (`GT_NONE`).
 pub const NONE: u32 = u32::MAX;
 
@@ -371,6 +424,17 @@ impl Kernel {
         }
     }
 
+    /// True for a block-cooperative kernel (`GT_EACH_LANE`, `GT_SYNC`): its
+    /// threads are the lanes of whole blocks of `LANES`, so a launch's thread
+    /// count is a multiple of `LANES` (on a GPU, a lane left out of a block
+    /// would miss its barriers).
+    pub fn in_blocks(self) -> bool {
+        matches!(
+            self,
+            Kernel::OrderCount | Kernel::OrderFill | Kernel::BpeLongWords | Kernel::SpmLongWords
+        )
+    }
+
     /// Position in `GT_BATCH_KERNELS` (the host build's kernel number).
     pub fn number(self) -> u32 {
         self as u32
@@ -389,8 +453,9 @@ pub trait KernelArgs: Pod {
 
 c_mirror! {
     pub struct GtPretokArgs {
-        pub splits: GtSplits,
+        pub chain: GtChain,
         pub metaspace: u32,
+        pub _pad: u32,
         pub text: DevPtr,
         pub piece_bounds: DevPtr,
         pub word_counts: DevPtr,
@@ -412,6 +477,9 @@ c_mirror! {
         pub n_words: DevPtr,
         pub order: DevPtr,
         pub class_counts: DevPtr,
+        /// The launch's threads: thread t takes order positions t, t + stride, ...
+        pub stride: u32,
+        pub _pad: u32,
     }
 }
 
@@ -425,6 +493,9 @@ c_mirror! {
         pub shortcut: GtBytesTable,
         pub class_counts: DevPtr,
         pub order: DevPtr,
+        /// The launch's blocks: block b takes the blocks of words b, b + blocks, ...
+        pub blocks: u32,
+        pub _pad: u32,
     }
 }
 
@@ -436,6 +507,110 @@ pub const LANES: u32 = 256;
 /// `GT_LONG_WORD`: bytes from which a word is long (the last work class),
 /// which a block merges (`gt_long_word`).
 pub const LONG_WORD: usize = 16384;
+/// `GT_ROUND_SHARE_HOST` and `GT_ROUND_SHARE_GPU`: a long word's round is
+/// applied when it merges at least 1/share of the symbols (`gt_bpe_rounds`):
+/// the CPU backend's share, and a device's (a GPU's lanes share a round's
+/// look-ups). The emulator runs the GPU's.
+pub const ROUND_SHARE_HOST: u32 = 4;
+pub const ROUND_SHARE_GPU: u32 = 32;
+
+c_mirror! {
+    /// `GtLaneCheck` (cuda/gt_lane_check.h): what an emulated launch asks of
+    /// the check of block lanes.
+    pub struct GtLaneCheck {
+        /// > 0: the barrier (GT_SYNC) of this id does nothing (tests).
+        pub removed: u32,
+        /// 1: count the launch's global accesses ([`GtLaneCounts`]).
+        pub count: u32,
+        /// The lanes' shuffled orders.
+        pub seed: u64,
+    }
+}
+
+c_mirror! {
+    /// `GtLaneHazard` (cuda/gt_lane_check.h): a race the check found (if
+    /// `found`) between two lanes of one block in one phase.
+    pub struct GtLaneHazard {
+        pub found: u32,
+        /// 1: the second access was a write.
+        pub write: u32,
+        /// The lane that touched the location first, then the one that raced with it.
+        pub first: u32,
+        pub second: u32,
+        pub block: u32,
+        /// GT_SYNCs the block had passed.
+        pub phase: u32,
+        /// The most GT_SYNCs a block of the launch passed.
+        pub syncs: u32,
+        /// The distinct barriers the launch passed (ids: line and file).
+        pub n_barriers: u32,
+        pub barriers: [u32; LANE_BARRIERS],
+    }
+}
+
+c_mirror! {
+    /// `GtLaneCounts` (cuda/gt_lane_check.h): what a range of a launch's
+    /// threads did to global memory, for the device cost model. A warp is
+    /// charged each distinct 32-byte sector it touched once (reads and
+    /// writes apart), over the accesses the kernels declare.
+    pub struct GtLaneCounts {
+        pub read_sectors: u64,
+        pub write_sectors: u64,
+        pub threads: u64,
+        /// Threads (lanes) that took an item of work (`GT_WORK_ITEM`).
+        pub working: u64,
+        /// The most sectors one thread touched.
+        pub tail: u64,
+        pub atomics: u64,
+        /// Atomics on words past the first `COUNT_ATOMIC_WORDS` of the range.
+        pub atomics_untracked: u64,
+        pub n_atomic_words: u32,
+        pub _pad: u32,
+        /// The words atomics hit (addresses), and how many each took.
+        pub atomic_word: [u64; COUNT_ATOMIC_WORDS],
+        pub atomic_hits: [u64; COUNT_ATOMIC_WORDS],
+    }
+}
+
+/// `GT_COUNT_ATOMIC_WORDS`: the distinct atomic words a range of threads tracks.
+pub const COUNT_ATOMIC_WORDS: usize = 16;
+
+/// `GT_LANE_BARRIERS`: the most distinct barriers a launch reports.
+pub const LANE_BARRIERS: usize = 16;
+
+// As cuda/gt_host_checked.cpp asserts for the C side.
+const _: () = assert!(
+    std::mem::size_of::<GtLaneCheck>() == 16
+        && std::mem::size_of::<GtLaneHazard>() == 96
+        && std::mem::size_of::<GtLaneCounts>() == 320
+);
+
+/// `GT_LANE_EVERY` and `GT_LANE_SEVERAL`: lane numbers of a hazard that
+/// stand for code every lane runs, and for reads by several lanes.
+pub const LANE_EVERY: u32 = 0xFFFE;
+pub const LANE_SEVERAL: u32 = 0xFFFD;
+
+impl std::fmt::Display for GtLaneHazard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let who = |lane: u32| match lane {
+            LANE_EVERY => "every lane".to_string(),
+            LANE_SEVERAL => "several lanes".to_string(),
+            lane => format!("lane {lane}"),
+        };
+        let (done, did) = match self.write {
+            1 => ("touched", "wrote"),
+            _ => ("wrote", "read"),
+        };
+        write!(
+            f,
+            "{} {did} a location {} {done} in the same phase (block {}, after {} barriers)",
+            who(self.second),
+            who(self.first),
+            self.block,
+            self.phase
+        )
+    }
+}
 
 c_mirror! {
     /// `GtMergeScratch` (cuda/gt_batch.cuh): the BPE families' scratch.
@@ -452,6 +627,9 @@ c_mirror! {
         pub model: GtBpeModel,
         pub words: GtWords,
         pub scratch: GtMergeScratch,
+        /// The long words' schedule (`round_shares`).
+        pub round_share: u32,
+        pub _pad: u32,
     }
 }
 
@@ -460,6 +638,9 @@ c_mirror! {
         pub model: GtSpmModel,
         pub words: GtWords,
         pub scratch: GtMergeScratch,
+        /// The long words' schedule (`round_shares`).
+        pub round_share: u32,
+        pub _pad: u32,
     }
 }
 
@@ -489,6 +670,9 @@ c_mirror! {
         pub bpe_out: DevPtr,
         pub raw_ids: DevPtr,
         pub n_words: DevPtr,
+        /// The launch's threads (grid-stride, as `GtWords`).
+        pub stride: u32,
+        pub _pad: u32,
     }
 }
 
@@ -498,6 +682,8 @@ c_mirror! {
         pub tile_sums: DevPtr,
         pub n: u32,
         pub tile: u32,
+        /// A count on the device (at most n) of the values to scan; 0: n.
+        pub count: DevPtr,
     }
 }
 
@@ -626,7 +812,7 @@ mod tests {
             size_of::<GtRowSpan>(),
             size_of::<GtMergeEntry>(),
             size_of::<GtBpeModel>(),
-            size_of::<GtSplits>(),
+            size_of::<GtChain>(),
             size_of::<GtTemplate>(),
             size_of::<GtRowSource>(),
             size_of::<GtCharTable>(),
@@ -639,6 +825,8 @@ mod tests {
             size_of::<GtPairSlot>(),
             size_of::<GtPartSpan>(),
             size_of::<GtSpmCuts>(),
+            size_of::<GtRegex>(),
+            size_of::<GtChainStep>(),
         ];
         let c: Vec<usize> = super::super::host::c_struct_sizes()
             .into_iter()
@@ -646,7 +834,16 @@ mod tests {
             .collect();
         assert_eq!(c, rust);
         let constants = super::super::host::c_constants();
-        assert_eq!(constants, [WORK_CLASSES as u32, LANES, LONG_WORD as u32]);
+        assert_eq!(
+            constants,
+            [
+                WORK_CLASSES as u32,
+                LANES,
+                LONG_WORD as u32,
+                ROUND_SHARE_HOST,
+                ROUND_SHARE_GPU
+            ]
+        );
     }
 
     #[test]

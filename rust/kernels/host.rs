@@ -4,11 +4,13 @@
 //! them.
 
 use super::abi::{
-    GtBpeModel, GtBpeScratch, GtBytesSlot, GtBytesTable, GtMergeEntry, GtPairSlot, GtSplits,
+    GtBpeModel, GtBpeScratch, GtBytesSlot, GtBytesTable, GtChain, GtChainStep, GtCharTable,
+    GtLaneCheck, GtLaneCounts, GtLaneHazard, GtMergeEntry, GtPairSlot, GtPairTable, GtRegex,
     GtSpmCuts, GtSpmModel, GtUnigramModel, GtUnigramScratch, GtWordPieceModel, GtWpScratch, Kernel,
-    NONE,
+    AFFIX_MAX, NONE, PAIR_ID_LIMIT, PAIR_RANK_LIMIT, ROUND_SHARE_GPU, ROUND_SHARE_HOST,
 };
 use std::ffi::c_void;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 extern "C" {
     fn gt_host_bpe_word(
@@ -17,13 +19,36 @@ extern "C" {
         n: u32,
         scratch: GtBpeScratch,
         out: *mut u32,
+        share: u32,
     ) -> u32;
+    fn gt_host_bpe_words_turns(
+        model: *const GtBpeModel,
+        bytes: *const u8,
+        starts: *const u32,
+        lens: *const u32,
+        k: u32,
+        out: *mut u32,
+        rooms: *const u32,
+        counts: *mut u32,
+    );
+    fn gt_host_turn_max() -> u32;
     fn gt_host_spm_word(
         model: *const GtSpmModel,
         bytes: *const u8,
         n: u32,
         scratch: GtBpeScratch,
         out: *mut u32,
+        share: u32,
+    ) -> u32;
+    fn gt_host_spm_room(model: *const GtSpmModel, n: u32) -> u32;
+    fn gt_host_chars_kept(table: *const GtCharTable, text: *const u8, n: u32, pos: u32) -> u32;
+    fn gt_host_chars_normalize(
+        table: *const GtCharTable,
+        text: *const u8,
+        n: u32,
+        out: *mut u8,
+        from: *mut u32,
+        to: *mut u32,
     ) -> u32;
     fn gt_host_unigram_word(
         model: *const GtUnigramModel,
@@ -32,14 +57,7 @@ extern "C" {
         scratch: GtUnigramScratch,
         out: *mut u32,
     ) -> u32;
-    fn gt_host_pair_insert(
-        slots: *mut GtPairSlot,
-        mask: u64,
-        left: u32,
-        right: u32,
-        rank: u32,
-        merged_id: u32,
-    );
+    fn gt_host_pair_insert(slots: *mut GtPairSlot, mask: u64, left: u32, right: u32, rank: u32);
     fn gt_host_bytes_insert(
         slots: *mut GtBytesSlot,
         mask: u64,
@@ -54,15 +72,37 @@ extern "C" {
     fn gt_host_is_white_space(cp: u32) -> i32;
     #[cfg(test)]
     fn gt_host_spm_cut_between(cuts: *const GtSpmCuts, a: u32, b: u32) -> i32;
+    fn gt_host_pair_rank(table: *const GtPairTable, left: u32, right: u32) -> u32;
     fn gt_host_bytes_find(table: *const GtBytesTable, bytes: *const u8, n: u32) -> u32;
     fn gt_host_find(pattern: u32, text: *const u8, end: u32, pos: u32, start: *mut u32) -> u32;
-    fn gt_host_split_words(
-        splits: *const GtSplits,
+    fn gt_host_chain_words(
+        chain: *const GtChain,
         text: *const u8,
         n: u32,
         word: unsafe extern "C" fn(*mut c_void, u32, u32),
         ctx: *mut c_void,
     );
+    fn gt_host_step_ranges(
+        step: *const GtChainStep,
+        text: *const u8,
+        n: u32,
+        range: unsafe extern "C" fn(*mut c_void, u32, u32, i32),
+        ctx: *mut c_void,
+    );
+    fn gt_host_behave(
+        behavior: u32,
+        ranges: *const u32,
+        n: u32,
+        piece: unsafe extern "C" fn(*mut c_void, u32, u32),
+        ctx: *mut c_void,
+    );
+    fn gt_host_rx_find(
+        rx: *const GtRegex,
+        text: *const u8,
+        end: u32,
+        pos: u32,
+        start: *mut u32,
+    ) -> u32;
     fn gt_host_wordpiece_text(
         model: *const GtWordPieceModel,
         text: *const u8,
@@ -88,38 +128,58 @@ extern "C" {
         out: *mut u32,
     ) -> u32;
     fn gt_host_next_cut(text: *const u8, end: u32, from: u32) -> u32;
-    fn gt_host_chain_can_cut(splits: *const GtSplits) -> i32;
     fn gt_host_class(cp: u32) -> u32;
     fn gt_host_run(kernel: u32, args: *const u8, begin: u32, end: u32) -> i32;
+    fn gt_host_run_checked(
+        kernel: u32,
+        args: *const u8,
+        begin: u32,
+        end: u32,
+        check: *const GtLaneCheck,
+        found: *mut GtLaneHazard,
+    ) -> i32;
+    fn gt_host_lane_counts(out: *mut GtLaneCounts);
     fn gt_host_struct_sizes(out: *mut u64, n: u32) -> u32;
     #[cfg(test)]
     fn gt_host_constants(out: *mut u32);
 }
 
-impl GtSplits {
-    /// The chain of scanners `patterns`, or None if it is too long.
-    pub fn new(patterns: &[u32]) -> Option<Self> {
-        let mut splits = GtSplits {
-            n: u32::try_from(patterns.len()).ok()?,
+/// `GtChainStep.cuts`: the step keeps the words around a safe cut
+/// (`gt_next_cut`), except that a piece across it is cut in two.
+pub const CUT_KEEPS: u32 = 1;
+/// ... and always has a piece boundary there (so no word crosses it).
+pub const CUT_BOUNDS: u32 = 2;
+
+impl GtChain {
+    /// The chain of `steps`, or None if it is too long.
+    pub fn new(steps: &[GtChainStep]) -> Option<Self> {
+        let mut chain = GtChain {
+            n: u32::try_from(steps.len()).ok()?,
             ..Default::default()
         };
-        splits
-            .patterns
-            .get_mut(..patterns.len())?
-            .copy_from_slice(patterns);
-        Some(splits)
+        chain.steps.get_mut(..steps.len())?.copy_from_slice(steps);
+        Some(chain)
     }
 
-    /// Whether texts may be cut at safe points for this chain (`gt_chain_can_cut`).
+    /// Whether texts may be cut at safe points for this chain: every step up
+    /// to one that bounds the cut keeps it (later steps then only split
+    /// pieces that already end there).
     pub fn can_cut(&self) -> bool {
-        // SAFETY: reads the struct only.
-        unsafe { gt_host_chain_can_cut(self) != 0 }
+        for step in &self.steps[..(self.n as usize).min(self.steps.len())] {
+            if step.cuts & CUT_KEEPS == 0 {
+                return false;
+            }
+            if step.cuts & CUT_BOUNDS != 0 {
+                return true;
+            }
+        }
+        false
     }
 }
 
-/// Calls `emit(start, end)` for each word of `text` after the scanner chain
-/// `splits` (`gt_split_words`).
-pub fn split_words(splits: &GtSplits, text: &str, emit: &mut dyn FnMut(usize, usize)) {
+/// Calls `emit(start, end)` for each word of `text` after the Split chain
+/// (`gt_chain_words`). The chain's tables must be host memory.
+pub fn chain_words(chain: &GtChain, text: &str, emit: &mut dyn FnMut(usize, usize)) {
     unsafe extern "C" fn word(ctx: *mut c_void, start: u32, end: u32) {
         // SAFETY: `ctx` is the `&mut &mut dyn FnMut` passed below, alive for the call.
         let emit = unsafe { &mut *ctx.cast::<&mut dyn FnMut(usize, usize)>() };
@@ -127,17 +187,86 @@ pub fn split_words(splits: &GtSplits, text: &str, emit: &mut dyn FnMut(usize, us
     }
     assert!(text.len() < NONE as usize, "pieces are limited to 4 GiB");
     let mut emit = emit;
-    // SAFETY: `text` is valid UTF-8 of the given length; the callback context
-    // outlives the call and is only used during it.
+    // SAFETY: `text` is valid UTF-8 of the given length; the chain's tables
+    // are live host arrays (its owner's); the callback context outlives the
+    // call and is only used during it.
     unsafe {
-        gt_host_split_words(
-            splits,
+        gt_host_chain_words(
+            chain,
             text.as_ptr(),
             text.len() as u32,
             word,
             (&mut emit as *mut &mut dyn FnMut(usize, usize)).cast(),
         )
     }
+}
+
+/// Calls `emit(start, end, is_match)` for the matches of one Split step in
+/// `text` and the gaps between them (`gt_step_ranges`, before the step's
+/// behaviour); nothing for an empty text.
+pub fn step_ranges(step: &GtChainStep, text: &str, emit: &mut dyn FnMut(usize, usize, bool)) {
+    unsafe extern "C" fn range(ctx: *mut c_void, start: u32, end: u32, is_match: i32) {
+        // SAFETY: `ctx` is the `&mut &mut dyn FnMut` passed below, alive for the call.
+        let emit = unsafe { &mut *ctx.cast::<&mut dyn FnMut(usize, usize, bool)>() };
+        emit(start as usize, end as usize, is_match != 0);
+    }
+    assert!(text.len() < NONE as usize, "pieces are limited to 4 GiB");
+    if text.is_empty() {
+        return;
+    }
+    let mut emit = emit;
+    // SAFETY: as in `chain_words`.
+    unsafe {
+        gt_host_step_ranges(
+            step,
+            text.as_ptr(),
+            text.len() as u32,
+            range,
+            (&mut emit as *mut &mut dyn FnMut(usize, usize, bool)).cast(),
+        )
+    }
+}
+
+/// The pieces a Split behaviour (`GtChainStep.behavior`) makes of `ranges`
+/// (start, end, is_match, in order: a step's matches and gaps), empty ones
+/// dropped (`GtBehave`).
+pub fn behave(behavior: u32, ranges: &[(usize, usize, bool)]) -> Vec<(usize, usize)> {
+    unsafe extern "C" fn piece(ctx: *mut c_void, start: u32, end: u32) {
+        // SAFETY: `ctx` is the `&mut Vec` passed below, alive for the call.
+        let out = unsafe { &mut *ctx.cast::<Vec<(usize, usize)>>() };
+        if end > start {
+            out.push((start as usize, end as usize));
+        }
+    }
+    let flat: Vec<u32> = ranges
+        .iter()
+        .flat_map(|&(a, b, m)| [a as u32, b as u32, u32::from(m)])
+        .collect();
+    let mut out: Vec<(usize, usize)> = Vec::new();
+    // SAFETY: `flat` holds ranges.len() triples; the callback context is
+    // `out`, alive for the call.
+    unsafe {
+        gt_host_behave(
+            behavior,
+            flat.as_ptr(),
+            ranges.len() as u32,
+            piece,
+            (&mut out as *mut Vec<(usize, usize)>).cast(),
+        )
+    };
+    out
+}
+
+/// The leftmost match of a compiled pattern in `text` at or after byte
+/// `pos` (a character boundary, at most `text.len()`), as (start, end).
+pub fn rx_find(rx: &GtRegex, text: &str, pos: usize) -> Option<(usize, usize)> {
+    assert!(text.len() < NONE as usize && pos <= text.len() && text.is_char_boundary(pos));
+    let mut start = 0u32;
+    // SAFETY: `text` is valid UTF-8, `pos` a boundary in it; the tables are
+    // live host arrays (the view's owner's); the scan reads only inside text.
+    let end =
+        unsafe { gt_host_rx_find(rx, text.as_ptr(), text.len() as u32, pos as u32, &mut start) };
+    (end != NONE).then_some((start as usize, end as usize))
 }
 
 /// The scanners' class bits of code point `cp` (`gt_class`; GT_L, GT_N...).
@@ -203,13 +332,119 @@ pub fn find(pattern: u32, text: &str, pos: usize) -> Option<(usize, usize)> {
     (end != NONE).then_some((start as usize, end as usize))
 }
 
-/// Per-thread scratch for `bpe_word`, grown to the longest word seen.
+/// Per-thread scratch for `bpe_word`, grown to the longest word seen, and
+/// for `bpe_words`.
 #[derive(Default)]
 pub struct Scratch {
     ids: Vec<u32>,
     prev: Vec<i32>,
     next: Vec<i32>,
     heap: Vec<GtMergeEntry>,
+    turns: Turns,
+}
+
+/// The arrays `gt_bpe_words_turns` reads and writes.
+#[derive(Default)]
+struct Turns {
+    starts: Vec<u32>,
+    lens: Vec<u32>,
+    rooms: Vec<u32>,
+    counts: Vec<u32>,
+    out: Vec<u32>,
+    /// Each word's id when it is one vocabulary token (ignore_merges), else NONE.
+    whole: Vec<u32>,
+}
+
+/// Longest word (in bytes) `bpe_words` merges in turns (`GT_TURN_MAX`).
+pub fn turn_max() -> usize {
+    // SAFETY: returns a constant.
+    unsafe { gt_host_turn_max() as usize }
+}
+
+/// Byte-level BPE of the words `text[start..end)` of `spans` with `model`
+/// (`gt_bpe_word`'s ids): appends each word's ids to `ids` and their count
+/// to `counts`, in order. Words of at most `turn_max()` bytes go through
+/// the merge loop side by side (`gt_bpe_words_turns`), after the whole-word
+/// lookup of the model's ignore_merges for those of `whole_from` bytes or
+/// more (the caller has looked the shorter ones up). Longer words go through
+/// `gt_bpe_word` one by one.
+pub fn bpe_words(
+    model: &GtBpeModel,
+    whole_from: usize,
+    text: &[u8],
+    spans: &[(usize, usize)],
+    scratch: &mut Scratch,
+    ids: &mut Vec<u32>,
+    counts: &mut Vec<u32>,
+) {
+    assert!(
+        text.len() < u32::MAX as usize,
+        "pieces are limited to 4 GiB"
+    );
+    let short = turn_max();
+    let t = &mut scratch.turns;
+    t.starts.clear();
+    t.lens.clear();
+    t.rooms.clear();
+    t.whole.clear();
+    let mut room = 0u32;
+    for &(start, end) in spans {
+        assert!(
+            start < end && end <= text.len(),
+            "a word must be a non-empty span of the text"
+        );
+        let whole = match model.ignore_merges != 0 && end - start >= whole_from {
+            // SAFETY: the model's tables outlive the call; reads the word's bytes.
+            true => unsafe {
+                gt_host_bytes_find(&model.vocab, text[start..].as_ptr(), (end - start) as u32)
+            },
+            false => NONE,
+        };
+        t.whole.push(whole);
+        if whole == NONE && end - start <= short {
+            t.starts.push(start as u32);
+            t.lens.push((end - start) as u32);
+            t.rooms.push(room);
+            room += (end - start) as u32;
+        }
+    }
+    let k = t.lens.len();
+    t.counts.clear();
+    t.counts.resize(k, 0);
+    t.out.clear();
+    t.out.resize(room as usize, 0);
+    if k > 0 {
+        // SAFETY: each word lies inside `text` (checked) and has 1..=short
+        // bytes; `out` holds each word's room (its length) at its offset;
+        // `counts` holds k entries; the model's tables outlive the call.
+        unsafe {
+            gt_host_bpe_words_turns(
+                model,
+                text.as_ptr(),
+                t.starts.as_ptr(),
+                t.lens.as_ptr(),
+                k as u32,
+                t.out.as_mut_ptr(),
+                t.rooms.as_ptr(),
+                t.counts.as_mut_ptr(),
+            )
+        }
+    }
+    let mut turn = 0;
+    for (i, &(start, end)) in spans.iter().enumerate() {
+        let at = ids.len();
+        if scratch.turns.whole[i] != NONE {
+            ids.push(scratch.turns.whole[i]);
+        } else if end - start <= short {
+            let room = scratch.turns.rooms[turn] as usize;
+            let count = scratch.turns.counts[turn] as usize;
+            ids.extend_from_slice(&scratch.turns.out[room..room + count]);
+            turn += 1;
+        } else {
+            bpe_word(model, &text[start..end], scratch, ids);
+        }
+        counts.push((ids.len() - at) as u32);
+    }
 }
 
 impl Scratch {
@@ -223,13 +458,50 @@ impl Scratch {
     }
 }
 
+/// The long words' schedules in use (`gt_bpe_rounds`' share): the CPU
+/// backend's, and the devices' (a GPU's and the emulator's).
+static HOST_SHARE: AtomicU32 = AtomicU32::new(ROUND_SHARE_HOST);
+static DEVICE_SHARE: AtomicU32 = AtomicU32::new(ROUND_SHARE_GPU);
+/// The largest share a test may set: 1/share of a long word's symbols is at least one.
+pub const MAX_ROUND_SHARE: u32 = 1024;
+
+/// The shares long words are merged with: (CPU backend, devices).
+pub fn round_shares() -> (u32, u32) {
+    (
+        HOST_SHARE.load(Ordering::Relaxed),
+        DEVICE_SHARE.load(Ordering::Relaxed),
+    )
+}
+
+/// Sets the CPU backend's and the devices' shares (those given), so that
+/// tests run each backend with the other's schedule; returns the previous
+/// ones. Results never depend on them, only the work does.
+pub fn set_round_shares(host: Option<u32>, device: Option<u32>) -> Result<(u32, u32), String> {
+    for share in [host, device].into_iter().flatten() {
+        if !(1..=MAX_ROUND_SHARE).contains(&share) {
+            return Err(format!(
+                "a round share must be between 1 and {MAX_ROUND_SHARE}, not {share}"
+            ));
+        }
+    }
+    let before = round_shares();
+    if let Some(share) = host {
+        HOST_SHARE.store(share, Ordering::Relaxed);
+    }
+    if let Some(share) = device {
+        DEVICE_SHARE.store(share, Ordering::Relaxed);
+    }
+    Ok(before)
+}
+
 /// BPE of one word (`gt_bpe_word`): appends its ids to `out`.
 pub fn bpe_word(model: &GtBpeModel, word: &[u8], scratch: &mut Scratch, out: &mut Vec<u32>) {
+    let share = round_shares().0;
     // SAFETY: the model's tables outlive the call (owned by the plan);
     // gt_bpe_word writes at most n ids and uses only the scratch it is given.
     let done = unsafe {
-        run_word(word, scratch, out, |bytes, n, s, ids| {
-            gt_host_bpe_word(model, bytes, n, s, ids)
+        run_word(word, word.len(), scratch, out, |bytes, n, s, ids| {
+            gt_host_bpe_word(model, bytes, n, s, ids, share)
         })
     };
     assert!(done, "word too long for the BPE kernel");
@@ -243,22 +515,31 @@ pub fn spm_word(
     scratch: &mut Scratch,
     out: &mut Vec<u32>,
 ) -> bool {
-    // SAFETY: as for `bpe_word` (gt_spm_word has the same contract).
+    let share = round_shares().0;
+    if word.len() >= u32::MAX as usize / 4 / (1 + AFFIX_MAX) {
+        return false;
+    }
+    // SAFETY: reads the model's two affix lengths.
+    let room = unsafe { gt_host_spm_room(model, word.len() as u32) } as usize;
+    // SAFETY: as for `bpe_word`: gt_spm_word writes at most `room` ids
+    // (gt_spm_room) and uses only the scratch it is given.
     unsafe {
-        run_word(word, scratch, out, |bytes, n, s, ids| {
-            gt_host_spm_word(model, bytes, n, s, ids)
+        run_word(word, room, scratch, out, |bytes, n, s, ids| {
+            gt_host_spm_word(model, bytes, n, s, ids, share)
         })
     }
 }
 
-/// Runs a per-word kernel given n bytes, scratch for n symbols (2n heap
-/// entries) and room for n ids; it returns how many ids it wrote. False,
-/// running nothing, for a word too long for the scratch's u32 indices.
+/// Runs a per-word kernel given n bytes, scratch for `room` symbols (twice
+/// as many heap entries) and room for `room` ids; it returns how many ids it
+/// wrote. False, running nothing, for a word too long for the scratch's u32
+/// indices.
 ///
 /// # Safety
-/// `kernel` must write at most n ids and use only the scratch it is given.
+/// `kernel` must write at most `room` ids and use only the scratch it is given.
 unsafe fn run_word(
     word: &[u8],
+    room: usize,
     scratch: &mut Scratch,
     out: &mut Vec<u32>,
     kernel: impl FnOnce(*const u8, u32, GtBpeScratch, *mut u32) -> u32,
@@ -267,12 +548,12 @@ unsafe fn run_word(
     if n == 0 {
         return true;
     }
-    if n >= u32::MAX as usize / 4 {
+    if room >= u32::MAX as usize / 4 {
         return false;
     }
-    scratch.reserve(n);
+    scratch.reserve(room);
     let at = out.len();
-    out.resize(at + n, 0);
+    out.resize(at + room, 0);
     let s = GtBpeScratch {
         ids: scratch.ids.as_mut_ptr(),
         prev: scratch.prev.as_mut_ptr(),
@@ -337,7 +618,7 @@ pub fn unigram_word(
 
 /// The words of `text` after WordPiece's normalizer and pre-tokenizer (whose
 /// normalized form is at most `growth` times as long), each passed to `emit`
-/// (`gt_wp_normalize`, `gt_wp_words`). False, calling nothing, when only the
+/// (`gt_chars_normalize`, `gt_wp_words`). False, calling nothing, when only the
 /// exact path can encode the text.
 pub fn wordpiece_words(
     model: &GtWordPieceModel,
@@ -396,6 +677,75 @@ pub fn wordpiece_needs_exact(model: &GtWordPieceModel, text: &[u8]) -> bool {
     };
     // SAFETY: the model's tables outlive the call (owned by the plan); reads n bytes of text.
     unsafe { gt_host_wp_needs_exact(model, text.as_ptr(), n) != 0 }
+}
+
+/// `text` through a per-code-point table (`gt_chars_normalize`) whose
+/// output is at most `growth` bytes per byte of input: Some(None) when the
+/// table leaves it as it is, None at a code point it flags (or for a text of
+/// 4 GiB).
+pub fn chars_normalize(table: &GtCharTable, growth: usize, text: &str) -> Option<Option<String>> {
+    u32::try_from(text.len().checked_mul(growth)?).ok()?;
+    // SAFETY: the table's arrays outlive the call (owned by the plan); reads
+    // the text's bytes.
+    let kept = unsafe { gt_host_chars_kept(table, text.as_ptr(), text.len() as u32, 0) } as usize;
+    if kept == text.len() {
+        return Some(None);
+    }
+    let rest = &text.as_bytes()[kept..];
+    let mut out = Vec::with_capacity(kept + rest.len() * growth);
+    out.extend_from_slice(&text.as_bytes()[..kept]);
+    // SAFETY: `out` has room for `growth` bytes per byte of `rest` past
+    // `kept` (the most the table writes); without spans the kernel writes no
+    // from/to.
+    let written = unsafe {
+        gt_host_chars_normalize(
+            table,
+            rest.as_ptr(),
+            rest.len() as u32,
+            out.as_mut_ptr().add(kept),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        )
+    };
+    if written == NONE {
+        return None;
+    }
+    // SAFETY: the kernel wrote `written` bytes past `kept`.
+    unsafe { out.set_len(kept + written as usize) };
+    // The table writes whole characters: kept ones and valid UTF-8 replacements.
+    String::from_utf8(out).ok().map(Some)
+}
+
+/// [`chars_normalize`] with the span in `text` of the code point each output
+/// byte comes from (`from`, `to`); the output even when unchanged. None at
+/// a code point the table flags.
+pub fn chars_normalize_aligned(
+    table: &GtCharTable,
+    growth: usize,
+    text: &str,
+) -> Option<(String, Vec<u32>, Vec<u32>)> {
+    let room = u32::try_from(text.len().checked_mul(growth)?).ok()? as usize;
+    let (mut out, mut from, mut to) = (vec![0u8; room], vec![0u32; room], vec![0u32; room]);
+    // SAFETY: the table's arrays outlive the call; out, from and to hold
+    // `growth` entries per byte of text, the most the table writes.
+    let written = unsafe {
+        gt_host_chars_normalize(
+            table,
+            text.as_ptr(),
+            text.len() as u32,
+            out.as_mut_ptr(),
+            from.as_mut_ptr(),
+            to.as_mut_ptr(),
+        )
+    };
+    if written == NONE {
+        return None;
+    }
+    let written = written as usize;
+    out.truncate(written);
+    from.truncate(written);
+    to.truncate(written);
+    Some((String::from_utf8(out).ok()?, from, to))
 }
 
 /// Per-thread buffers for [`wordpiece_text`], grown to the longest text seen.
@@ -479,9 +829,20 @@ pub fn wordpiece_text(
     true
 }
 
-/// Inserts a merge into a pair table (`gt_pair_insert`); the last insert of a pair wins.
-pub fn pair_insert(slots: &mut [GtPairSlot], pair: (u32, u32), rank: u32, id: u32) {
+/// Rank of the pair (left, right) in a pair table (`gt_pair_rank`), or None.
+pub fn pair_rank(table: &GtPairTable, left: u32, right: u32) -> Option<u32> {
+    // SAFETY: `table` views live slots (its owner's) with free slots left, so
+    // the probe ends inside them.
+    let rank = unsafe { gt_host_pair_rank(table, left, right) };
+    (rank != NONE).then_some(rank)
+}
+
+/// Inserts a pair into a pair table (`gt_pair_insert`); the last insert of a
+/// pair wins. Ids must be below `PAIR_ID_LIMIT` and the rank below
+/// `PAIR_RANK_LIMIT` (checked: the packed slot has no room for more).
+pub fn pair_insert(slots: &mut [GtPairSlot], pair: (u32, u32), rank: u32) {
     assert!(slots.len().is_power_of_two());
+    assert!(pair.0 < PAIR_ID_LIMIT && pair.1 < PAIR_ID_LIMIT && rank < PAIR_RANK_LIMIT);
     // SAFETY: a power-of-two slot array (checked) that the caller sized to keep
     // free slots, so the probe ends inside it.
     unsafe {
@@ -491,7 +852,6 @@ pub fn pair_insert(slots: &mut [GtPairSlot], pair: (u32, u32), rank: u32, id: u3
             pair.0,
             pair.1,
             rank,
-            id,
         )
     }
 }
@@ -585,22 +945,85 @@ pub unsafe fn host_run(kernel: Kernel, args: &[u8], begin: u32, end: u32) {
     assert_eq!(rc, 0, "the host build lacks kernel {}", kernel.name());
 }
 
+/// Runs threads `[begin, end)` of batch kernel `kernel` as [`host_run`]
+/// does, from the emulator's build (cuda/gt_host_checked.cpp): the lanes of
+/// block-cooperative code run shuffled, phase by phase, and their shared
+/// accesses are checked (cuda/gt_lane_check.h) as `check` asks. `begin` is a
+/// multiple of `LANES` for a block-cooperative kernel. Returns what the check
+/// found (`found` is 0 when nothing).
+///
+/// # Safety
+/// As for [`host_run`].
+pub unsafe fn host_run_checked(
+    kernel: Kernel,
+    args: &[u8],
+    begin: u32,
+    end: u32,
+    check: &GtLaneCheck,
+) -> GtLaneHazard {
+    let mut found = GtLaneHazard {
+        found: 0,
+        write: 0,
+        first: 0,
+        second: 0,
+        block: 0,
+        phase: 0,
+        syncs: 0,
+        n_barriers: 0,
+        barriers: [0; super::abi::LANE_BARRIERS],
+    };
+    // SAFETY: the caller's contract; `check` and `found` are live structs of the C layout.
+    let rc = unsafe {
+        gt_host_run_checked(
+            kernel.number(),
+            args.as_ptr(),
+            begin,
+            end,
+            check,
+            &mut found,
+        )
+    };
+    assert_eq!(rc, 0, "the host build lacks kernel {}", kernel.name());
+    found
+}
+
+/// What the calling thread's last [`host_run_checked`] counted (all zero
+/// unless its check asked to count).
+pub fn host_lane_counts() -> GtLaneCounts {
+    let mut counts = GtLaneCounts {
+        read_sectors: 0,
+        write_sectors: 0,
+        threads: 0,
+        working: 0,
+        tail: 0,
+        atomics: 0,
+        atomics_untracked: 0,
+        n_atomic_words: 0,
+        _pad: 0,
+        atomic_word: [0; super::abi::COUNT_ATOMIC_WORDS],
+        atomic_hits: [0; super::abi::COUNT_ATOMIC_WORDS],
+    };
+    // SAFETY: writes one struct of the C layout, from this thread's own state.
+    unsafe { gt_host_lane_counts(&mut counts) };
+    counts
+}
+
 /// The C compiler's sizes of the mirrored structs, in the order of
 /// `gt_host_struct_sizes` (cuda/gt_host.cpp).
 pub fn c_struct_sizes() -> Vec<u64> {
-    let mut sizes = vec![0u64; 32];
+    let mut sizes = vec![0u64; 40];
     // SAFETY: writes at most `sizes.len()` entries.
     let n = unsafe { gt_host_struct_sizes(sizes.as_mut_ptr(), sizes.len() as u32) };
     sizes.truncate(n as usize);
     sizes
 }
 
-/// The C side's `GT_WORK_CLASSES`, `GT_LANES` and `GT_LONG_WORD`, which
-/// Rust mirrors.
+/// The C side's `GT_WORK_CLASSES`, `GT_LANES`, `GT_LONG_WORD`,
+/// `GT_ROUND_SHARE_HOST` and `GT_ROUND_SHARE_GPU`, which Rust mirrors.
 #[cfg(test)]
-pub fn c_constants() -> [u32; 3] {
-    let mut out = [0u32; 3];
-    // SAFETY: writes 3 entries.
+pub fn c_constants() -> [u32; 5] {
+    let mut out = [0u32; 5];
+    // SAFETY: writes 5 entries.
     unsafe { gt_host_constants(out.as_mut_ptr()) };
     out
 }
@@ -609,25 +1032,35 @@ pub fn c_constants() -> [u32; 3] {
 mod tests {
     use super::*;
 
+    use crate::plan::bytelevel::{chain_of, pattern_of, Engine};
+
     /// The scanner chains of the real families (GT_PAT_* in cuda/gt_pretok.cuh).
     const CHAINS: [&[u32]; 5] = [&[1], &[2], &[3], &[4], &[5, 6, 7]];
 
-    fn words(splits: &GtSplits, text: &str) -> Vec<String> {
+    /// The chain of the scanners' patterns, run by `engine`.
+    fn chain(ids: &[u32], engine: Engine) -> (Vec<crate::plan::bytelevel::SplitStep>, GtChain) {
+        let patterns: Vec<&str> = ids.iter().map(|&id| pattern_of(id)).collect();
+        chain_of(&patterns, engine)
+    }
+
+    fn words(chain: &GtChain, text: &str) -> Vec<String> {
         let mut out = Vec::new();
-        split_words(splits, text, &mut |a, b| out.push(text[a..b].to_string()));
+        chain_words(chain, text, &mut |a, b| out.push(text[a..b].to_string()));
         out
     }
 
+    /// The cut rule is proven from each pattern's compiled automaton: the
+    /// chains whose steps split at every space may be cut, the others not.
     #[test]
     fn only_chains_that_split_at_spaces_are_cut() {
-        for chain in CHAINS {
-            assert!(GtSplits::new(chain).unwrap().can_cut(), "{chain:?}");
+        for ids in CHAINS {
+            assert!(chain(ids, Engine::Scanner).1.can_cut(), "{ids:?}");
         }
-        for chain in [&[][..], &[5], &[6], &[5, 6]] {
-            assert!(!GtSplits::new(chain).unwrap().can_cut(), "{chain:?}");
+        for ids in [&[][..], &[5], &[6], &[5, 6]] {
+            assert!(!chain(ids, Engine::Scanner).1.can_cut(), "{ids:?}");
         }
         // Why: with digits alone, "ab cd" is one word; a cut at the space would make two.
-        let digits = GtSplits::new(&[5]).unwrap();
+        let (_steps, digits) = chain(&[5], Engine::Scanner);
         assert_eq!(words(&digits, "ab cd"), ["ab cd"]);
         assert_eq!(next_cut(b"ab cd", 1), 2);
     }
@@ -681,8 +1114,11 @@ mod tests {
 
     #[test]
     fn cutting_at_safe_points_keeps_the_words() {
-        for chain in CHAINS {
-            let splits = GtSplits::new(chain).unwrap();
+        for (ids, engine) in CHAINS
+            .iter()
+            .flat_map(|ids| [(ids, Engine::Scanner), (ids, Engine::Compiled)])
+        {
+            let (_steps, splits) = chain(ids, engine);
             for text in crate::test_texts::sample_texts(17) {
                 let whole = words(&splits, &text);
                 // Cut at every safe point: the strongest form of the claim.
@@ -693,7 +1129,7 @@ mod tests {
                     pieces.extend(words(&splits, &text[from..cut]));
                     from = cut;
                 }
-                assert_eq!(pieces, whole, "chain {chain:?} on {text:?}");
+                assert_eq!(pieces, whole, "chain {ids:?} ({engine:?}) on {text:?}");
             }
         }
     }

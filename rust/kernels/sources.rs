@@ -6,7 +6,7 @@
 use super::abi::Kernel;
 
 /// Every kernel header and source file, as (file name, text).
-pub const FILES: [(&str, &str); 10] = [
+pub const FILES: [(&str, &str); 13] = [
     ("gt_common.cuh", include_str!("../../cuda/gt_common.cuh")),
     ("gt_hash.cuh", include_str!("../../cuda/gt_hash.cuh")),
     ("gt_bpe.cuh", include_str!("../../cuda/gt_bpe.cuh")),
@@ -15,6 +15,12 @@ pub const FILES: [(&str, &str); 10] = [
         include_str!("../../cuda/gt_unicode_table.cuh"),
     ),
     ("gt_pretok.cuh", include_str!("../../cuda/gt_pretok.cuh")),
+    (
+        "gt_normalize.cuh",
+        include_str!("../../cuda/gt_normalize.cuh"),
+    ),
+    ("gt_regex.cuh", include_str!("../../cuda/gt_regex.cuh")),
+    ("gt_chain.cuh", include_str!("../../cuda/gt_chain.cuh")),
     ("gt_spm.cuh", include_str!("../../cuda/gt_spm.cuh")),
     ("gt_unigram.cuh", include_str!("../../cuda/gt_unigram.cuh")),
     (

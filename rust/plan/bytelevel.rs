@@ -1,46 +1,53 @@
 //! The fast plan for byte-level BPE (GPT-2, cl100k/Llama-3, Qwen2/3,
-//! o200k/gpt-oss, DeepSeek-V3 families): decides from tokenizer.json whether
-//! the fast engine reproduces the oracle exactly, and builds its tables.
+//! o200k/gpt-oss, DeepSeek-V3, CLIP families): decides from tokenizer.json
+//! whether the fast engine reproduces the oracle exactly, and builds its
+//! tables.
 //!
 //! What it accepts, and why that is exact:
-//! - normalizer: none, NFC, NFKC or a `Sequence` of them, applied with the
-//!   same `unicode-normalization-alignments` tables the crate uses (a quick
-//!   check first: text already in normal form is used as it is). Ids depend
-//!   only on the normalized text; offsets of text the normalizer changes,
-//!   which need the alignments, come from the exact path (offsets of text it
-//!   leaves alone are computed on the fast path: `cpu::encode`).
+//! - normalizer: any, run on each piece of text between added tokens as the
+//!   crate runs it there (`PieceNormalizer`, with the crate's alignments for
+//!   offsets). Ids depend only on the normalized text.
 //! - pre-tokenizer: `ByteLevel` (GPT-2 regex, with or without the prefix
-//!   space) or a `Sequence`
-//!   of `Split(Regex)` steps ending in `ByteLevel(use_regex=false)`. Isolated
-//!   steps (and `Split(Removed, invert=true)` over a pattern that matches
-//!   every character, which splits alike) run as scanners on the CPU and the
-//!   device; other behaviours and inverted matches (`SplitStep::Behaved`) on
-//!   the CPU, as the crate's `NormalizedString::split` makes its pieces.
-//!   The regexes run on the crate's own `SysRegex` (Oniguruma), the same engine
-//!   and pattern the crate uses, so the words are the same.
-//! - model: BPE without dropout, prefixes/suffixes or byte fallback, whose
-//!   vocabulary has a token for each of the 256 bytes.
-//! - added tokens: on the CPU, a document containing an added token's text is
-//!   split by the crate's own `AddedVocabulary` and the pieces between added
-//!   tokens take the fast path when they are already normalized (else the
-//!   whole document takes the exact path); the device path still encodes such
-//!   documents on the CPU (`cpu::encode`).
+//!   space) or a `Sequence` of Split steps (Split with any behaviour and
+//!   invert, Punctuation, Digits, Whitespace, WhitespaceSplit,
+//!   CharDelimiterSplit, nested Sequences) ending in
+//!   `ByteLevel(add_prefix_space=false)`. Each step's pattern is compiled to a
+//!   leftmost-first DFA (`plan::regex`, cuda/gt_regex.cuh) and the chain runs
+//!   in the shared kernels (cuda/gt_chain.cuh) on the CPU and the device; a
+//!   pattern the compiler cannot take runs on the crate's own `SysRegex`
+//!   (Oniguruma) on the CPU, and `tok.plan` says why.
+//! - model: BPE without dropout. With a token for each of the 256 bytes and
+//!   no continuing_subword_prefix / end_of_word_suffix, `gt_bpe_word` (a
+//!   symbol per byte; CPU and device); otherwise the crate's `merge_word` on
+//!   the word's byte-level characters (`gt_spm_word`: affixes, byte
+//!   fallback, the unknown token; CPU).
+//! - added tokens: a document is split at added tokens as the crate splits
+//!   it (plain tokens by `PlainAdded`, others by the crate's own
+//!   `AddedVocabulary` without a normalizer, which is the crate's split of
+//!   the raw text); a piece whose normalized text holds a token the crate
+//!   matches after normalizing (`normalized`) takes the exact path.
 //!
 //! Why not: each refusal is a reason string shown by `tok.plan`.
 
-use super::normal_form::StableChars;
-use super::PlainAdded;
-use crate::kernels::{self, BytesTable, GtBpeModel, GtPairSlot, GtPairTable, GtSplits};
+use super::normalize::PieceNormalizer;
+use super::regex::charset::{self, CharSet};
+use super::regex::{self as compiled_regex, CompiledRegex};
+use super::{NormalizedAdded, PlainAdded};
+use crate::kernels::{
+    self, BytesTable, GtBpeModel, GtChain, GtChainStep, GtPairSlot, GtPairTable, GtRegex,
+    GtSpmModel, NONE,
+};
+use crate::short_words::{self, ShortWords};
 use aho_corasick::AhoCorasick;
 use serde_json::Value;
 use std::borrow::Cow;
+use std::sync::Arc;
 use tokenizers::utils::SysRegex;
-use unicode_normalization_alignments::UnicodeNormalization;
 
 /// The regexes the hand-written scanners of cuda/gt_pretok.cuh stand for, by
 /// exact text, with their `GT_PAT_*` numbers. The first is what the crate's
 /// `ByteLevel(use_regex=true)` splits with (GPT-2).
-const SCANNERS: [(&str, u32); 7] = [
+pub(crate) const SCANNERS: [(&str, u32); 7] = [
     (
         r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+",
         1,
@@ -78,20 +85,30 @@ const SCANNERS: [(&str, u32); 7] = [
     ),
 ];
 
-/// One Split step: a hand-written scanner when the pattern is one we know,
-/// else the crate's own regex engine; both isolate their matches.
-pub enum SplitStep {
+/// How a Split step finds its matches.
+pub enum Matcher {
+    /// A hand-written scanner (cuda/gt_pretok.cuh), by its `GT_PAT_*` number.
     Scanner(u32),
-    Regex(SysRegex),
-    /// Another behaviour, or inverted matches: a `Scanner` or `Regex` step's
-    /// matches made into pieces as the crate's `NormalizedString::split`
-    /// does (`cpu::encode::behaved_pieces`). CPU only: the device's scanners
-    /// isolate.
-    Behaved {
-        matcher: Box<SplitStep>,
-        behavior: Behavior,
-        invert: bool,
-    },
+    /// The pattern compiled to tables (cuda/gt_regex.cuh).
+    Compiled(Box<CompiledRegex>),
+    /// The crate's Oniguruma, and why the compiler could not take the pattern.
+    Oniguruma(SysRegex, String),
+}
+
+/// One step of the pre-tokenizer: a matcher and what the crate's
+/// `NormalizedString::split` does with its matches. The crate's
+/// pre-tokenizers that split by a class of characters (Punctuation,
+/// Digits, WhitespaceSplit, CharDelimiterSplit) and Whitespace are steps
+/// like Split's, over a compiled class.
+pub struct SplitStep {
+    pub matcher: Matcher,
+    pub behavior: Behavior,
+    pub invert: bool,
+    /// `GtChainStep.cuts`: what safe cuts (`gt_next_cut`) the step allows,
+    /// proven from its compiled pattern.
+    cuts: u32,
+    /// The step as tokenizer.json names it, for `tok.plan`.
+    name: String,
 }
 
 /// What a Split step does with its matches (the crate's `SplitDelimiterBehavior`).
@@ -104,15 +121,185 @@ pub enum Behavior {
     Contiguous,
 }
 
-impl SplitStep {
-    fn new(pattern: &str) -> Result<Self, String> {
-        match SCANNERS.iter().find(|(text, _)| *text == pattern) {
-            Some(&(_, id)) => Ok(SplitStep::Scanner(id)),
-            None => SysRegex::new(pattern)
-                .map(SplitStep::Regex)
-                .map_err(|e| format!("cannot compile the Split pattern: {e}")),
+impl Behavior {
+    /// `GT_SPLIT_*` (cuda/gt_chain.cuh).
+    fn code(self) -> u32 {
+        match self {
+            Behavior::Isolated => 0,
+            Behavior::Removed => 1,
+            Behavior::MergedWithPrevious => 2,
+            Behavior::MergedWithNext => 3,
+            Behavior::Contiguous => 4,
         }
     }
+
+    fn parse(name: Option<&str>) -> Result<Behavior, String> {
+        Ok(match name {
+            Some("Isolated") => Behavior::Isolated,
+            Some("Removed") => Behavior::Removed,
+            Some("MergedWithPrevious") => Behavior::MergedWithPrevious,
+            Some("MergedWithNext") => Behavior::MergedWithNext,
+            Some("Contiguous") => Behavior::Contiguous,
+            other => return Err(format!("unknown Split behavior {other:?}")),
+        })
+    }
+}
+
+/// Which engine runs a Split pattern (`GPU_TOK_PRETOKENIZER`): "compiled",
+/// the default (its tables beat every hand-written scanner, 1.05-3.2x on one
+/// core: benches/README.md, "Compiled pre-tokenizers"); "scanner" runs the
+/// hand-written scanners where a pattern has one, "oniguruma" the crate's
+/// regex for every pattern (peers for tests and benchmarks).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Engine {
+    Scanner,
+    Compiled,
+    Oniguruma,
+}
+
+impl Engine {
+    /// "scanner", "compiled" or "oniguruma".
+    pub fn parse(name: &str) -> Option<Engine> {
+        match name {
+            "scanner" => Some(Engine::Scanner),
+            "compiled" => Some(Engine::Compiled),
+            "oniguruma" => Some(Engine::Oniguruma),
+            _ => None,
+        }
+    }
+
+    fn from_env() -> Engine {
+        match std::env::var("GPU_TOK_PRETOKENIZER").as_deref() {
+            Ok("scanner") => Engine::Scanner,
+            Ok("oniguruma") => Engine::Oniguruma,
+            _ => Engine::Compiled,
+        }
+    }
+}
+
+impl SplitStep {
+    /// A step over an Oniguruma `pattern`: the compiled pattern (or its
+    /// hand-written scanner where one stands for it and `engine` asks for
+    /// scanners), else Oniguruma with the compiler's reason.
+    pub fn for_pattern(
+        pattern: &str,
+        behavior: Behavior,
+        invert: bool,
+        engine: Engine,
+    ) -> Result<Self, String> {
+        let oniguruma =
+            SysRegex::new(pattern).map_err(|e| format!("cannot compile the Split pattern: {e}"))?;
+        let name = format!(
+            "Split({pattern:?}, {behavior:?}{})",
+            if invert { ", invert" } else { "" }
+        );
+        let compiled = match engine {
+            Engine::Oniguruma => Err("GPU_TOK_PRETOKENIZER=oniguruma".to_string()),
+            _ => CompiledRegex::compile(pattern),
+        };
+        let compiled = match compiled {
+            Ok(compiled) => compiled,
+            Err(why) => {
+                let matcher = Matcher::Oniguruma(oniguruma, why);
+                return Ok(SplitStep {
+                    matcher,
+                    behavior,
+                    invert,
+                    cuts: 0,
+                    name,
+                });
+            }
+        };
+        let cuts = cut_flags(&compiled, behavior);
+        let scanner = SCANNERS.iter().find(|(text, _)| *text == pattern);
+        let matcher = match (scanner, engine) {
+            (Some(&(_, id)), Engine::Scanner) => Matcher::Scanner(id),
+            _ => Matcher::Compiled(Box::new(compiled)),
+        };
+        Ok(SplitStep {
+            matcher,
+            behavior,
+            invert,
+            cuts,
+            name,
+        })
+    }
+
+    /// A step over a compiled class or pattern (the non-Split pre-tokenizers).
+    fn compiled(
+        name: &str,
+        compiled: Result<CompiledRegex, String>,
+        behavior: Behavior,
+        invert: bool,
+    ) -> Result<Self, String> {
+        let compiled = compiled.map_err(|e| format!("{name}: {e}"))?;
+        Ok(SplitStep {
+            cuts: cut_flags(&compiled, behavior),
+            matcher: Matcher::Compiled(Box::new(compiled)),
+            behavior,
+            invert,
+            name: name.to_string(),
+        })
+    }
+
+    /// The kernels' view of the step (tables in host memory), None when
+    /// Oniguruma runs it.
+    pub fn kernel_step(&self) -> Option<GtChainStep> {
+        let (pattern, regex) = match &self.matcher {
+            Matcher::Scanner(id) => (*id, GtRegex::default()),
+            Matcher::Compiled(compiled) => (kernels::PAT_REGEX, compiled.view()),
+            Matcher::Oniguruma(..) => return None,
+        };
+        Some(GtChainStep {
+            pattern,
+            behavior: self.behavior_code(),
+            cuts: self.cuts,
+            _pad: 0,
+            regex,
+        })
+    }
+
+    /// `GtChainStep.behavior`: the behaviour's `GT_SPLIT_*`, and `GT_SPLIT_INVERT`.
+    pub fn behavior_code(&self) -> u32 {
+        self.behavior.code()
+            | if self.invert {
+                kernels::SPLIT_INVERT
+            } else {
+                0
+            }
+    }
+
+    /// Which engine runs the step, for `tok.plan`.
+    fn describe(&self) -> String {
+        let engine = match &self.matcher {
+            Matcher::Scanner(_) => "hand-written scanner (cuda/gt_pretok.cuh)".to_string(),
+            Matcher::Compiled(c) => {
+                let (states, classes, bytes) = c.size();
+                format!(
+                    "compiled DFA (cuda/gt_regex.cuh: {states} states over {classes} classes of \
+                     characters, {} KiB)",
+                    bytes.div_ceil(1024)
+                )
+            }
+            Matcher::Oniguruma(_, why) => format!("the crate's Oniguruma regex, CPU only ({why})"),
+        };
+        format!("{}: {engine}", self.name)
+    }
+}
+
+/// `GtChainStep.cuts` of a step over `compiled` with `behavior`: a
+/// boundary at every cut survives only behaviours that never join ranges.
+fn cut_flags(compiled: &CompiledRegex, behavior: Behavior) -> u32 {
+    let keeps = compiled.keeps_cuts();
+    let joins = !matches!(behavior, Behavior::Isolated | Behavior::Removed);
+    let mut flags = 0;
+    if keeps {
+        flags |= kernels::CUT_KEEPS;
+        if compiled.bounds_cuts() && !joins {
+            flags |= kernels::CUT_BOUNDS;
+        }
+    }
+    flags
 }
 
 /// The 256 byte-level characters: byte b is written as `alphabet()[b]` (GPT-2's bytes_to_unicode).
@@ -131,70 +318,246 @@ pub fn alphabet() -> [char; 256] {
     out
 }
 
-/// Unicode normal forms a document must already be in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum NormalForm {
-    Nfc,
-    Nfkc,
-}
-
-impl NormalForm {
-    /// The characters that keep a text in this form (built once per process).
-    fn stable_chars(self) -> &'static StableChars {
-        match self {
-            NormalForm::Nfc => StableChars::nfc(),
-            NormalForm::Nfkc => StableChars::nfkc(),
-        }
-    }
-
-    /// True when `text` is in this form: the table's answer, else the crate's check.
-    fn holds(self, text: &str) -> bool {
-        self.stable_chars().all_stable(text)
-            || match self {
-                NormalForm::Nfc => unicode_normalization_alignments::is_nfc(text),
-                NormalForm::Nfkc => unicode_normalization_alignments::is_nfkc(text),
-            }
-    }
-}
-
-/// Everything the fast engine needs for one byte-level BPE tokenizer.
+/// Everything the fast engine needs for one byte-level BPE tokenizer: its
+/// tables (shared by the tokenizers that differ only in their added tokens;
+/// read through `Deref`) and what it knows of its added tokens.
 pub struct ByteLevelPlan {
-    pub normal_forms: Vec<NormalForm>,
+    shared: Arc<ByteLevelTables>,
+    /// Texts of the added tokens; None when there are none. A text holding
+    /// none is one piece.
+    pub added: Option<AhoCorasick>,
+    /// The added tokens the crate matches in normalized text (`normalized`),
+    /// by their texts and normalized texts: a piece holding one after the
+    /// normalizer takes the exact path. None when there are none.
+    normalized_added: Option<NormalizedAdded>,
+    /// When every added token is plain: the crate's split, without its alignments.
+    pub plain_added: Option<PlainAdded>,
+}
+
+impl std::ops::Deref for ByteLevelPlan {
+    type Target = ByteLevelTables;
+
+    fn deref(&self) -> &ByteLevelTables {
+        &self.shared
+    }
+}
+
+/// What the plan builds from the model, normalizer and pre-tokenizer: the
+/// same for every set of added tokens ([`ByteLevelPlan::with_added_tokens`]).
+pub struct ByteLevelTables {
+    /// The normalizer, run on each piece between added tokens.
+    pub normalizer: PieceNormalizer,
     /// Split steps, applied in order to every piece (Isolated behaviour).
     pub splits: Vec<SplitStep>,
     /// `ByteLevel(add_prefix_space=true)` on its own: a space is put before
     /// each piece of text that does not start with one (the crate does it to
     /// each piece between added tokens, before splitting it into words).
     pub prefix_space: bool,
-    /// Texts of the added tokens (and their normalized forms); None when there are none.
-    pub added: Option<AhoCorasick>,
-    /// When every added token is plain: the crate's split, without its alignments.
-    pub plain_added: Option<PlainAdded>,
-    /// The split steps as one scanner chain, when every step is a scanner
-    /// (what the shared kernels, and so the GPU, can run).
-    pub scanner_chain: Option<GtSplits>,
+    /// The split steps as one chain for the shared kernels (and so the
+    /// GPU), when none needs Oniguruma; its tables are the steps' (host memory).
+    pub chain: Option<GtChain>,
     model: GtBpeModel,
     merges: MergeTable,
     /// Whole-word table the model view points into (empty without ignore_merges).
     words: BytesTable,
+    /// The ranks `model.byte_pair_ranks` points to.
+    byte_pair_ranks: Vec<u32>,
+    /// The model words are encoded with: `model`, but looking each word of
+    /// over 15 bytes up first in the tokens that are their own BPE
+    /// (`own_words`), so a word that is one token skips the merge loop;
+    /// exact either way (shorter words are in `short_vocab`).
+    word_model: GtBpeModel,
+    /// The tokens of over 15 bytes that are their own BPE, without
+    /// ignore_merges (with it, `words` holds every token and `word_model`
+    /// is `model`).
+    own_words: Option<BytesTable>,
+    /// Every token of up to 15 bytes -> the ids BPE gives its bytes: the
+    /// CPU's first answer for a word its cache has not seen.
+    short_vocab: ShortWords,
     /// Without ignore_merges: every vocabulary token as bytes, with its id.
     vocab_words: Vec<(Vec<u8>, u32)>,
     /// Bytes of text each vocabulary token stands for, by id (for offsets).
     token_bytes: Vec<u32>,
+    /// A model that reads a word's byte-level characters (`gt_spm_word`):
+    /// for BPE with affixes, byte fallback, or bytes without a token.
+    chars: Option<CharsModel>,
+}
+
+/// BPE over a word's byte-level characters, for what `gt_bpe_word` (one
+/// token per byte) cannot do: the crate's `merge_word` with affixes, byte
+/// fallback and the unknown token, through `gt_spm_word`.
+struct CharsModel {
+    model: GtSpmModel,
+    /// Every token by its text: `model.vocab` points into it.
+    _vocab: BytesTable,
+    /// The affixes' lengths in characters (each a byte of text when the
+    /// vocabulary holds the characters of text).
+    prefix_chars: u32,
+    suffix_chars: u32,
+    /// The byte-fallback and unknown ids: a word with one has offsets only
+    /// the exact path can tell.
+    special: Vec<u32>,
+    /// Characters of each token's text, by id.
+    token_chars: Vec<u32>,
+    /// Each token's text starts with the prefix / ends with the suffix, by id.
+    affixed: Vec<(bool, bool)>,
+}
+
+impl CharsModel {
+    fn build(
+        model: &Value,
+        ids: &rustc_hash::FxHashMap<&str, u32>,
+        merges: &MergeTable,
+        ignore_merges: bool,
+    ) -> Result<CharsModel, String> {
+        let id_of = |token: &str| ids.get(token).copied();
+        let unk_id = match model["unk_token"].as_str() {
+            Some(unk) => id_of(unk)
+                .ok_or("the unknown token is not in the vocabulary (the crate reports it)")?,
+            None => NONE,
+        };
+        let mut byte_ids = [NONE; 256];
+        if model["byte_fallback"].as_bool().unwrap_or(false) {
+            for (b, slot) in byte_ids.iter_mut().enumerate() {
+                *slot = id_of(&format!("<0x{b:02X}>")).unwrap_or(NONE);
+            }
+        }
+        let vocab = BytesTable::build(ids.iter().map(|(t, &id)| (t.as_bytes(), id)));
+        let (prefix, suffix) = affixes(model);
+        let affix = |text: &str| {
+            let mut bytes = [0u8; kernels::AFFIX_MAX];
+            bytes[..text.len()].copy_from_slice(text.as_bytes());
+            bytes
+        };
+        let size = ids.values().map(|&id| id as usize + 1).max().unwrap_or(0);
+        let (mut token_chars, mut affixed) = (vec![0u32; size], vec![(false, false); size]);
+        for (token, &id) in ids {
+            token_chars[id as usize] = token.chars().count() as u32;
+            affixed[id as usize] = (
+                !prefix.is_empty() && token.starts_with(prefix),
+                !suffix.is_empty() && token.ends_with(suffix),
+            );
+        }
+        let special = byte_ids
+            .iter()
+            .copied()
+            .chain([unk_id])
+            .filter(|&id| id != NONE)
+            .collect();
+        Ok(CharsModel {
+            model: GtSpmModel {
+                merges: merges.view(),
+                vocab: vocab.view(),
+                byte_ids,
+                unk_id,
+                fuse_unk: u32::from(model["fuse_unk"].as_bool().unwrap_or(false)),
+                ignore_merges: u32::from(ignore_merges),
+                space_len: 0,
+                space_utf8: [0; 4],
+                _pad: 0,
+                prefix_len: prefix.len() as u32,
+                suffix_len: suffix.len() as u32,
+                prefix: affix(prefix),
+                suffix: affix(suffix),
+            },
+            _vocab: vocab,
+            prefix_chars: prefix.chars().count() as u32,
+            suffix_chars: suffix.chars().count() as u32,
+            special,
+            token_chars,
+            affixed,
+        })
+    }
 }
 
 /// The arrays behind [`GtBpeModel`], for copying to a device.
 pub struct ModelTables<'a> {
     pub merges: &'a MergeTable,
+    /// Rank of each two bytes' merge (`GtBpeModel.byte_pair_ranks`).
+    pub byte_pair_ranks: &'a [u32],
     /// Whole words (every token with ignore_merges, else empty).
     pub words: &'a BytesTable,
 }
 
 // SAFETY: `model` holds pointers into the Vecs and table owned alongside it,
 // which are never mutated after construction; reading them from many threads is safe.
-unsafe impl Send for ByteLevelPlan {}
+unsafe impl Send for ByteLevelTables {}
 // SAFETY: as above.
-unsafe impl Sync for ByteLevelPlan {}
+unsafe impl Sync for ByteLevelTables {}
+
+impl ByteLevelTables {
+    /// The CPU's tables for words it has not seen, for a model with a token
+    /// for every byte (the others encode each word with `chars`): every
+    /// token of up to 15 bytes with the ids BPE gives its bytes
+    /// (`short_vocab`), and the longer tokens that are their own BPE, looked
+    /// up by `word_model` before its merge loop (with ignore_merges, `words`
+    /// holds every token already).
+    fn build_word_tables(&mut self) {
+        let ignore_merges = self.model.ignore_merges != 0;
+        if self.chars.is_none() {
+            let bpe = self.bpe_of_each(&self.vocab_words);
+            let short = self.vocab_words.iter().zip(&bpe);
+            self.short_vocab = ShortWords::of(
+                short
+                    .filter(|((bytes, _), _)| bytes.len() <= short_words::MAX_BYTES)
+                    .map(|((bytes, _), ids)| (bytes.as_slice(), ids.as_slice()))
+                    .collect::<Vec<_>>()
+                    .into_iter(),
+            );
+            if !ignore_merges {
+                let own = self
+                    .vocab_words
+                    .iter()
+                    .zip(&bpe)
+                    .filter(|((bytes, id), ids)| {
+                        bytes.len() > short_words::MAX_BYTES && ids.as_slice() == [*id]
+                    });
+                let own = BytesTable::build(
+                    own.map(|((bytes, id), _)| (bytes.as_slice(), *id))
+                        .collect::<Vec<_>>()
+                        .into_iter(),
+                );
+                self.word_model.vocab = own.view();
+                self.word_model.ignore_merges = 1;
+                self.own_words = Some(own);
+            }
+        }
+        if ignore_merges {
+            self.vocab_words = Vec::new(); // `words` holds them
+        }
+    }
+
+    /// The BPE of each token's bytes with the model (on the pool).
+    fn bpe_of_each(&self, tokens: &[(Vec<u8>, u32)]) -> Vec<Vec<u32>> {
+        const PER_TASK: usize = 4096;
+        let tasks = tokens.len().div_ceil(PER_TASK);
+        let parts: Vec<Vec<Vec<u32>>> = crate::pool::current()
+            .map(tasks, |t| {
+                let mut scratch = kernels::Scratch::default();
+                let end = ((t + 1) * PER_TASK).min(tokens.len());
+                let bpe = tokens[t * PER_TASK..end].iter().map(|(bytes, _)| {
+                    let mut ids = Vec::new();
+                    kernels::bpe_word(&self.model, bytes, &mut scratch, &mut ids);
+                    ids
+                });
+                Ok::<_, ()>(bpe.collect())
+            })
+            .unwrap_or_default();
+        parts.into_iter().flatten().collect()
+    }
+
+    /// Every token of up to 15 bytes with the ids BPE gives its bytes (empty
+    /// for a model that reads characters, `chars`).
+    pub fn short_vocab(&self) -> &ShortWords {
+        &self.short_vocab
+    }
+
+    /// The model to encode words with: `model`'s ids, each word that is
+    /// one token found by a lookup instead of the merge loop.
+    pub fn word_model(&self) -> &GtBpeModel {
+        &self.word_model
+    }
+}
 
 impl ByteLevelPlan {
     /// The C view of the BPE tables.
@@ -209,19 +572,15 @@ impl ByteLevelPlan {
 
     /// Builds the plan, or says why this tokenizer is not for it.
     pub fn build(spec: &Value) -> Result<Self, String> {
-        let normal_forms = normal_forms(&spec["normalizer"])?;
-        // Built now rather than in the first call.
-        for form in &normal_forms {
-            let _ = form.stable_chars();
-        }
+        let normalizer = PieceNormalizer::from_spec(&spec["normalizer"])?;
         let splits = splits(&spec["pre_tokenizer"])?;
         let prefix_space = spec["pre_tokenizer"]["type"].as_str() == Some("ByteLevel")
             && spec["pre_tokenizer"]["add_prefix_space"]
                 .as_bool()
                 .unwrap_or(true);
         let model = &spec["model"];
-        check_model(model)?;
-        let added = added_tokens(&spec["added_tokens"], &normal_forms)?;
+        check_bpe_model(model)?;
+        let (added, normalized_added) = added_tokens(&spec["added_tokens"], &normalizer)?;
         let plain_added = PlainAdded::from_spec(&spec["added_tokens"]);
         let alphabet = alphabet();
         let byte_of: std::collections::HashMap<char, u8> = alphabet
@@ -242,15 +601,18 @@ impl ByteLevelPlan {
             .collect();
         let id_of = |token: &str| ids.get(token).copied();
 
-        let mut byte_ids = [0u32; 256];
+        let mut byte_ids = [NONE; 256];
         for (b, c) in alphabet.iter().enumerate() {
-            byte_ids[b] =
-                id_of(&c.to_string()).ok_or(format!("no vocabulary token for byte {b:#04x}"))?;
+            byte_ids[b] = id_of(&c.to_string()).unwrap_or(NONE);
         }
-
-        let merges = merge_table(&model["merges"], id_of)?;
+        let (prefix, suffix) = affixes(model);
+        let merges = merge_table(&model["merges"], id_of, prefix.len())?;
         let ignore_merges = model["ignore_merges"].as_bool().unwrap_or(false);
-        let mut vocab_words: Vec<(Vec<u8>, u32)> = vocab
+        let chars = match byte_ids.contains(&NONE) || (prefix, suffix) != ("", "") {
+            true => Some(CharsModel::build(model, &ids, &merges, ignore_merges)?),
+            false => None,
+        };
+        let vocab_words: Vec<(Vec<u8>, u32)> = vocab
             .iter()
             .filter_map(|(t, id)| Some((decode(t)?, id.as_u64()? as u32)))
             .collect();
@@ -267,36 +629,122 @@ impl ByteLevelPlan {
         }
         let whole_words: &[(Vec<u8>, u32)] = if ignore_merges { &vocab_words } else { &[] };
         let words = BytesTable::build(whole_words.iter().map(|(b, id)| (b.as_slice(), *id)));
-        if ignore_merges {
-            vocab_words = Vec::new(); // `words` holds them
-        }
+        let merges_view = merges.view();
+        // Only a model with a token for every byte reads them (`gt_bpe_word`).
+        let byte_pair_ranks: Vec<u32> = match chars {
+            Some(_) => Vec::new(),
+            None => (0..1usize << 16)
+                .map(|pair| {
+                    let (a, b) = (byte_ids[pair >> 8], byte_ids[pair & 0xFF]);
+                    kernels::pair_rank(&merges_view, a, b).unwrap_or(NONE)
+                })
+                .collect(),
+        };
         let view = GtBpeModel {
-            merges: merges.view(),
+            merges: merges_view,
             vocab: words.view(),
+            byte_pair_ranks: match byte_pair_ranks.is_empty() {
+                true => std::ptr::null(),
+                false => byte_pair_ranks.as_ptr(),
+            },
             byte_ids,
             ignore_merges: u32::from(ignore_merges),
             _pad: 0,
         };
-        let scanners: Option<Vec<u32>> = splits
-            .iter()
-            .map(|step| match step {
-                SplitStep::Scanner(pattern) => Some(*pattern),
-                SplitStep::Regex(_) | SplitStep::Behaved { .. } => None,
-            })
-            .collect();
-        Ok(ByteLevelPlan {
-            normal_forms,
-            scanner_chain: scanners.and_then(|p| GtSplits::new(&p)),
+        let steps: Option<Vec<GtChainStep>> = splits.iter().map(SplitStep::kernel_step).collect();
+        let mut tables = ByteLevelTables {
+            normalizer,
+            chain: steps.and_then(|steps| GtChain::new(&steps)),
             prefix_space,
             splits,
-            added,
-            plain_added,
             model: view,
             merges,
             words,
+            byte_pair_ranks,
+            word_model: view,
+            own_words: None,
+            short_vocab: ShortWords::with_slots(2),
             vocab_words,
             token_bytes,
+            chars,
+        };
+        // Built before the tables are shared: every plan with other added
+        // tokens (`with_added_tokens`) reads the same.
+        tables.build_word_tables();
+        Ok(ByteLevelPlan {
+            shared: Arc::new(tables),
+            added,
+            normalized_added,
+            plain_added,
         })
+    }
+
+    /// This plan with other added tokens: the tables shared, the rest built.
+    pub fn with_added_tokens(&self, added_tokens: &Value) -> Result<Self, String> {
+        let (added, normalized_added) = self::added_tokens(added_tokens, &self.normalizer)?;
+        Ok(ByteLevelPlan {
+            shared: Arc::clone(&self.shared),
+            added,
+            normalized_added,
+            plain_added: PlainAdded::from_spec(added_tokens),
+        })
+    }
+
+    /// True when the words go through `gt_bpe_word` (a token for every byte,
+    /// no affixes): what a device runs.
+    pub fn one_token_per_byte(&self) -> bool {
+        self.chars.is_none()
+    }
+
+    /// Appends the ids of one word (its bytes, as the pre-tokenizer gives
+    /// them) to `out`; false, appending nothing, when the kernel cannot.
+    pub fn encode_word(
+        &self,
+        word: &[u8],
+        scratch: &mut kernels::Scratch,
+        out: &mut Vec<u32>,
+    ) -> bool {
+        match &self.chars {
+            None => {
+                kernels::bpe_word(self.model(), word, scratch, out);
+                true
+            }
+            Some(chars) => {
+                let alphabet = alphabet();
+                let text: String = word.iter().map(|&b| alphabet[b as usize]).collect();
+                kernels::spm_word(&chars.model, text.as_bytes(), scratch, out)
+            }
+        }
+    }
+
+    /// The bytes of a word each of its tokens `ids` covers, in order; None
+    /// when only the exact path can tell (a byte-fallback or unknown token,
+    /// or lengths that do not add up to the word's `len`).
+    pub fn token_lens(&self, ids: &[u32], len: usize) -> Option<Vec<usize>> {
+        let Some(chars) = &self.chars else {
+            return Some(ids.iter().map(|&id| self.token_len(id)).collect());
+        };
+        let last = ids.len().checked_sub(1)?;
+        let mut lens = Vec::with_capacity(ids.len());
+        for (i, &id) in ids.iter().enumerate() {
+            if chars.special.contains(&id) {
+                return None;
+            }
+            let (prefixed, suffixed) = *chars.affixed.get(id as usize)?;
+            let mut n = *chars.token_chars.get(id as usize)? as usize;
+            if i > 0 && chars.prefix_chars > 0 {
+                n = n
+                    .checked_sub(chars.prefix_chars as usize)
+                    .filter(|_| prefixed)?;
+            }
+            if i == last && chars.suffix_chars > 0 {
+                n = n
+                    .checked_sub(chars.suffix_chars as usize)
+                    .filter(|_| suffixed)?;
+            }
+            lens.push(n);
+        }
+        (lens.iter().sum::<usize>() == len && !lens.contains(&0)).then_some(lens)
     }
 
     /// The vocabulary tokens whose bytes BPE-encode to exactly that token. A
@@ -308,31 +756,16 @@ impl ByteLevelPlan {
         if self.model.ignore_merges != 0 {
             return None;
         }
-        const PER_TASK: usize = 4096;
-        let tasks = self.vocab_words.len().div_ceil(PER_TASK);
-        let kept: Vec<Vec<usize>> = crate::pool::current()
-            .map(tasks, |t| {
-                let (mut scratch, mut ids) = (kernels::Scratch::default(), Vec::new());
-                let end = ((t + 1) * PER_TASK).min(self.vocab_words.len());
-                let mut kept = Vec::new();
-                for i in t * PER_TASK..end {
-                    let (bytes, id) = &self.vocab_words[i];
-                    ids.clear();
-                    kernels::bpe_word(self.model(), bytes, &mut scratch, &mut ids);
-                    if ids == [*id] {
-                        kept.push(i);
-                    }
-                }
-                Ok::<_, ()>(kept)
-            })
-            .unwrap_or_default();
-        let entries: Vec<&(Vec<u8>, u32)> = kept
+        let bpe = self.bpe_of_each(&self.vocab_words);
+        let own = self
+            .vocab_words
             .iter()
-            .flatten()
-            .map(|&i| &self.vocab_words[i])
-            .collect();
+            .zip(&bpe)
+            .filter(|((_, id), ids)| ids.as_slice() == [*id]);
         Some(BytesTable::build(
-            entries.iter().map(|(b, id)| (b.as_slice(), *id)),
+            own.map(|((bytes, id), _)| (bytes.as_slice(), *id))
+                .collect::<Vec<_>>()
+                .into_iter(),
         ))
     }
 
@@ -340,45 +773,29 @@ impl ByteLevelPlan {
     pub fn tables(&self) -> ModelTables<'_> {
         ModelTables {
             merges: &self.merges,
+            byte_pair_ranks: &self.byte_pair_ranks,
             words: &self.words,
         }
     }
 
-    /// How words are found, for `tok.plan`.
+    /// How words are found, for `tok.plan`: each step's engine, and where
+    /// the chain runs.
     pub fn describe_splits(&self) -> String {
-        let steps: Vec<&str> = self
-            .splits
-            .iter()
-            .map(|step| match step {
-                SplitStep::Scanner(_) => "hand-written scanner (cuda/gt_pretok.cuh)",
-                SplitStep::Regex(_) => {
-                    "the crate's Oniguruma regex (no scanner for this pattern yet)"
-                }
-                SplitStep::Behaved { .. } => {
-                    "a scanner or the crate's regex, its matches merged or removed as the \
-                     crate does (CPU only)"
-                }
-            })
-            .collect();
-        steps.join(", then ")
+        let steps: Vec<String> = self.splits.iter().map(SplitStep::describe).collect();
+        let place = match self.chain {
+            Some(_) => "on the CPU and the device",
+            None => "on the CPU (the device's rows of such a plan are encoded by the host)",
+        };
+        format!("{}; {place}", steps.join(", then "))
     }
 
-    /// `text` after the normalizer: borrowed when it is already in normal form
-    /// (the common case: a quick check, no copy), else normalized with the
-    /// crate's own tables, one form after another as the `Sequence` applies them.
-    pub fn normalize<'t>(&self, text: &'t str) -> Cow<'t, str> {
-        let unchanged = self.normal_forms.iter().all(|form| form.holds(text));
-        if unchanged {
-            return Cow::Borrowed(text);
-        }
-        let mut out = text.to_string();
-        for form in &self.normal_forms {
-            out = match form {
-                NormalForm::Nfc => out.nfc().map(|(c, _)| c).collect(),
-                NormalForm::Nfkc => out.nfkc().map(|(c, _)| c).collect(),
-            };
-        }
-        Cow::Owned(out)
+    /// `piece` (text between added tokens) after the normalizer; None when
+    /// the normalizer fails or writes text holding a normalized added token
+    /// (the crate would split it there: the exact path).
+    pub fn normalize<'t>(&self, piece: &'t str) -> Option<Cow<'t, str>> {
+        let normalized = self.normalizer.normalize(piece)?;
+        let held = NormalizedAdded::held_in(self.normalized_added.as_ref(), &normalized);
+        (!held).then_some(normalized)
     }
 
     /// Gives the plain added tokens the ids the crate gave them (`id_of`, e.g.
@@ -387,23 +804,24 @@ impl ByteLevelPlan {
         PlainAdded::resolve(&mut self.plain_added, id_of);
     }
 
-    /// True when `text` contains an added token's text (before or after normalizing).
+    /// True when `text` contains an added token's text.
     pub fn has_added_token(&self, text: &str) -> bool {
         self.added.as_ref().is_some_and(|ac| ac.is_match(text))
     }
 
+    /// True when some added tokens are matched in normalized text.
+    pub fn has_normalized_added(&self) -> bool {
+        self.normalized_added.is_some()
+    }
+
     /// `text` normalized for the fast engine (CPU or device), or None if only
-    /// the crate's added-token split can encode it (it contains an added token's text, before
-    /// or after normalizing).
+    /// the crate's added-token split can encode it (it contains an added
+    /// token's text), or only the exact path (see `normalize`).
     pub fn prepare<'t>(&self, text: &'t str) -> Option<Cow<'t, str>> {
         if self.has_added_token(text) {
             return None;
         }
-        let normalized = self.normalize(text);
-        if matches!(normalized, Cow::Owned(_)) && self.has_added_token(&normalized) {
-            return None;
-        }
-        Some(self.with_prefix_space(normalized))
+        Some(self.with_prefix_space(self.normalize(text)?))
     }
 
     /// `piece` as the pre-tokenizer sees it: with a space in front when the
@@ -419,65 +837,108 @@ impl ByteLevelPlan {
     }
 }
 
-fn normal_forms(normalizer: &Value) -> Result<Vec<NormalForm>, String> {
-    match normalizer {
-        Value::Null => Ok(Vec::new()),
-        Value::Object(map) => match map.get("type").and_then(Value::as_str) {
-            Some("NFC") => Ok(vec![NormalForm::Nfc]),
-            Some("NFKC") => Ok(vec![NormalForm::Nfkc]),
-            Some("Sequence") => {
-                let items = map
-                    .get("normalizers")
-                    .and_then(Value::as_array)
-                    .ok_or("normalizer Sequence without a list")?;
-                let mut forms = Vec::new();
-                for item in items {
-                    forms.extend(normal_forms(item)?);
-                }
-                Ok(forms)
-            }
-            other => Err(format!(
-                "normalizer {} is not covered yet",
-                other.unwrap_or("?")
-            )),
-        },
-        _ => Err("unreadable normalizer".into()),
+/// A `Split` step of tokenizer.json.
+fn split_step(step: &Value, engine: Engine) -> Result<SplitStep, String> {
+    let invert = step["invert"].as_bool().unwrap_or(false);
+    let behavior = Behavior::parse(step["behavior"].as_str())?;
+    match (
+        step["pattern"]["Regex"].as_str(),
+        step["pattern"]["String"].as_str(),
+    ) {
+        (Some(pattern), _) => SplitStep::for_pattern(pattern, behavior, invert, engine),
+        (None, Some(text)) => SplitStep::compiled(
+            &format!(
+                "Split(String {text:?}, {behavior:?}{})",
+                if invert { ", invert" } else { "" }
+            ),
+            compiled_regex::literal(text),
+            behavior,
+            invert,
+        ),
+        _ => Err("a Split without a pattern".into()),
     }
 }
 
-/// Scanners whose pattern matches every character of any text (an
-/// alternative for letters, numbers, whitespace and everything else): for
-/// them `Split(Removed, invert=true)`, which keeps the matches and drops what
-/// lies between, drops nothing, so it splits exactly like `Split(Isolated)`.
-/// Checked against the crate on the corpus
-/// (`inverted_removal_equals_isolation_exactly_for_covering_scanners`).
-const COVERS_EVERY_CHAR: [u32; 4] = [1, 2, 3, 4];
+/// `char::is_ascii_punctuation || is_punctuation` (the crate's Punctuation).
+fn is_punctuation(c: char) -> bool {
+    use unicode_categories::UnicodeCategories;
+    c.is_ascii_punctuation() || c.is_punctuation()
+}
 
-fn split_step(step: &Value) -> Result<SplitStep, String> {
-    let pattern = step["pattern"]["Regex"]
-        .as_str()
-        .ok_or("Split with a string pattern is not covered yet")?;
-    let invert = step["invert"].as_bool().unwrap_or(false);
-    let split = SplitStep::new(pattern)?;
-    let behavior = match step["behavior"].as_str() {
-        Some("Isolated") => Behavior::Isolated,
-        Some("Removed") => Behavior::Removed,
-        Some("MergedWithPrevious") => Behavior::MergedWithPrevious,
-        Some("MergedWithNext") => Behavior::MergedWithNext,
-        Some("Contiguous") => Behavior::Contiguous,
-        other => return Err(format!("unknown Split behavior {other:?}")),
-    };
-    match (behavior, invert, &split) {
-        (Behavior::Isolated, false, _) => Ok(split),
-        (Behavior::Removed, true, SplitStep::Scanner(id)) if COVERS_EVERY_CHAR.contains(id) => {
-            Ok(split)
+/// A pre-tokenizer of tokenizer.json as the Split steps it amounts to
+/// (nested Sequences flattened), appended to `out`.
+fn pre_tokenizer_steps(
+    step: &Value,
+    engine: Engine,
+    out: &mut Vec<SplitStep>,
+) -> Result<(), String> {
+    let kind = step["type"].as_str().unwrap_or("?");
+    let one = match kind {
+        "Split" => split_step(step, engine)?,
+        "Sequence" => {
+            for inner in step["pretokenizers"]
+                .as_array()
+                .ok_or("Sequence without a list")?
+            {
+                pre_tokenizer_steps(inner, engine, out)?;
+            }
+            return Ok(());
         }
-        _ => Ok(SplitStep::Behaved {
-            matcher: Box::new(split),
-            behavior,
-            invert,
-        }),
-    }
+        "Punctuation" => {
+            let behavior = Behavior::parse(step["behavior"].as_str().or(Some("Isolated")))?;
+            let name = format!("Punctuation({behavior:?})");
+            let class =
+                compiled_regex::char_class(charset::predicate_set("punctuation", is_punctuation));
+            SplitStep::compiled(&name, class, behavior, false)?
+        }
+        "Digits" => {
+            let individual = step["individual_digits"].as_bool().unwrap_or(false);
+            let behavior = if individual {
+                Behavior::Isolated
+            } else {
+                Behavior::Contiguous
+            };
+            let class =
+                compiled_regex::char_class(charset::predicate_set("numeric", char::is_numeric));
+            SplitStep::compiled(
+                &format!("Digits(individual_digits={individual})"),
+                class,
+                behavior,
+                false,
+            )?
+        }
+        "WhitespaceSplit" => {
+            let class = compiled_regex::char_class(charset::predicate_set(
+                "whitespace",
+                char::is_whitespace,
+            ));
+            SplitStep::compiled("WhitespaceSplit", class, Behavior::Removed, false)?
+        }
+        "Whitespace" => SplitStep::compiled(
+            "Whitespace",
+            compiled_regex::whitespace_words(),
+            Behavior::Removed,
+            true,
+        )?,
+        "CharDelimiterSplit" => {
+            let delimiter = step["delimiter"].as_str().and_then(|d| {
+                let mut chars = d.chars();
+                chars.next().filter(|_| chars.next().is_none())
+            });
+            let delimiter =
+                delimiter.ok_or("CharDelimiterSplit without one delimiter character")?;
+            let class = compiled_regex::char_class(CharSet::single(delimiter as u32));
+            SplitStep::compiled(
+                &format!("CharDelimiterSplit({delimiter:?})"),
+                class,
+                Behavior::Removed,
+                false,
+            )?
+        }
+        other => return Err(format!("pre-tokenizer step {other} is not covered yet")),
+    };
+    out.push(one);
+    Ok(())
 }
 
 fn is_plain_byte_level(step: &Value, use_regex: bool) -> bool {
@@ -486,11 +947,26 @@ fn is_plain_byte_level(step: &Value, use_regex: bool) -> bool {
         && step["use_regex"].as_bool().unwrap_or(true) == use_regex
 }
 
+/// The Split steps of a byte-level pre-tokenizer: `ByteLevel` alone (the
+/// GPT-2 pattern), or a `Sequence` of steps ending in `ByteLevel` without a
+/// prefix space (its own GPT-2 split, with `use_regex`).
 fn splits(pre_tokenizer: &Value) -> Result<Vec<SplitStep>, String> {
+    let engine = Engine::from_env();
+    let gpt2 = |out: &mut Vec<SplitStep>| -> Result<(), String> {
+        out.push(SplitStep::for_pattern(
+            SCANNERS[0].0,
+            Behavior::Isolated,
+            false,
+            engine,
+        )?);
+        Ok(())
+    };
+    let mut out = Vec::new();
     let standalone = pre_tokenizer["type"].as_str() == Some("ByteLevel")
         && pre_tokenizer["use_regex"].as_bool().unwrap_or(true);
     if standalone {
-        return SplitStep::new(SCANNERS[0].0).map(|step| vec![step]);
+        gpt2(&mut out)?;
+        return Ok(out);
     }
     let steps = match pre_tokenizer["type"].as_str() {
         Some("Sequence") => pre_tokenizer["pretokenizers"]
@@ -505,33 +981,21 @@ fn splits(pre_tokenizer: &Value) -> Result<Vec<SplitStep>, String> {
     let Some((last, rest)) = steps.split_last() else {
         return Err("empty pre-tokenizer Sequence".into());
     };
-    if !is_plain_byte_level(last, false) {
-        return Err(
-            "the Sequence does not end in ByteLevel(add_prefix_space=false, use_regex=false)"
-                .into(),
-        );
+    let regex_last = is_plain_byte_level(last, true);
+    if !regex_last && !is_plain_byte_level(last, false) {
+        return Err("the Sequence does not end in ByteLevel(add_prefix_space=false)".into());
     }
-    rest.iter()
-        .map(|step| match step["type"].as_str() {
-            Some("Split") => split_step(step),
-            other => Err(format!(
-                "pre-tokenizer step {} is not covered yet",
-                other.unwrap_or("?")
-            )),
-        })
-        .collect()
+    for step in rest {
+        pre_tokenizer_steps(step, engine, &mut out)?;
+    }
+    if regex_last {
+        gpt2(&mut out)?;
+    }
+    Ok(out)
 }
 
-fn check_model(model: &Value) -> Result<(), String> {
-    check_bpe_model(model)?;
-    if model["byte_fallback"].as_bool().unwrap_or(false) {
-        return Err("BPE byte_fallback is not covered yet".into());
-    }
-    Ok(())
-}
-
-/// What every fast BPE plan needs of the model: BPE, no dropout, no subword
-/// prefix or suffix.
+/// What every fast BPE plan needs of the model: BPE, no dropout, a subword
+/// prefix and suffix of at most `AFFIX_MAX` bytes.
 pub(super) fn check_bpe_model(model: &Value) -> Result<(), String> {
     if model["type"].as_str() != Some("BPE") {
         return Err("model is not BPE".into());
@@ -540,15 +1004,33 @@ pub(super) fn check_bpe_model(model: &Value) -> Result<(), String> {
         return Err("BPE dropout is random: exact path".into());
     }
     for key in ["continuing_subword_prefix", "end_of_word_suffix"] {
-        if model[key].as_str().is_some_and(|s| !s.is_empty()) {
-            return Err(format!("BPE {key} is not covered yet"));
+        if model[key]
+            .as_str()
+            .is_some_and(|s| s.len() > kernels::AFFIX_MAX)
+        {
+            return Err(format!(
+                "BPE {key} longer than {} bytes",
+                kernels::AFFIX_MAX
+            ));
         }
     }
     Ok(())
 }
 
-/// The arrays of a `GtPairTable`: slots (left id, right id) -> (rank, id of
-/// the joined token), and each merge's id by rank.
+/// The BPE model's continuing_subword_prefix and end_of_word_suffix ("" for none).
+pub(super) fn affixes(model: &Value) -> (&str, &str) {
+    let text = |key: &str| model[key].as_str().unwrap_or("");
+    (
+        text("continuing_subword_prefix"),
+        text("end_of_word_suffix"),
+    )
+}
+
+/// The arrays of a `GtPairTable`: slots (left id, right id) -> rank, and
+/// each merge's id by rank; or, when the merges' ids rise with their ranks
+/// (tokens numbered in merge order, as most vocabularies are), slots ->
+/// the merged id itself, which then orders merges as their ranks do, and no
+/// second array (`merged_of_rank` empty: the merge loop reads one table).
 pub struct MergeTable {
     pub slots: Vec<GtPairSlot>,
     pub merged_of_rank: Vec<u32>,
@@ -560,34 +1042,64 @@ impl MergeTable {
         GtPairTable {
             slots: self.slots.as_ptr(),
             mask: self.slots.len() as u64 - 1,
-            merged_of_rank: self.merged_of_rank.as_ptr(),
+            merged_of_rank: match self.merged_of_rank.is_empty() {
+                true => std::ptr::null(),
+                false => self.merged_of_rank.as_ptr(),
+            },
         }
     }
 }
 
-/// The merges of a BPE model (`model.merges`) as a [`MergeTable`].
+/// The merges of a BPE model (`model.merges`) as a [`MergeTable`]; a merge
+/// makes its parts' text, the second's first `prefix_len` bytes (its
+/// continuing_subword_prefix) left out, as the crate builds it.
 pub(super) fn merge_table(
     merges: &Value,
     id_of: impl Fn(&str) -> Option<u32>,
+    prefix_len: usize,
 ) -> Result<MergeTable, String> {
     let merges = merges.as_array().ok_or("model.merges is not a list")?;
-    let capacity = (2 * merges.len()).next_power_of_two().max(2);
-    let mut slots = vec![GtPairSlot::default(); capacity];
-    let mut merged_of_rank = Vec::with_capacity(merges.len());
+    if merges.len() >= kernels::PAIR_RANK_LIMIT as usize {
+        return Err(format!(
+            "{} merges: the fast engine's merge table holds fewer than {}",
+            merges.len(),
+            kernels::PAIR_RANK_LIMIT
+        ));
+    }
+    let mut pairs = Vec::with_capacity(merges.len());
     let mut joined = String::new();
-    for (rank, merge) in merges.iter().enumerate() {
+    for merge in merges {
         let (a, b) = merge_parts(merge)?;
         joined.clear();
         joined.push_str(a);
-        joined.push_str(b);
+        joined.push_str(
+            b.get(prefix_len..)
+                .ok_or("a merge is shorter than the subword prefix")?,
+        );
         let (Some(ia), Some(ib), Some(im)) = (id_of(a), id_of(b), id_of(&joined)) else {
             return Err(format!(
                 "merge {a:?} {b:?} uses tokens outside the vocabulary"
             ));
         };
-        kernels::pair_insert(&mut slots, (ia, ib), rank as u32, im);
-        merged_of_rank.push(im);
+        if ia.max(ib).max(im) >= kernels::PAIR_ID_LIMIT {
+            return Err(format!(
+                "token ids from {} on do not fit the fast engine's merge table",
+                kernels::PAIR_ID_LIMIT
+            ));
+        }
+        pairs.push((ia, ib, im));
     }
+    let ids_are_ranks = pairs.windows(2).all(|w| w[0].2 < w[1].2);
+    let capacity = (2 * pairs.len()).next_power_of_two().max(2);
+    let mut slots = crate::memory_hints::filled(capacity, GtPairSlot::default());
+    for (rank, &(ia, ib, im)) in pairs.iter().enumerate() {
+        let value = if ids_are_ranks { im } else { rank as u32 };
+        kernels::pair_insert(&mut slots, (ia, ib), value);
+    }
+    let merged_of_rank = match ids_are_ranks {
+        true => Vec::new(),
+        false => pairs.iter().map(|&(_, _, im)| im).collect(),
+    };
     Ok(MergeTable {
         slots,
         merged_of_rank,
@@ -611,26 +1123,55 @@ pub(super) fn merge_parts(merge: &Value) -> Result<(&str, &str), String> {
     }
 }
 
-fn added_tokens(tokens: &Value, forms: &[NormalForm]) -> Result<Option<AhoCorasick>, String> {
-    let mut texts: Vec<String> = Vec::new();
-    for token in tokens.as_array().map(Vec::as_slice).unwrap_or_default() {
-        let Some(content) = token["content"].as_str().filter(|c| !c.is_empty()) else {
-            continue;
-        };
-        texts.push(content.to_string());
-        for form in forms {
-            texts.push(match form {
-                NormalForm::Nfc => content.nfc().map(|(c, _)| c).collect(),
-                NormalForm::Nfkc => content.nfkc().map(|(c, _)| c).collect(),
-            });
-        }
-    }
-    if texts.is_empty() {
-        return Ok(None);
-    }
-    AhoCorasick::new(&texts)
-        .map(Some)
-        .map_err(|e| format!("cannot index the added tokens: {e}"))
+/// The automaton over every added token's text, and the normalized tokens'.
+type AddedAutomata = (Option<AhoCorasick>, Option<NormalizedAdded>);
+
+fn added_tokens(tokens: &Value, normalizer: &PieceNormalizer) -> Result<AddedAutomata, String> {
+    let items = tokens.as_array().map(Vec::as_slice).unwrap_or_default();
+    let texts: Vec<&str> = items
+        .iter()
+        .filter_map(|token| token["content"].as_str().filter(|c| !c.is_empty()))
+        .collect();
+    let automaton = match texts.is_empty() {
+        true => None,
+        false => Some(
+            AhoCorasick::new(&texts).map_err(|e| format!("cannot index the added tokens: {e}"))?,
+        ),
+    };
+    Ok((automaton, NormalizedAdded::from_spec(tokens, normalizer)?))
+}
+
+/// Isolated steps over `patterns` run by `engine`, and their kernel chain
+/// (which points into the steps).
+/// The Split steps of one pre-tokenizer of tokenizer.json (`Sequence`s
+/// flattened), and their kernel chain when no step needs Oniguruma (for
+/// tests and `_core.split_words`; the chain points into the steps).
+pub fn plan_steps(
+    spec: &Value,
+    engine: Engine,
+) -> Result<(Vec<SplitStep>, Option<GtChain>), String> {
+    let mut steps = Vec::new();
+    pre_tokenizer_steps(spec, engine, &mut steps)?;
+    let kernel: Option<Vec<GtChainStep>> = steps.iter().map(SplitStep::kernel_step).collect();
+    let chain = kernel.and_then(|k| GtChain::new(&k));
+    Ok((steps, chain))
+}
+
+#[cfg(test)]
+pub(crate) fn chain_of(patterns: &[&str], engine: Engine) -> (Vec<SplitStep>, GtChain) {
+    let steps: Vec<SplitStep> = patterns
+        .iter()
+        .map(|p| SplitStep::for_pattern(p, Behavior::Isolated, false, engine).unwrap())
+        .collect();
+    let kernel: Vec<GtChainStep> = steps.iter().map(|s| s.kernel_step().unwrap()).collect();
+    let chain = GtChain::new(&kernel).unwrap();
+    (steps, chain)
+}
+
+/// The pattern text of scanner `id`.
+#[cfg(test)]
+pub(crate) fn pattern_of(id: u32) -> &'static str {
+    SCANNERS.iter().find(|(_, i)| *i == id).unwrap().0
 }
 
 #[cfg(test)]
@@ -721,64 +1262,6 @@ mod tests {
         assert_eq!(encode(&p, "é東"), expected);
     }
 
-    /// For the scanners that match every character, Split(Removed, invert)
-    /// gives the words of Split(Isolated); for the others it does not (it drops
-    /// what they do not match), which is why only the first are accepted.
-    #[test]
-    fn inverted_removal_equals_isolation_exactly_for_covering_scanners() {
-        use tokenizers::pre_tokenizers::split::{Split, SplitPattern};
-        use tokenizers::{
-            OffsetReferential, OffsetType, PreTokenizedString, PreTokenizer, SplitDelimiterBehavior,
-        };
-        let words = |step: &Split, text: &str| {
-            let mut pieces = PreTokenizedString::from(text);
-            step.pre_tokenize(&mut pieces).unwrap();
-            pieces
-                .get_splits(OffsetReferential::Original, OffsetType::Byte)
-                .iter()
-                .map(|(_, offsets, _)| *offsets)
-                .collect::<Vec<_>>()
-        };
-        let mut texts = crate::test_texts::sample_texts(6);
-        texts.push("5 \u{301}x 東".into());
-        for (pattern, id) in SCANNERS {
-            let split = |behavior, invert| {
-                let p = SplitPattern::Regex(pattern.into());
-                Split::new(p, behavior, invert).unwrap()
-            };
-            let isolated = split(SplitDelimiterBehavior::Isolated, false);
-            let removed = split(SplitDelimiterBehavior::Removed, true);
-            let same = texts
-                .iter()
-                .all(|text| words(&isolated, text) == words(&removed, text));
-            assert_eq!(same, COVERS_EVERY_CHAR.contains(&id), "scanner {id}");
-        }
-        let spec = |behavior: &str, invert: bool, pattern: &str| serde_json::json!({"type": "Split", "pattern": {"Regex": pattern}, "behavior": behavior, "invert": invert});
-        // The covering scanner's inverted removal is its isolation (the device's
-        // scanner chain); any other spelling keeps its own behaviour (CPU only).
-        let scanner = |step: SplitStep| matches!(step, SplitStep::Scanner(_));
-        assert!(scanner(
-            split_step(&spec("Removed", true, SCANNERS[1].0)).unwrap()
-        ));
-        for (behavior, invert, id) in [
-            ("Removed", true, 4),
-            ("Removed", false, 1),
-            ("Isolated", true, 1),
-        ] {
-            let step = split_step(&spec(behavior, invert, SCANNERS[id].0)).unwrap();
-            assert!(
-                matches!(step, SplitStep::Behaved { .. }),
-                "{behavior} {invert} {id}"
-            );
-        }
-        assert!(split_step(&spec("Sideways", false, SCANNERS[1].0)).is_err());
-    }
-
-    /// The pattern text of scanner `id`.
-    fn pattern_of(id: u32) -> &'static str {
-        SCANNERS.iter().find(|(_, i)| *i == id).unwrap().0
-    }
-
     /// Each hand-written scanner finds exactly the matches of the crate's
     /// regex (Oniguruma, the pattern as tokenizer.json writes it), and each
     /// chain of scanners splits into exactly the words of the crate's
@@ -807,28 +1290,34 @@ mod tests {
         }
         let chains: [&[u32]; 5] = [&[1], &[2], &[3], &[4], &[5, 6, 7]];
         for chain in chains {
-            let splits = GtSplits::new(chain).unwrap();
-            let steps = chain
-                .iter()
-                .map(|&id| {
-                    let pattern = SplitPattern::Regex(pattern_of(id).into());
-                    Split::new(pattern, SplitDelimiterBehavior::Isolated, false)
-                        .unwrap()
-                        .into()
-                })
-                .collect();
-            let crate_steps = Sequence::new(steps);
-            for text in &texts {
-                let mut pieces = PreTokenizedString::from(text.as_str());
-                crate_steps.pre_tokenize(&mut pieces).unwrap();
-                let expected: Vec<(usize, usize)> = pieces
-                    .get_splits(OffsetReferential::Original, OffsetType::Byte)
-                    .iter()
-                    .map(|(_, offsets, _)| *offsets)
-                    .collect();
-                let mut got = Vec::new();
-                kernels::split_words(&splits, text, &mut |start, end| got.push((start, end)));
-                assert_eq!(got, expected, "chain {chain:?} on {text:?}");
+            for engine in [Engine::Scanner, Engine::Compiled] {
+                let patterns: Vec<&str> = chain.iter().map(|&id| pattern_of(id)).collect();
+                let (_steps, kernel_chain) = chain_of(&patterns, engine);
+                let crate_steps = Sequence::new(
+                    patterns
+                        .iter()
+                        .map(|&p| {
+                            let pattern = SplitPattern::Regex(p.into());
+                            Split::new(pattern, SplitDelimiterBehavior::Isolated, false)
+                                .unwrap()
+                                .into()
+                        })
+                        .collect(),
+                );
+                for text in &texts {
+                    let mut pieces = PreTokenizedString::from(text.as_str());
+                    crate_steps.pre_tokenize(&mut pieces).unwrap();
+                    let expected: Vec<(usize, usize)> = pieces
+                        .get_splits(OffsetReferential::Original, OffsetType::Byte)
+                        .iter()
+                        .map(|(_, offsets, _)| *offsets)
+                        .collect();
+                    let mut got = Vec::new();
+                    kernels::chain_words(&kernel_chain, text, &mut |start, end| {
+                        got.push((start, end))
+                    });
+                    assert_eq!(got, expected, "chain {chain:?} ({engine:?}) on {text:?}");
+                }
             }
         }
     }
@@ -839,6 +1328,101 @@ mod tests {
         assert!(ByteLevelPlan::build(&spec)
             .err()
             .unwrap()
-            .contains("Lowercase"));
+            .contains("pre-tokenizer"));
+    }
+
+    /// The oracle's rule written plainly: merge the lowest-ranked pair,
+    /// leftmost on ties, until none merges.
+    fn reference(p: &ByteLevelPlan, merges: &[&str], word: &[u8]) -> Vec<u32> {
+        let id = |t: &str| {
+            p.vocab_words
+                .iter()
+                .find(|(b, _)| b.as_slice() == t.as_bytes())
+                .unwrap()
+                .1
+        };
+        let table: std::collections::HashMap<(u32, u32), (usize, u32)> = merges
+            .iter()
+            .enumerate()
+            .map(|(rank, m)| {
+                let (a, b) = m.split_once(' ').unwrap();
+                ((id(a), id(b)), (rank, id(&format!("{a}{b}"))))
+            })
+            .collect();
+        let mut ids: Vec<u32> = word
+            .iter()
+            .map(|&b| p.model().byte_ids[b as usize])
+            .collect();
+        loop {
+            let best = (0..ids.len().saturating_sub(1))
+                .filter_map(|i| {
+                    table
+                        .get(&(ids[i], ids[i + 1]))
+                        .map(|&(rank, made)| (rank, i, made))
+                })
+                .min();
+            let Some((_, i, made)) = best else { return ids };
+            ids[i] = made;
+            ids.remove(i + 1);
+        }
+    }
+
+    #[test]
+    fn words_merged_in_turns_match_one_by_one_and_the_plain_rule() {
+        // Chains of merges over "abc" (and "x", which never merges), words of
+        // 1..=200 bytes: past GT_SHORT_MERGE (32) and GT_TURN_MAX (128), so
+        // the short merge, the turns and the queue all meet the plain rule.
+        // Tokens listed in merge order (the slots hold merged ids), then in
+        // the reverse order (the slots hold ranks).
+        let merges = [
+            "a b", "b c", "a a", "c a", "ab c", "aa b", "bc a", "abc a", "aa aa", "ca b", "x x",
+        ];
+        let tokens = [
+            "ab", "bc", "aa", "ca", "abc", "aab", "bca", "abca", "aaaa", "cab", "xx",
+        ];
+        let reversed: Vec<&str> = tokens.iter().rev().copied().collect();
+        for extra in [tokens.as_slice(), reversed.as_slice()] {
+            let p = plan(extra, &merges, false);
+            let mut seed = 36u64;
+            let mut text = Vec::new();
+            let mut spans = Vec::new();
+            for n in (1..=200).chain(1..=200) {
+                let start = text.len();
+                for _ in 0..n {
+                    seed = seed
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    text.push(b"aaabbcx"[(seed >> 33) as usize % 7]);
+                }
+                spans.push((start, text.len()));
+            }
+            let (mut ids, mut counts) = (Vec::new(), Vec::new());
+            let mut scratch = Scratch::default();
+            crate::kernels::bpe_words(
+                p.model(),
+                usize::MAX,
+                &text,
+                &spans,
+                &mut scratch,
+                &mut ids,
+                &mut counts,
+            );
+            let mut at = 0;
+            for (&(start, end), &count) in spans.iter().zip(&counts) {
+                let word = &text[start..end];
+                let got = &ids[at..at + count as usize];
+                at += count as usize;
+                let mut one = Vec::new();
+                bpe_word(p.model(), word, &mut scratch, &mut one);
+                assert_eq!(got, one.as_slice(), "{:?}", std::str::from_utf8(word));
+                assert_eq!(
+                    one,
+                    reference(&p, &merges, word),
+                    "{:?}",
+                    std::str::from_utf8(word)
+                );
+            }
+            assert_eq!(at, ids.len());
+        }
     }
 }

@@ -41,9 +41,12 @@ pub struct Words {
 }
 
 impl Words {
-    /// The pre-tokenizer of tokenizer.json's `pre_tokenizer` value, or why it is not one.
-    pub fn from_spec(pre: &Value) -> Result<Words, String> {
-        let items: Vec<&Value> = match pre {
+    /// The pre-tokenizer of tokenizer.json's `pre_tokenizer` value after its
+    /// `normalizer`, or why it is not one. A `Split` at the start whose
+    /// pattern the normalizer erases (`normalize::erases`) splits nothing and
+    /// is left out (Gemma: `Split(" ")` after `Replace(" ", "▁")`).
+    pub fn from_spec(pre: &Value, normalizer: &Value) -> Result<Words, String> {
+        let mut items: Vec<&Value> = match pre {
             Value::Null => Vec::new(),
             p if p["type"] == "Sequence" => p["pretokenizers"]
                 .as_array()
@@ -52,6 +55,15 @@ impl Words {
                 .collect(),
             p => vec![p],
         };
+        let splits_nothing = |item: &Value| {
+            item["type"] == "Split"
+                && !item["invert"].as_bool().unwrap_or(false)
+                && item["pattern"]["String"]
+                    .as_str()
+                    .is_some_and(|p| super::normalize::erases(normalizer, p))
+        };
+        let leading = items.iter().take_while(|item| splits_nothing(item)).count();
+        items.drain(..leading);
         let mut words = Words {
             whitespace_split: false,
             metaspace: None,
@@ -77,9 +89,10 @@ impl Words {
                 }
                 _ => {
                     return Err(format!(
-                        "pre-tokenizer {}: covered are [WhitespaceSplit,] Metaspace or none",
-                        super::describe(pre)
-                    ))
+                    "pre-tokenizer {}: covered are [WhitespaceSplit,] Metaspace, none, or a Split \
+                         the normalizer leaves nothing to split",
+                    super::describe(pre)
+                ))
                 }
             }
         }
@@ -261,15 +274,30 @@ mod tests {
         let whitespace_last = serde_json::json!({"type": "Sequence", "pretokenizers": [
             {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always", "split": true},
             {"type": "WhitespaceSplit"}]});
-        assert!(Words::from_spec(&whitespace_last).is_err());
-        assert!(Words::from_spec(&serde_json::json!({"type": "Whitespace"})).is_err());
+        assert!(Words::from_spec(&whitespace_last, &Value::Null).is_err());
+        assert!(
+            Words::from_spec(&serde_json::json!({"type": "Whitespace"}), &Value::Null).is_err()
+        );
+    }
+
+    #[test]
+    fn a_split_the_normalizer_leaves_nothing_to_split_is_no_step() {
+        let split = serde_json::json!({"type": "Split", "pattern": {"String": " "},
+                                       "behavior": "MergedWithPrevious", "invert": false});
+        let replace =
+            serde_json::json!({"type": "Replace", "pattern": {"String": " "}, "content": "▁"});
+        assert!(Words::from_spec(&split, &replace).unwrap().is_identity());
+        assert!(Words::from_spec(&split, &Value::Null).is_err());
+        let mut inverted = split.clone();
+        inverted["invert"] = true.into();
+        assert!(Words::from_spec(&inverted, &replace).is_err());
     }
 
     #[test]
     fn words_follow_each_prepend_scheme() {
         let words = |spec: Value, text: &str, first: bool| {
             let mut out = Vec::new();
-            Words::from_spec(&spec)
+            Words::from_spec(&spec, &Value::Null)
                 .unwrap()
                 .each(text, first, |w| out.push(w.to_string()));
             out

@@ -13,6 +13,7 @@ pub mod char_table;
 pub mod metaspace;
 pub mod normal_form;
 pub mod normalize;
+pub mod regex;
 pub mod spm;
 pub mod unicode;
 pub mod unigram;
@@ -63,7 +64,9 @@ impl FastPlan {
             // BPE without a pre-tokenizer, or with Metaspace, is
             // SentencePiece-style (the crate's BPE over characters); with
             // another, byte-level.
-            _ if metaspace::Words::from_spec(&spec["pre_tokenizer"]).is_ok() => {
+            _ if metaspace::Words::from_spec(&spec["pre_tokenizer"], &spec["normalizer"])
+                .is_ok() =>
+            {
                 spm::SpmPlan::build(spec).map(FastPlan::SentencePiece)
             }
             _ => bytelevel::ByteLevelPlan::build(spec).map(FastPlan::ByteLevel),
@@ -76,6 +79,21 @@ impl FastPlan {
             FastPlan::ByteLevel(plan) => Some(plan),
             FastPlan::SentencePiece(_) | FastPlan::WordPiece(_) | FastPlan::Unigram(_) => None,
         }
+    }
+
+    /// This plan with other added tokens (tokenizer.json's `added_tokens`, as
+    /// the crate serializes them), for the same model, normalizer and
+    /// pre-tokenizer: the tables are shared, only the added tokens' split is
+    /// built (`Tokenizer.add_tokens`). Ids still to resolve, as after `build`.
+    pub fn with_added_tokens(&self, added_tokens: &Value) -> Result<FastPlan, String> {
+        Ok(match self {
+            FastPlan::ByteLevel(plan) => FastPlan::ByteLevel(plan.with_added_tokens(added_tokens)?),
+            FastPlan::SentencePiece(plan) => {
+                FastPlan::SentencePiece(plan.with_added_tokens(added_tokens)?)
+            }
+            FastPlan::WordPiece(plan) => FastPlan::WordPiece(plan.with_added_tokens(added_tokens)?),
+            FastPlan::Unigram(plan) => FastPlan::Unigram(plan.with_added_tokens(added_tokens)?),
+        })
     }
 
     /// Gives the plan's plain added tokens the crate's ids (`id_of`).
@@ -95,17 +113,19 @@ impl FastPlan {
     fn describe(&self) -> [String; 3] {
         match self {
             FastPlan::ByteLevel(plan) => [
-                "quick check, then the crate's own normalization tables only where the text changes".into(),
+                format!("per piece between added tokens, with the crate's alignments for offsets: {}",
+                        plan.normalizer.describe()),
                 plan.describe_splits(),
-                "byte-level BPE kernel (cuda/gt_bpe.cuh) with a per-thread word cache; offsets too, unless \
-                 the normalizer changes the text"
-                    .into(),
+                match plan.one_token_per_byte() {
+                    true => "byte-level BPE kernel (cuda/gt_bpe.cuh) with a per-thread word cache; offsets too",
+                    false => "BPE over each word's byte-level characters with affixes, byte fallback and the \
+                              unknown token (cuda/gt_spm.cuh), a per-thread word cache; offsets too (CPU)",
+                }
+                .into(),
             ],
             FastPlan::SentencePiece(plan) => [
-                "per piece between added tokens: Prepend and string Replace (with the crate's alignments \
-                 for offsets), other steps the crate's own (offsets then through the crate's \
-                 normalizer and pre-tokenizer around the fast model)"
-                    .into(),
+                format!("per piece between added tokens, with the crate's alignments for offsets: {}",
+                        plan.describe_normalizer()),
                 plan.describe(),
                 "BPE kernel over characters with byte fallback (cuda/gt_spm.cuh) and a per-thread word cache"
                     .into(),
@@ -119,9 +139,8 @@ impl FastPlan {
                     .into(),
             ],
             FastPlan::Unigram(plan) => [
-                "per piece between added tokens: Precompiled and collapsed spaces (with the crate's \
-                 alignments for offsets), other steps the crate's own (offsets then through the crate's \
-                 normalizer and pre-tokenizer around the fast model)".into(),
+                format!("per piece between added tokens, with the crate's alignments for offsets: {}",
+                        plan.describe_normalizer()),
                 plan.describe(),
                 "Unigram Viterbi kernel (cuda/gt_unigram.cuh) over a hash of tokens and their prefixes, \
                  with a per-thread word cache"
@@ -329,6 +348,49 @@ pub struct PlainAdded {
     contents: Vec<String>,
 }
 
+/// The added tokens the crate matches in each normalized piece
+/// (`normalized`): an automaton over their texts and normalized texts. A
+/// piece whose normalized text holds one is split there by the crate, so the
+/// plans leave it to the exact path (a superset: the text itself counts too).
+pub struct NormalizedAdded(AhoCorasick);
+
+impl NormalizedAdded {
+    /// The automaton for tokenizer.json's `added_tokens` under `normalizer`;
+    /// None when none is normalized, an error when the normalizer fails on one.
+    pub fn from_spec(
+        tokens: &Value,
+        normalizer: &normalize::PieceNormalizer,
+    ) -> Result<Option<NormalizedAdded>, String> {
+        let mut texts = Vec::new();
+        for token in tokens.as_array().map(Vec::as_slice).unwrap_or_default() {
+            let Some(content) = token["content"].as_str().filter(|c| !c.is_empty()) else {
+                continue;
+            };
+            if !token["normalized"].as_bool().unwrap_or(false) {
+                continue;
+            }
+            texts.push(content.to_string());
+            match normalizer.normalize(content) {
+                Some(form) if !form.is_empty() => texts.push(form.into_owned()),
+                Some(_) => {}
+                None => return Err("the normalizer fails on an added token".into()),
+            }
+        }
+        match texts.is_empty() {
+            true => Ok(None),
+            false => AhoCorasick::new(&texts)
+                .map(|ac| Some(NormalizedAdded(ac)))
+                .map_err(|e| format!("cannot index the added tokens: {e}")),
+        }
+    }
+
+    /// True when `normalized` (a piece after the normalizer) holds one of
+    /// the tokens (`this` None: there are none).
+    pub fn held_in(this: Option<&NormalizedAdded>, normalized: &str) -> bool {
+        this.is_some_and(|added| added.0.is_match(normalized))
+    }
+}
+
 /// A piece of a text split at added tokens: its text, its byte span, and for
 /// an added token its (id, text).
 pub type Piece<'t> = (&'t str, (usize, usize), Option<(u32, &'t str)>);
@@ -337,23 +399,53 @@ impl PlainAdded {
     /// The automaton for tokenizer.json's `added_tokens`; None when any is
     /// not plain (or there are none). Ids come from [`PlainAdded::resolve`].
     pub fn from_spec(tokens: &Value) -> Option<PlainAdded> {
-        Self::build(tokens, false)
+        Self::build(tokens, false, false)
     }
 
     /// As [`PlainAdded::from_spec`], but tokens that strip spaces or match
     /// single words (and are not normalized) are allowed: texts holding one
     /// go to the exact path (`PlainAdded::split` gives None for them).
     pub fn with_irregular(tokens: &Value) -> Option<PlainAdded> {
-        Self::build(tokens, true)
+        Self::build(tokens, true, false)
     }
 
-    fn build(tokens: &Value, allow_irregular: bool) -> Option<PlainAdded> {
+    /// The split of a per-word plan (SentencePiece BPE, Unigram, WordPiece)
+    /// at the tokens the crate matches in the original text: as
+    /// [`PlainAdded::with_irregular`], without the `normalized` tokens (the
+    /// crate matches those in each normalized piece afterwards: see
+    /// [`NormalizedAdded`]); or why the plan cannot take these tokens.
+    pub fn for_word_plan(tokens: &Value) -> Result<Option<PlainAdded>, String> {
+        let plain = Self::build(tokens, true, true);
+        let matched_first = |token: &&Value| !token["normalized"].as_bool().unwrap_or(false);
+        let any = tokens
+            .as_array()
+            .is_some_and(|a| a.iter().any(|t| matched_first(&t)));
+        if plain.is_none() && any {
+            return Err("added tokens with an empty or repeated text".into());
+        }
+        Ok(plain)
+    }
+
+    /// Why a plan that normalizes inside its kernel (WordPiece: the host
+    /// never sees the normalized text) cannot take `normalized` tokens.
+    pub fn refuse_normalized(tokens: &Value) -> Result<(), String> {
+        let items = tokens.as_array().map(Vec::as_slice).unwrap_or_default();
+        let normalized = |token: &Value| token["normalized"].as_bool() == Some(true);
+        match items.iter().any(normalized) {
+            true => Err("added tokens that are normalized (its kernel normalizes)".into()),
+            false => Ok(()),
+        }
+    }
+
+    fn build(tokens: &Value, allow_irregular: bool, skip_normalized: bool) -> Option<PlainAdded> {
         let (mut contents, mut irregular) = (Vec::new(), Vec::new());
         for token in tokens.as_array()? {
             let flag = |key: &str| token[key].as_bool().unwrap_or(false);
             let content = token["content"].as_str().filter(|c| !c.is_empty())?;
-            if flag("normalized") {
-                return None;
+            match flag("normalized") {
+                true if skip_normalized => continue,
+                true => return None,
+                false => {}
             }
             match ["single_word", "lstrip", "rstrip"].iter().any(|k| flag(k)) {
                 true if allow_irregular => irregular.push(content.to_string()),

@@ -1,10 +1,10 @@
 //! The fast plan for SentencePiece-style BPE (Llama-2, Mistral, Gemma): a
-//! normalizer run per piece ([`PieceNormalizer`]: `Prepend` and string
-//! `Replace` steps, `"▁"` before the text and spaces as `"▁"`, without
-//! alignments; any other step the crate's own), or none and a `Metaspace`
+//! normalizer run per piece ([`PieceNormalizer`], any normalizer, with the
+//! crate's alignments for offsets; Llama-2's `Prepend` and `Replace` put
+//! `"▁"` before the text and for spaces), or none and a `Metaspace`
 //! pre-tokenizer doing the same (the newer conversions; [`Words`]), and a
-//! BPE model over characters
-//! with `byte_fallback`, `fuse_unk` and `ignore_merges` (`GtSpmModel`,
+//! BPE model over characters with `byte_fallback`, `fuse_unk`,
+//! `ignore_merges` and the affixes (`GtSpmModel`,
 //! cuda/gt_spm.cuh: the crate's own BPE rule, for any BPE without a
 //! pre-tokenizer).
 //!
@@ -19,15 +19,39 @@
 //! space as "▁" (`device_views`, `device_piece`), so the host does not rewrite
 //! the text.
 
-use super::bytelevel::{check_bpe_model, merge_table, MergeTable};
+use super::bytelevel::{affixes, check_bpe_model, merge_table, MergeTable};
 use super::metaspace::Words;
 use super::normalize::{Aligns, PieceNormalizer};
-use super::{DevicePiece, PlainAdded};
-use crate::kernels::{self, BytesTable, GtPairSlot, GtPairTable, GtSpmCuts, GtSpmModel, NONE};
+use super::{DevicePiece, NormalizedAdded, PlainAdded};
+use crate::kernels::{
+    self, BytesTable, GtPairSlot, GtPairTable, GtSpmCuts, GtSpmModel, AFFIX_MAX, NONE,
+};
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde_json::Value;
+use std::sync::Arc;
 
+/// The plan: its tables (shared by the tokenizers that differ only in their
+/// added tokens; read through `Deref`) and the split of its added tokens.
 pub struct SpmPlan {
+    shared: Arc<SpmTables>,
+    /// When every added token is plain: the crate's split, without its alignments.
+    pub plain_added: Option<PlainAdded>,
+    /// The added tokens matched after the normalizer: a piece holding one
+    /// goes to the exact path (`normalize` gives None).
+    normalized_added: Option<NormalizedAdded>,
+}
+
+impl std::ops::Deref for SpmPlan {
+    type Target = SpmTables;
+
+    fn deref(&self) -> &SpmTables {
+        &self.shared
+    }
+}
+
+/// What the plan builds from the model, normalizer and pre-tokenizer: the
+/// same for every set of added tokens ([`SpmPlan::with_added_tokens`]).
+pub struct SpmTables {
     normalizer: PieceNormalizer,
     /// The pre-tokenizer's words (one per piece without one).
     pub words: Words,
@@ -39,30 +63,25 @@ pub struct SpmPlan {
     spaces_as: Option<(char, bool)>,
     /// Owned here: `model` points into them (merges, vocabulary).
     tables: (MergeTable, BytesTable),
-    /// When every added token is plain: the crate's split, without its alignments.
-    pub plain_added: Option<PlainAdded>,
     description: String,
 }
 
 // SAFETY: `model` holds pointers into the tables owned alongside it, never
 // mutated after construction; reading them from many threads is safe.
-unsafe impl Send for SpmPlan {}
+unsafe impl Send for SpmTables {}
 // SAFETY: as above.
-unsafe impl Sync for SpmPlan {}
+unsafe impl Sync for SpmTables {}
 
 impl SpmPlan {
     /// The plan, or why this tokenizer is not for it.
     pub fn build(spec: &Value) -> Result<Self, String> {
-        let words = Words::from_spec(&spec["pre_tokenizer"])?;
+        let words = Words::from_spec(&spec["pre_tokenizer"], &spec["normalizer"])?;
         let normalizer = PieceNormalizer::from_spec(&spec["normalizer"])?;
         words.check_normalizer(&normalizer)?;
         let model = &spec["model"];
         check_bpe_model(model)?;
-        let added = &spec["added_tokens"];
-        let plain_added = PlainAdded::with_irregular(added);
-        if plain_added.is_none() && added.as_array().is_some_and(|a| !a.is_empty()) {
-            return Err("added tokens that are normalized".into());
-        }
+        let plain_added = PlainAdded::for_word_plan(&spec["added_tokens"])?;
+        let normalized_added = NormalizedAdded::from_spec(&spec["added_tokens"], &normalizer)?;
         let vocab = model["vocab"]
             .as_object()
             .ok_or("model.vocab is not a map")?;
@@ -74,7 +93,8 @@ impl SpmPlan {
             return Err("a vocabulary id is not a u32".into());
         }
         let id_of = |token: &str| ids.get(token).copied();
-        let merges = merge_table(&model["merges"], id_of)?;
+        let (prefix, suffix) = affixes(model);
+        let merges = merge_table(&model["merges"], id_of, prefix.len())?;
         let unk_id = match model["unk_token"].as_str() {
             Some(unk) => id_of(unk)
                 .ok_or("the unknown token is not in the vocabulary (the crate reports it)")?,
@@ -95,7 +115,17 @@ impl SpmPlan {
             .filter(|&id| id != NONE)
             .collect();
         let every_byte = byte_ids.iter().all(|&id| id != NONE);
-        let cuts = Cuts::proven(&ids, &model["merges"], &special, ignore_merges, every_byte);
+        // With affixes a cut would make a new first and last character, which
+        // the model reads with other affixes: no cut.
+        let cuts = match (prefix, suffix) {
+            ("", "") => Cuts::proven(&ids, &model["merges"], &special, ignore_merges, every_byte),
+            _ => None,
+        };
+        let affix = |text: &str| {
+            let mut bytes = [0u8; AFFIX_MAX];
+            bytes[..text.len()].copy_from_slice(text.as_bytes());
+            bytes
+        };
         let model = GtSpmModel {
             merges: merges.view(),
             vocab: table.view(),
@@ -106,6 +136,10 @@ impl SpmPlan {
             space_len: 0,
             space_utf8: [0; 4],
             _pad: 0,
+            prefix_len: prefix.len() as u32,
+            suffix_len: suffix.len() as u32,
+            prefix: affix(prefix),
+            suffix: affix(suffix),
         };
         // The device reads spaces as the normalizer's replacement, which must be
         // a token (so one byte never becomes several byte-fallback ids), and
@@ -119,21 +153,34 @@ impl SpmPlan {
         };
         let description = match cuts {
             Some(_) => format!(
-                "{split}; words cut between two characters no token joins (no merge can span them)"
+                "{split}; words cut between two characters no merge can join (proved from the merges)"
             ),
             None => format!(
-                "{split}; each word whole (ignore_merges, or merges over byte-fallback tokens)"
+                "{split}; each word whole (ignore_merges, affixes, or merges over byte-fallback tokens)"
             ),
         };
-        Ok(SpmPlan {
+        let shared = Arc::new(SpmTables {
             normalizer,
             words,
             cuts,
             model,
             spaces_as,
             tables: (merges, table),
-            plain_added,
             description,
+        });
+        Ok(SpmPlan {
+            shared,
+            plain_added,
+            normalized_added,
+        })
+    }
+
+    /// This plan with other added tokens: the tables shared, the split built.
+    pub fn with_added_tokens(&self, added_tokens: &Value) -> Result<Self, String> {
+        Ok(SpmPlan {
+            shared: Arc::clone(&self.shared),
+            plain_added: PlainAdded::for_word_plan(added_tokens)?,
+            normalized_added: NormalizedAdded::from_spec(added_tokens, &self.normalizer)?,
         })
     }
 
@@ -145,6 +192,22 @@ impl SpmPlan {
     /// Where pieces are cut into words (disabled when no cut is proven).
     pub fn cuts_view(&self) -> GtSpmCuts {
         self.cuts.as_ref().map_or(GtSpmCuts::disabled(), Cuts::view)
+    }
+
+    /// True when a device can encode the words: each byte gives at most one
+    /// id (no affixes, whose byte fallback can give more).
+    pub fn runs_on_device(&self) -> bool {
+        self.model.prefix_len == 0 && self.model.suffix_len == 0
+    }
+
+    /// How the normalizer runs, for `tok.plan`.
+    pub fn describe_normalizer(&self) -> String {
+        match self.spaces_as {
+            Some(_) => {
+                "Prepend and Replace of spaces, read as the text is (cuda/gt_spm.cuh)".into()
+            }
+            None => self.normalizer.describe(),
+        }
     }
 
     /// The model and cuts for text from `device_piece` (spaces read as the
@@ -165,6 +228,10 @@ impl SpmPlan {
     /// here. None when the normalizer fails (the exact path reports it).
     pub fn device_piece<'t>(&self, piece: &'t str) -> Option<DevicePiece<'t>> {
         let (text, spaced) = match self.spaces_as {
+            // With normalized added tokens the host normalizes to look for them.
+            Some(_) if self.normalized_added.is_some() && self.normalize(piece).is_none() => {
+                return None
+            }
             Some((_, prepend)) => (piece.into(), prepend && !piece.is_empty()),
             None => (self.normalize(piece)?, false),
         };
@@ -177,15 +244,21 @@ impl SpmPlan {
     }
 
     /// A piece of text (between added tokens) after the normalizer; None
-    /// when the normalizer fails (the exact path reports it).
+    /// when the normalizer fails (the exact path reports it) or writes text
+    /// holding a normalized added token (the crate splits it there).
     pub fn normalize<'t>(&self, piece: &'t str) -> Option<std::borrow::Cow<'t, str>> {
-        self.normalizer.normalize(piece)
+        let normalized = self.normalizer.normalize(piece)?;
+        let held = NormalizedAdded::held_in(self.normalized_added.as_ref(), &normalized);
+        (!held).then_some(normalized)
     }
 
     /// A piece normalized with its alignments, when the normalizer can give
-    /// them (`PieceNormalizer::normalize_aligned`).
+    /// them (`PieceNormalizer::normalize_aligned`) and the text holds no
+    /// normalized added token.
     pub fn normalize_aligned(&self, piece: &str) -> Option<(String, Aligns)> {
-        self.normalizer.normalize_aligned(piece)
+        let (normalized, align) = self.normalizer.normalize_aligned(piece)?;
+        let held = NormalizedAdded::held_in(self.normalized_added.as_ref(), &normalized);
+        (!held).then_some((normalized, align))
     }
 
     /// How the plan normalizes and splits, for `tok.plan`.
@@ -202,19 +275,24 @@ impl SpmPlan {
 /// Where the BPE of a normalized piece can be cut into independent words.
 ///
 /// Why a cut between characters `a` and `b` is exact when both are tokens of
-/// their own and no token has `a` then `b` inside it: every symbol then
-/// starts as the token of one character (no byte fallback, no unknown token,
-/// so nothing fuses across the cut), and a merged symbol is the token whose
-/// text is its two parts' text, as long as no merge takes a byte-fallback or
-/// unknown token as a part (checked). A symbol spanning the cut would be a
-/// token holding `ab`. Not with `ignore_merges`: the crate looks up the whole
+/// their own and no token the merges can build has `a` then `b` inside it:
+/// every symbol then starts as the token of one character (no byte fallback,
+/// no unknown token, so nothing fuses across the cut), and a merged symbol
+/// is the token whose text is its two parts' text, as long as no merge takes
+/// a byte-fallback or unknown token as a part (checked). So every symbol is
+/// a token the merges build from single characters (`reachable`: found by
+/// applying every merge whose parts are built, until none adds one; tokens
+/// the vocabulary has but no merge builds, such as Gemma's HTML tags and
+/// runs of "▁", do not count), and a symbol spanning the cut would be one
+/// holding `ab`. Not with `ignore_merges`: the crate looks up the whole
 /// piece, and a word found whole in the vocabulary might not be.
 ///
 /// With byte fallback for every byte, a character that is not a token is cut
 /// off on both sides too: it becomes `<0xXX>` tokens, which no merge takes
 /// (checked), and it never becomes the unknown token, which could fuse.
 pub struct Cuts {
-    /// `GtSpmCuts.bits`: ASCII pairs adjacent inside a token, then the
+    /// `GtSpmCuts.bits`: ASCII pairs no word ends between (adjacent inside
+    /// a token, or, unless `unknown_alone`, one is not a token), then the
     /// characters that are tokens (one bit per code point up to the highest).
     bits: Vec<u32>,
     /// The other pairs adjacent inside a token, by code point.
@@ -247,15 +325,32 @@ impl Cuts {
             bits[i / 32] |= 1 << (i % 32);
         };
         let mut bits = vec![0; ASCII_WORDS];
-        let mut joined = FxHashSet::default();
+        let mut reachable: FxHashSet<String> = FxHashSet::default();
         for (token, id) in ids {
-            if special.contains(id) {
-                continue;
-            }
             let mut chars = token.chars();
-            if let (Some(c), None) = (chars.next(), chars.next()) {
+            if let (Some(c), None, false) = (chars.next(), chars.next(), special.contains(id)) {
                 set(&mut bits, ASCII_WORDS * 32 + c as usize);
+                reachable.insert(token.to_string());
             }
+        }
+        let parts: Vec<(&str, &str)> = merges
+            .as_array()?
+            .iter()
+            .filter_map(|merge| super::bytelevel::merge_parts(merge).ok())
+            .collect();
+        loop {
+            let before = reachable.len();
+            for (a, b) in &parts {
+                if reachable.contains(*a) && reachable.contains(*b) {
+                    reachable.insert(format!("{a}{b}"));
+                }
+            }
+            if reachable.len() == before {
+                break;
+            }
+        }
+        let mut joined = FxHashSet::default();
+        for token in &reachable {
             for (a, b) in token.chars().zip(token.chars().skip(1)) {
                 match a.is_ascii() && b.is_ascii() {
                     true => set(&mut bits, a as usize * 128 + b as usize),
@@ -263,9 +358,24 @@ impl Cuts {
                 }
             }
         }
+        // An ASCII pair's bit is the whole answer (`gt_spm_cut_between`): a
+        // pair with a character that is not a token is joined too, unless
+        // such characters are cut off (their bits are never set above:
+        // every character of a reachable token is a token).
+        let known = |bits: &[u32], c: usize| {
+            let i = ASCII_WORDS * 32 + c;
+            bits.get(i / 32).is_some_and(|w| (w >> (i % 32)) & 1 == 1)
+        };
+        let pairs = (0..128).flat_map(|a| (0..128).map(move |b| (a, b)));
+        for (a, b) in pairs.filter(|_| !every_byte) {
+            let both_tokens = known(&bits, a) && known(&bits, b);
+            if !both_tokens {
+                set(&mut bits, a * 128 + b);
+            }
+        }
         let mut slots = vec![GtPairSlot::default(); (2 * joined.len()).next_power_of_two().max(2)];
         for pair in joined {
-            kernels::pair_insert(&mut slots, pair, 0, 0);
+            kernels::pair_insert(&mut slots, pair, 0);
         }
         Some(Cuts {
             bits,
@@ -323,6 +433,11 @@ mod tests {
         let merges = serde_json::json!(["▁ a", "a b", "東 京"]);
         let special = [9, 10];
         let cuts = Cuts::proven(&ids, &merges, &special, false, false).unwrap();
+        // A token no merge builds joins nothing.
+        let mut with_unreachable = ids.clone();
+        with_unreachable.insert("b▁c", 11);
+        let unreachable = Cuts::proven(&with_unreachable, &merges, &special, false, false).unwrap();
+        assert!(unreachable.between('b', '▁') && unreachable.between('▁', 'c'));
         assert!(!cuts.between('▁', 'a') && !cuts.between('a', 'b') && !cuts.between('東', '京'));
         assert!(cuts.between('b', '▁') && cuts.between('b', 'c') && cuts.between('京', 'a'));
         assert!(

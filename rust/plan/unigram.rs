@@ -17,12 +17,34 @@
 
 use super::metaspace::Words;
 use super::normalize::{Aligns, PieceNormalizer};
-use super::{DevicePiece, PlainAdded};
+use super::{DevicePiece, NormalizedAdded, PlainAdded};
 use crate::kernels::{BytesTable, GtUnigramModel, NONE};
 use rustc_hash::FxHashMap;
 use serde_json::Value;
+use std::sync::Arc;
 
+/// The plan: its tables (shared by the tokenizers that differ only in their
+/// added tokens; read through `Deref`) and the split of its added tokens.
 pub struct UnigramPlan {
+    shared: Arc<UnigramTables>,
+    /// When every added token is plain: the crate's split, without its alignments.
+    pub plain_added: Option<PlainAdded>,
+    /// The added tokens matched after the normalizer: a piece holding one
+    /// goes to the exact path (`normalize` gives None).
+    normalized_added: Option<NormalizedAdded>,
+}
+
+impl std::ops::Deref for UnigramPlan {
+    type Target = UnigramTables;
+
+    fn deref(&self) -> &UnigramTables {
+        &self.shared
+    }
+}
+
+/// What the plan builds from the model, normalizer and pre-tokenizer: the
+/// same for every set of added tokens ([`UnigramPlan::with_added_tokens`]).
+pub struct UnigramTables {
     normalizer: PieceNormalizer,
     words: Words,
     model: GtUnigramModel,
@@ -31,29 +53,24 @@ pub struct UnigramPlan {
     device_lead: Option<char>,
     /// Owned here: `model` points into them.
     tables: (BytesTable, Vec<f64>),
-    /// When every added token is plain: the crate's split, without its alignments.
-    pub plain_added: Option<PlainAdded>,
     description: String,
 }
 
 // SAFETY: `model` holds pointers into the tables owned alongside it, never
 // mutated after construction; reading them from many threads is safe.
-unsafe impl Send for UnigramPlan {}
+unsafe impl Send for UnigramTables {}
 // SAFETY: as above.
-unsafe impl Sync for UnigramPlan {}
+unsafe impl Sync for UnigramTables {}
 
 impl UnigramPlan {
     /// The plan, or why this tokenizer is not for it.
     pub fn build(spec: &Value) -> Result<Self, String> {
         let model = &spec["model"];
         let normalizer = PieceNormalizer::from_spec(&spec["normalizer"])?;
-        let words = Words::from_spec(&spec["pre_tokenizer"])?;
+        let words = Words::from_spec(&spec["pre_tokenizer"], &spec["normalizer"])?;
         words.check_normalizer(&normalizer)?;
-        let added = &spec["added_tokens"];
-        let plain_added = PlainAdded::with_irregular(added);
-        if plain_added.is_none() && added.as_array().is_some_and(|a| !a.is_empty()) {
-            return Err("added tokens that are normalized".into());
-        }
+        let plain_added = PlainAdded::for_word_plan(&spec["added_tokens"])?;
+        let normalized_added = NormalizedAdded::from_spec(&spec["added_tokens"], &normalizer)?;
         let (table, scores, unk_score) = pieces(&model["vocab"])?;
         let unk_id = match &model["unk_id"] {
             Value::Null => NONE,
@@ -99,15 +116,33 @@ impl UnigramPlan {
             "{}; each word's Viterbi path through the per-thread word cache",
             super::describe(&spec["pre_tokenizer"])
         );
-        Ok(UnigramPlan {
+        let shared = Arc::new(UnigramTables {
             normalizer,
             words,
             model,
             device_lead,
             tables: (table, scores),
-            plain_added,
             description,
+        });
+        Ok(UnigramPlan {
+            shared,
+            plain_added,
+            normalized_added,
         })
+    }
+
+    /// This plan with other added tokens: the tables shared, the split built.
+    pub fn with_added_tokens(&self, added_tokens: &Value) -> Result<Self, String> {
+        Ok(UnigramPlan {
+            shared: Arc::clone(&self.shared),
+            plain_added: PlainAdded::for_word_plan(added_tokens)?,
+            normalized_added: NormalizedAdded::from_spec(added_tokens, &self.normalizer)?,
+        })
+    }
+
+    /// How the normalizer runs, for `tok.plan`.
+    pub fn describe_normalizer(&self) -> String {
+        self.normalizer.describe()
     }
 
     /// The C view of the tables.
@@ -147,6 +182,10 @@ impl UnigramPlan {
         // The device cuts only whitespace-separated words: whitespace the
         // normalizer turns into whitespace can stay as it is.
         let text = match self.normalizer.keeps_whitespace_words() {
+            // With normalized added tokens the host normalizes to look for them.
+            true if self.normalized_added.is_some() && self.normalize(piece).is_none() => {
+                return None
+            }
             true => self.normalizer.normalize_for_whitespace_words(piece),
             false => self.normalize(piece)?,
         };
@@ -160,9 +199,12 @@ impl UnigramPlan {
     }
 
     /// A piece of text (between added tokens) after the normalizer; None
-    /// when the normalizer fails (the exact path reports it).
+    /// when the normalizer fails (the exact path reports it) or writes text
+    /// holding a normalized added token (the crate splits it there).
     pub fn normalize<'t>(&self, piece: &'t str) -> Option<std::borrow::Cow<'t, str>> {
-        self.normalizer.normalize(piece)
+        let normalized = self.normalizer.normalize(piece)?;
+        let held = NormalizedAdded::held_in(self.normalized_added.as_ref(), &normalized);
+        (!held).then_some(normalized)
     }
 
     /// The words of a normalized piece that starts the original text
@@ -172,9 +214,12 @@ impl UnigramPlan {
     }
 
     /// A piece normalized with its alignments, when the normalizer can give
-    /// them (`PieceNormalizer::normalize_aligned`).
+    /// them (`PieceNormalizer::normalize_aligned`) and the text holds no
+    /// normalized added token.
     pub fn normalize_aligned(&self, piece: &str) -> Option<(String, Aligns)> {
-        self.normalizer.normalize_aligned(piece)
+        let (normalized, align) = self.normalizer.normalize_aligned(piece)?;
+        let held = NormalizedAdded::held_in(self.normalized_added.as_ref(), &normalized);
+        (!held).then_some((normalized, align))
     }
 
     /// [`UnigramPlan::words`] with each word's alignments.

@@ -5,28 +5,44 @@
 //! hashes of the vocabulary (whole tokens; continuing pieces without their
 //! prefix).
 
-use super::char_table::{BertOptions, CharTable, Splitter};
+use super::char_table::{CharStep, CharTable, Splitter};
 use super::PlainAdded;
 use crate::kernels::{BytesTable, GtWordPieceModel};
 use serde_json::Value;
 use std::sync::Arc;
 
+/// The plan: its tables (shared by the tokenizers that differ only in their
+/// added tokens; read through `Deref`) and the split of its added tokens.
 pub struct WordPiecePlan {
+    shared: Arc<WordPieceTables>,
+    /// When every added token is plain: the crate's split, without its alignments.
+    pub plain_added: Option<PlainAdded>,
+}
+
+impl std::ops::Deref for WordPiecePlan {
+    type Target = WordPieceTables;
+
+    fn deref(&self) -> &WordPieceTables {
+        &self.shared
+    }
+}
+
+/// What the plan builds from the model, normalizer and pre-tokenizer: the
+/// same for every set of added tokens ([`WordPiecePlan::with_added_tokens`]).
+pub struct WordPieceTables {
     chars: Arc<CharTable>,
     /// The hashes of whole tokens and of continuing pieces, owned here: `model` points into them.
     vocab_tables: [BytesTable; 2],
     /// Points into `chars` and the vocabulary tables.
     model: GtWordPieceModel,
-    /// When every added token is plain: the crate's split, without its alignments.
-    pub plain_added: Option<PlainAdded>,
     description: String,
 }
 
 // SAFETY: `model` holds pointers into the tables owned alongside it, never
 // mutated after construction; reading them from many threads is safe.
-unsafe impl Send for WordPiecePlan {}
+unsafe impl Send for WordPieceTables {}
 // SAFETY: as above.
-unsafe impl Sync for WordPiecePlan {}
+unsafe impl Sync for WordPieceTables {}
 
 impl WordPiecePlan {
     /// The plan, or why this tokenizer is not for it.
@@ -35,7 +51,7 @@ impl WordPiecePlan {
         if model["type"] != "WordPiece" {
             return Err("the model is not WordPiece".into());
         }
-        let normalizer = bert_options(&spec["normalizer"])?;
+        let normalizer = char_steps(&spec["normalizer"])?;
         let splitter = match spec["pre_tokenizer"]["type"].as_str() {
             Some("BertPreTokenizer") => Splitter::Bert,
             Some("WhitespaceSplit") => Splitter::Whitespace,
@@ -46,11 +62,8 @@ impl WordPiecePlan {
             ))
             }
         };
-        let added = &spec["added_tokens"];
-        let plain_added = PlainAdded::with_irregular(added);
-        if plain_added.is_none() && added.as_array().is_some_and(|a| !a.is_empty()) {
-            return Err("added tokens that are normalized".into());
-        }
+        PlainAdded::refuse_normalized(&spec["added_tokens"])?;
+        let plain_added = PlainAdded::for_word_plan(&spec["added_tokens"])?;
         let vocab = model["vocab"]
             .as_object()
             .ok_or("the WordPiece vocabulary is not a map")?;
@@ -73,7 +86,8 @@ impl WordPiecePlan {
         let longest =
             |entries: &[(&[u8], u32)]| entries.iter().map(|e| e.0.len()).max().unwrap_or(0);
         let (first_max, rest_max) = (longest(&tokens), longest(&rest));
-        let chars = CharTable::shared(normalizer, splitter);
+        let chars = CharTable::shared(&normalizer, splitter)
+            .map_err(|why| format!("normalizer {}: {why}", super::describe(&spec["normalizer"])))?;
         let first = BytesTable::build(tokens.into_iter());
         let rest = BytesTable::build(rest.into_iter());
         let model = GtWordPieceModel {
@@ -89,12 +103,24 @@ impl WordPiecePlan {
             "{} as classes in the per-code-point table (cuda/gt_wordpiece.cuh)",
             super::describe(&spec["pre_tokenizer"]),
         );
-        Ok(WordPiecePlan {
+        let shared = Arc::new(WordPieceTables {
             chars,
             vocab_tables: [first, rest],
             model,
-            plain_added,
             description,
+        });
+        Ok(WordPiecePlan {
+            shared,
+            plain_added,
+        })
+    }
+
+    /// This plan with other added tokens: the tables shared, the split built.
+    pub fn with_added_tokens(&self, added_tokens: &Value) -> Result<Self, String> {
+        PlainAdded::refuse_normalized(added_tokens)?;
+        Ok(WordPiecePlan {
+            shared: Arc::clone(&self.shared),
+            plain_added: PlainAdded::for_word_plan(added_tokens)?,
         })
     }
 
@@ -158,24 +184,29 @@ impl WordPiecePlan {
     }
 }
 
-/// `BertNormalizer`'s options (None for no normalizer), with the crate's
-/// defaults for fields left out.
-fn bert_options(normalizer: &Value) -> Result<Option<BertOptions>, String> {
-    if normalizer.is_null() {
-        return Ok(None);
-    }
-    if normalizer["type"] != "BertNormalizer" {
-        return Err(format!(
-            "normalizer {}: the WordPiece plan covers BertNormalizer",
-            super::describe(normalizer)
-        ));
-    }
-    let flag = |key: &str, default: bool| normalizer[key].as_bool().unwrap_or(default);
-    let lowercase = flag("lowercase", true);
-    Ok(Some(BertOptions {
-        clean_text: flag("clean_text", true),
-        handle_chinese_chars: flag("handle_chinese_chars", true),
-        strip_accents: normalizer["strip_accents"].as_bool().unwrap_or(lowercase),
-        lowercase,
-    }))
+/// The normalizer as per-code-point steps (none for no normalizer): any
+/// normalizer whose every step maps code points on their own
+/// (`CharStep`), composed into one table.
+fn char_steps(normalizer: &Value) -> Result<Vec<CharStep>, String> {
+    let items: Vec<&Value> = match normalizer {
+        Value::Null => Vec::new(),
+        n if n["type"] == "Sequence" => n["normalizers"]
+            .as_array()
+            .ok_or("unreadable normalizer Sequence")?
+            .iter()
+            .collect(),
+        n => vec![n],
+    };
+    items
+        .into_iter()
+        .map(|item| {
+            CharStep::from_spec(item).ok_or_else(|| {
+                format!(
+                    "normalizer {}: the WordPiece plan covers normalizers that map each code point \
+                     on its own (BertNormalizer, Lowercase, StripAccents, NFD...)",
+                    super::describe(normalizer)
+                )
+            })
+        })
+        .collect()
 }

@@ -11,7 +11,7 @@ use crate::error::Result;
 use crate::layout::{narrow, Batch, Dtype};
 use crate::memory;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3::types::PyDict;
 use std::sync::Arc;
 
 /// A packed batch of encodings.
@@ -221,25 +221,11 @@ impl CoreBatch {
         })
         .map_err(|err| to_py(py, err))?;
         let out = PyDict::new(py);
+        let _paused = super::lists::GcPause::new(py);
         for (name, buffer) in &self.fields {
             let values = buffer.values()?;
-            let k = per_token(name);
-            let rows = starts
-                .windows(2)
-                .map(|w| {
-                    let row = &values[k * w[0] as usize..k * w[1] as usize];
-                    if k == 2 {
-                        let pairs = row
-                            .chunks_exact(2)
-                            .map(|p| PyTuple::new(py, [p[0], p[1]]))
-                            .collect::<PyResult<Vec<_>>>()?;
-                        PyList::new(py, pairs)
-                    } else {
-                        PyList::new(py, row)
-                    }
-                })
-                .collect::<PyResult<Vec<_>>>()?;
-            out.set_item(*name, PyList::new(py, rows)?)?;
+            let rows = super::lists::rows(py, &values, &self.host_row_starts, per_token(name))?;
+            out.set_item(*name, rows)?;
         }
         Ok(out)
     }

@@ -6,6 +6,7 @@ use crate::kernels::sources;
 use crate::pool;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
+use std::collections::HashMap;
 use std::path::PathBuf;
 
 /// Version and compiled-in features of the native core.
@@ -85,11 +86,59 @@ pub fn emulator_releases_for_tests() -> Vec<(usize, Vec<u64>)> {
         .collect()
 }
 
+/// For the device cost model (benches/device_model.py): the process's
+/// emulator launches since the last call, oldest first, as (kernel, counts:
+/// sectors read and written, threads, working threads, tail, atomics, the
+/// most atomics on one word, untracked atomics). Empty unless
+/// `GPU_TOK_DEVICE_COUNTS=1` was set before the emulator's first use.
+#[pyfunction]
+pub fn emulator_launch_counts(py: Python<'_>) -> PyResult<Vec<(String, HashMap<String, u64>)>> {
+    let device = crate::cuda::emulator::device().map_err(|err| super::errors::to_py(py, err))?;
+    Ok(device
+        .driver
+        .take_launch_counts()
+        .into_iter()
+        .map(|c| {
+            let name = c.kernel.map_or("", |k| k.name()).to_string();
+            let fields = [
+                ("read_sectors", c.read_sectors),
+                ("write_sectors", c.write_sectors),
+                ("threads", c.threads),
+                ("working", c.working),
+                ("tail", c.tail),
+                ("atomics", c.atomics),
+                ("same_address_max", c.same_address_max()),
+                ("atomics_untracked", c.atomics_untracked),
+            ];
+            (
+                name,
+                fields
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v))
+                    .collect(),
+            )
+        })
+        .collect())
+}
+
+/// The shares long words are merged with (`gt_bpe_rounds`): (CPU backend,
+/// devices). Sets those given first, for tests that run each backend with the
+/// other's schedule; returns the shares before. Results never depend on them.
+#[pyfunction]
+#[pyo3(signature = (host=None, device=None))]
+pub fn long_word_round_shares_for_tests(
+    host: Option<u32>,
+    device: Option<u32>,
+) -> PyResult<(u32, u32)> {
+    crate::kernels::set_round_shares(host, device).map_err(pyo3::exceptions::PyValueError::new_err)
+}
+
 /// Sets up CUDA device `ordinal` for the batch kernels (context, kernels
 /// compiled or loaded from the cache) and describes it.
 #[pyfunction]
 pub fn cuda_device(py: Python<'_>, ordinal: usize) -> PyResult<Bound<'_, PyDict>> {
-    let gpu = detach_work(py, || crate::cuda::driver::gpu(ordinal))?;
+    let device = detach_work(py, || crate::cuda::driver::gpu(ordinal))?;
+    let gpu = &device.driver;
     let d = PyDict::new(py);
     d.set_item("ordinal", gpu.ordinal)?;
     d.set_item("name", &gpu.name)?;

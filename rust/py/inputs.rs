@@ -43,6 +43,24 @@ pub fn texts<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Vec<Bound<'py
         .collect()
 }
 
+/// The UTF-8 of a few strings (one text, a row's words), borrowed as CPython
+/// gives it under the GIL; a lone surrogate gets an `InvalidInputError`.
+/// Batches of texts take `Texts::utf8`, off the GIL where the build allows.
+pub fn utf8<'a>(
+    py: Python<'_>,
+    strings: &'a [Bound<'_, PyString>],
+    what: &str,
+) -> PyResult<Vec<&'a str>> {
+    strings
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            s.to_str()
+                .map_err(|err| errors::to_py(py, utf8::not_text(what, i, err.value(py))))
+        })
+        .collect()
+}
+
 fn type_name(obj: &Bound<'_, PyAny>) -> String {
     obj.get_type()
         .name()
@@ -73,10 +91,10 @@ impl<'py> Texts<'py> {
     }
 
     /// The UTF-8 of every text (`Utf8Texts::strs`): Arrow's as it is,
-    /// Python strings' through `utf8::utf8`.
+    /// Python strings' through `utf8::of_strings`.
     pub fn utf8(&self, py: Python<'_>, what: &str) -> PyResult<Utf8Texts<'_>> {
         match self {
-            Texts::Python(v) => utf8::utf8(py, v, what),
+            Texts::Python(v) => utf8::of_strings(py, v, what),
             Texts::Arrow(a) => Ok(Utf8Texts::borrowed(&a.rows)),
         }
     }

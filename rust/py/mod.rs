@@ -5,9 +5,15 @@
 
 mod arrow;
 mod batch;
+mod compat;
+mod decode;
+mod encode_one;
 mod errors;
 mod info;
 mod inputs;
+mod lists;
+mod maps;
+mod pretok;
 mod settings;
 mod tensor;
 mod tokenizer;
@@ -24,6 +30,11 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<settings::Truncation>()?;
     m.add_class::<settings::Padding>()?;
     m.add_function(wrap_pyfunction!(errors::check_memory, m)?)?;
+    m.add_class::<maps::CoreMaps>()?;
+    m.add_function(wrap_pyfunction!(maps::encode_rich, m)?)?;
+    m.add_function(wrap_pyfunction!(decode::decode_rows, m)?)?;
+    m.add_function(wrap_pyfunction!(compat::added_token_flags, m)?)?;
+    m.add_function(wrap_pyfunction!(compat::save_model, m)?)?;
     m.add_function(wrap_pyfunction!(info::build_info, m)?)?;
     m.add_function(wrap_pyfunction!(info::cuda_probe, m)?)?;
     m.add_function(wrap_pyfunction!(info::num_threads, m)?)?;
@@ -37,6 +48,10 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(info::cuda_initialised_before_fork, m)?)?;
     m.add_function(wrap_pyfunction!(info::note_cuda_initialised_for_tests, m)?)?;
     m.add_function(wrap_pyfunction!(info::emulator_releases_for_tests, m)?)?;
+    m.add_function(wrap_pyfunction!(info::emulator_launch_counts, m)?)?;
+    m.add_function(wrap_pyfunction!(info::long_word_round_shares_for_tests, m)?)?;
+    m.add_function(wrap_pyfunction!(pretok::split_words, m)?)?;
+    m.add_function(wrap_pyfunction!(pretok::time_split, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -3,6 +3,8 @@
 //! and tokenizer.json defaults into them (`gpu_tok._settings`); the core only
 //! ever receives valid ones, as the `tokenizers` crate's own parameter types.
 
+use crate::engine::Settings;
+use crate::layout::{Dtype, Outputs};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
@@ -275,5 +277,44 @@ impl From<&PaddingParams> for Padding {
                 ..params.clone()
             },
         }
+    }
+}
+
+/// The engine's settings for one call, from the keyword arguments that
+/// `CoreTokenizer.encode_batch` and `encode_rich` share; and the dtype.
+#[allow(clippy::too_many_arguments)]
+pub fn call_settings(
+    add_special_tokens: bool,
+    truncation: Option<PyRef<'_, Truncation>>,
+    padding: Option<PyRef<'_, Padding>>,
+    attention_mask: bool,
+    type_ids: bool,
+    special_tokens_mask: bool,
+    offsets: bool,
+    dtype: &str,
+) -> PyResult<(Settings, Dtype)> {
+    let dtype = Dtype::parse(dtype).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let settings = Settings {
+        add_special_tokens,
+        truncation: truncation.map(|t| t.params.clone()),
+        padding: padding.map(|p| p.params.clone()),
+        outputs: Outputs {
+            attention_mask,
+            type_ids,
+            special_tokens_mask,
+            offsets,
+            dtype,
+        },
+    };
+    Ok((settings, dtype))
+}
+
+/// A ValueError unless `text_pair` (when given) has as many rows as `texts`.
+pub fn check_pairs(texts: usize, pairs: Option<usize>) -> PyResult<()> {
+    match pairs {
+        Some(pairs) if pairs != texts => Err(PyValueError::new_err(format!(
+            "text_pair has {pairs} items but texts has {texts}; they must match"
+        ))),
+        _ => Ok(()),
     }
 }

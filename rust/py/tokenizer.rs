@@ -5,16 +5,15 @@
 use super::batch::CoreBatch;
 use super::errors::detach_work;
 use super::inputs;
-use super::settings::{Padding, Truncation};
+use super::settings::{call_settings, check_pairs, Padding, Truncation};
 use crate::cuda::driver;
 use crate::cuda::emulator::Emulator;
-use crate::engine::{Engine, Settings};
+use crate::engine::Engine;
 use crate::error::Error;
-use crate::layout::{Dtype, Outputs};
 use crate::plan;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::{PyDict, PyList, PyString};
 use std::sync::Arc;
 
 /// The backend a call runs on.
@@ -48,17 +47,24 @@ impl Backend {
 }
 
 /// A loaded tokenizer (immutable).
-#[pyclass(frozen, module = "gpu_tok._core")]
+#[pyclass(frozen, weakref, module = "gpu_tok._core")]
 pub struct CoreTokenizer {
     engine: Arc<Engine>,
 }
 
 #[pymethods]
 impl CoreTokenizer {
-    /// Builds a tokenizer from the text of a tokenizer.json (GIL released while parsing).
+    /// Builds a tokenizer from the text of a tokenizer.json (GIL released while
+    /// parsing). `keep_added_ids`: the text is this module's own `to_json`,
+    /// whose added tokens keep their ids (the crate's loader renumbers the
+    /// ones past an id gap).
     #[staticmethod]
-    fn from_str(py: Python<'_>, json: &str) -> PyResult<Self> {
-        let engine = detach_work(py, || Engine::from_json(json))?;
+    #[pyo3(signature = (json, keep_added_ids=false))]
+    fn from_str(py: Python<'_>, json: &str, keep_added_ids: bool) -> PyResult<Self> {
+        let engine = detach_work(py, || match keep_added_ids {
+            true => Engine::from_own_json(json),
+            false => Engine::from_json(json),
+        })?;
         Ok(CoreTokenizer {
             engine: Arc::new(engine),
         })
@@ -94,20 +100,21 @@ impl CoreTokenizer {
         if chunk_bytes == Some(0) {
             return Err(PyValueError::new_err("chunk_bytes must be positive"));
         }
-        let dtype = Dtype::parse(dtype).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let (settings, dtype) = call_settings(
+            add_special_tokens,
+            truncation,
+            padding,
+            attention_mask,
+            type_ids,
+            special_tokens_mask,
+            offsets,
+            dtype,
+        )?;
         let firsts = inputs::Texts::read(texts, "texts")?;
         let seconds = pairs
             .map(|p| inputs::Texts::read(p, "text_pair"))
             .transpose()?;
-        if let Some(seconds) = &seconds {
-            if seconds.len() != firsts.len() {
-                return Err(PyValueError::new_err(format!(
-                    "text_pair has {} items but texts has {}; they must match",
-                    seconds.len(),
-                    firsts.len()
-                )));
-            }
-        }
+        check_pairs(firsts.len(), seconds.as_ref().map(|s| s.len()))?;
         let first_utf8 = firsts.utf8(py, "texts")?;
         let second_utf8 = seconds
             .as_ref()
@@ -122,18 +129,6 @@ impl CoreTokenizer {
                 .map(|(a, b)| (*a, Some(*b)))
                 .collect(),
             None => first_strs.iter().map(|a| (*a, None)).collect(),
-        };
-        let settings = Settings {
-            add_special_tokens,
-            truncation: truncation.map(|t| t.params.clone()),
-            padding: padding.map(|p| p.params.clone()),
-            outputs: Outputs {
-                attention_mask,
-                type_ids,
-                special_tokens_mask,
-                offsets,
-                dtype,
-            },
         };
         let engine = &self.engine;
         match backend {
@@ -159,6 +154,18 @@ impl CoreTokenizer {
         }
     }
 
+    /// The ids of one text as a list, on the calling thread: what
+    /// `encode_batch([text], add_special_tokens=...)` gives as its only row
+    /// with no truncation or padding (`encode_one`).
+    fn encode_ids<'py>(
+        &self,
+        py: Python<'py>,
+        text: &Bound<'py, PyString>,
+        add_special_tokens: bool,
+    ) -> PyResult<Bound<'py, PyList>> {
+        super::encode_one::encode_ids(py, &self.engine, text, add_special_tokens)
+    }
+
     /// Truncation stored in tokenizer.json, or None.
     fn file_truncation(&self) -> Option<Truncation> {
         self.engine.file_truncation().map(Truncation::from)
@@ -173,6 +180,22 @@ impl CoreTokenizer {
     fn to_json(&self, py: Python<'_>) -> PyResult<String> {
         let engine = &self.engine;
         detach_work(py, || engine.to_json())
+    }
+
+    /// This tokenizer with tokens added (a JSON list of `added_tokens`
+    /// entries without ids: content and the five flags), as the crate's
+    /// `add_tokens` adds them, and how many were added (GIL released).
+    fn with_added_tokens(&self, py: Python<'_>, tokens: &str) -> PyResult<(Self, usize)> {
+        let tokens: Vec<tokenizers::AddedToken> = serde_json::from_str(tokens)
+            .map_err(|err| PyValueError::new_err(format!("unreadable added tokens: {err}")))?;
+        let engine = &self.engine;
+        let (engine, added) = detach_work(py, || engine.with_added_tokens(tokens))?;
+        Ok((
+            CoreTokenizer {
+                engine: Arc::new(engine),
+            },
+            added,
+        ))
     }
 
     /// Special tokens the post-processor adds to one sequence or a pair.
@@ -262,6 +285,23 @@ impl CoreTokenizer {
         tokens
     }
 
+    /// The share of `texts` the fast path encodes whole, with or without
+    /// offsets (the rest take the exact path): for the form census and tests.
+    /// A text the crate panics on (its added-token split can) is not fast:
+    /// the exact path raises for it.
+    #[pyo3(signature = (texts, offsets=false))]
+    fn fast_path_share(&self, py: Python<'_>, texts: Vec<String>, offsets: bool) -> f64 {
+        if texts.is_empty() {
+            return 1.0;
+        }
+        let takes_fast_path = |text: &String| {
+            let ask = || self.engine.takes_fast_path(text, offsets);
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(ask)).unwrap_or(false)
+        };
+        let fast = py.detach(|| texts.iter().filter(|text| takes_fast_path(text)).count());
+        fast as f64 / texts.len() as f64
+    }
+
     /// Per stage: (stage, component, path, reason). See `plan`.
     fn plan(&self) -> Vec<(String, String, String, String)> {
         self.engine
@@ -277,5 +317,12 @@ impl CoreTokenizer {
                 )
             })
             .collect()
+    }
+}
+
+impl CoreTokenizer {
+    /// The engine (for the core's other Python functions).
+    pub(super) fn engine(&self) -> &Arc<Engine> {
+        &self.engine
     }
 }

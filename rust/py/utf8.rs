@@ -52,7 +52,7 @@ impl<'a> Utf8Texts<'a> {
 }
 
 /// The error for `what[i]`, a string with no UTF-8 form (a lone surrogate).
-fn not_text(what: &str, i: usize, why: impl std::fmt::Display) -> crate::error::Error {
+pub(super) fn not_text(what: &str, i: usize, why: impl std::fmt::Display) -> crate::error::Error {
     crate::error::Error::InvalidArgument(format!(
         "{what}[{i}] cannot be encoded as UTF-8 ({why}); lone surrogates are not text"
     ))
@@ -61,7 +61,7 @@ fn not_text(what: &str, i: usize, why: impl std::fmt::Display) -> crate::error::
 /// The UTF-8 of `strings`; a lone surrogate gets an `InvalidInputError`
 /// naming the first string that has one.
 #[cfg(feature = "abi3")]
-pub fn utf8<'a>(
+pub fn of_strings<'a>(
     py: Python<'_>,
     strings: &'a [Bound<'_, PyString>],
     what: &str,
@@ -83,7 +83,7 @@ pub fn utf8<'a>(
 /// The UTF-8 of `strings`; a lone surrogate gets an `InvalidInputError`
 /// naming the first string that has one.
 #[cfg(not(feature = "abi3"))]
-pub fn utf8<'a>(
+pub fn of_strings<'a>(
     py: Python<'_>,
     strings: &'a [Bound<'_, PyString>],
     what: &str,

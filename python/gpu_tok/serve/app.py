@@ -3,7 +3,7 @@ socket), limits, and the start / graceful stop of the whole service (its
 binary listeners, `binary.py`, included).
 
 Handlers only read, check and answer; the work goes through the `Batcher` to
-the `Engine` on worker threads. Every error is a JSON body
+`MergedCalls` on worker threads. Every error is a JSON body
 `{"error": "...", "status": N}`, malformed HTTP included: 400 malformed
 request, 404/405 unknown route, 408 a head or body that did not arrive in
 time, 413 body over `max_request_bytes` or output over `max_request_cells`,
@@ -35,12 +35,13 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from .. import _wire
-from ..tokenizer import Tokenizer
+from .._info import info
+from ..compat.tokenizer import Tokenizer
+from . import _wire
 from .batcher import Batcher, QueueFull
 from .binary import BinaryListener
+from .calls import EncodeJob, MergedCalls
 from .connections import Connections, Watched
-from .engine import EncodeJob, Engine
 from .metrics import Metrics
 from .protocol import NO_COST, BadRequest, Cost, DecodeParser, EncodeParser, failure
 
@@ -240,7 +241,7 @@ class Service:
     def __init__(self, tok: Tokenizer, config: ServeConfig, tokenizer_source: str | None = None) -> None:
         self.config = config
         self.tok = tok
-        self.engine = Engine(tok, config.device)
+        self.calls = MergedCalls(tok, config.device)
         self.parse_encode = EncodeParser(tok, config.max_request_cells)
         self.parse_decode = DecodeParser(tok)
         self.metrics = Metrics(lambda: self.batcher.queued, config.max_queue)
@@ -255,20 +256,19 @@ class Service:
         self._info = self._make_info(tokenizer_source)
         self._runner: web.AppRunner | None = None
         self._servers: list[asyncio.AbstractServer] = []  # the HTTP listeners
-        self.binary = BinaryListener(self)
+        self.binary = BinaryListener(self.batcher, self.metrics, self.parse_encode, self.connections,
+                                     max_frame=config.max_request_bytes, timeout_s=config.timeout_s)
         self._own_sockets: list[tuple[str, int, int]] = []  # socket files we made: path, device, inode
         self._reads: set[asyncio.Future[bytes]] = set()  # bodies still arriving (a drain stops waiting for them)
 
     def _run_batch(self, key: tuple[str, Any], payloads: list[Any]) -> list[Any]:
         kind, options = key
         if kind == "encode":
-            return self.engine.encode(options, payloads)
-        return self.engine.decode(options, payloads)
+            return self.calls.encode(options, payloads)
+        return self.calls.decode(options, payloads)
 
     def _make_info(self, source: str | None) -> dict[str, Any]:
-        import gpu_tok
-
-        report = gpu_tok.info(self.tok, probe_cuda=self.config.device != "cpu")
+        report = info(self.tok, probe_cuda=self.config.device != "cpu")
         config = asdict(self.config)
         if not self.config.info_paths:  # where files are is nobody's business but the operator's
             source = _elide(source, 2)

@@ -38,7 +38,7 @@ class QueueFull(Exception):
 
 
 @dataclass(slots=True)
-class _Job:
+class _Queued:
     payload: Any
     size: int
     texts: int
@@ -56,14 +56,14 @@ class _Budget:
     rows: int = 0
     widest: int | None = None
 
-    def add(self, job: _Job, sign: int = 1) -> None:
+    def add(self, job: _Queued, sign: int = 1) -> None:
         self.size += sign * job.size
         self.cells += sign * job.cost.cells
         self.rows += sign * job.cost.rows
         if sign > 0 and job.cost.widest is not None:  # a group's widest only grows while it waits
             self.widest = max(self.widest or 0, job.cost.widest)
 
-    def cells_with(self, job: _Job) -> int:
+    def cells_with(self, job: _Queued) -> int:
         """The batch's cells once `job` is added."""
         widest = self.widest if job.cost.widest is None else max(self.widest or 0, job.cost.widest)
         return merged_cells(self.rows + job.cost.rows, widest, self.cells + job.cost.cells)
@@ -71,7 +71,7 @@ class _Budget:
 
 @dataclass(slots=True)
 class _Group:
-    jobs: deque[_Job] = field(default_factory=deque)
+    jobs: deque[_Queued] = field(default_factory=deque)
     budget: _Budget = field(default_factory=_Budget)
 
 
@@ -116,7 +116,7 @@ class Batcher:
         if group is None:
             group = self._groups[key] = _Group()
             self._wakeup.set()  # a group to wait for (the dispatcher may be waiting for any)
-        job = _Job(payload, size, texts, future, time.monotonic(), cost)
+        job = _Queued(payload, size, texts, future, time.monotonic(), cost)
         group.jobs.append(job)
         group.budget.add(job)
         self._queued += 1
@@ -151,7 +151,7 @@ class Batcher:
             self._running.add(task)
             task.add_done_callback(self._running.discard)
 
-    async def _next_batch(self) -> tuple[Hashable, list[_Job]] | None:
+    async def _next_batch(self) -> tuple[Hashable, list[_Queued]] | None:
         """Waits until a group is due, and takes up to `max_batch_bytes` of it."""
         while True:
             self._drop_cancelled()
@@ -172,8 +172,8 @@ class Batcher:
                 continue
             return key, self._take(key, group)
 
-    def _take(self, key: Hashable, group: _Group) -> list[_Job]:
-        jobs: list[_Job] = []
+    def _take(self, key: Hashable, group: _Group) -> list[_Queued]:
+        jobs: list[_Queued] = []
         batch = _Budget()
         while group.jobs and (not jobs or (batch.size + group.jobs[0].size <= self._max_batch_bytes
                                            and batch.cells_with(group.jobs[0]) <= self._max_batch_cells)):
@@ -197,7 +197,7 @@ class Batcher:
             if not group.jobs:
                 del self._groups[key]
 
-    async def _run(self, key: Hashable, jobs: list[_Job]) -> None:
+    async def _run(self, key: Hashable, jobs: list[_Queued]) -> None:
         try:
             if not jobs:
                 return

@@ -1,11 +1,11 @@
 """The binary framed protocol of `gpu-tok serve` (`--binary-port`, `--binary-uds`):
 `/encode` without HTTP, for clients that send many short requests.
 
-Frames are those of `gpu_tok._frames` (docs/SERVE.md, "Binary protocol"). Each
+Frames are those of `gpu_tok.serve._frames` (docs/SERVE.md, "Binary protocol"). Each
 request goes through the service's `Batcher` like an HTTP one (same groups,
 so HTTP and binary requests with equal options share engine calls; same
 queue limit, metrics and graceful drain) and is answered in the packed layout
-of `gpu_tok._wire`, or with an error frame mirroring HTTP's JSON error.
+of `gpu_tok.serve._wire`, or with an error frame mirroring HTTP's JSON error.
 
 The per-request path is kept short, since the point of this listener is that
 it costs less than HTTP: frames are cut from the received bytes with
@@ -36,18 +36,16 @@ import struct
 import time
 from collections import deque
 from functools import partial
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import orjson
 
-from .._frames import ANSWER_HEAD, FLAG_PAIRS, LENGTH_AND_ID, lengths_struct
-from .batcher import QueueFull
-from .connections import Watched
-from .engine import EncodeJob
-from .protocol import BadRequest, EncodeRequest, failure
-
-if TYPE_CHECKING:
-    from .app import Service
+from ._frames import ANSWER_HEAD, FLAG_PAIRS, LENGTH_AND_ID, lengths_struct
+from .batcher import Batcher, QueueFull
+from .calls import EncodeJob
+from .connections import Connections, Watched
+from .metrics import Metrics
+from .protocol import BadRequest, EncodeParser, EncodeRequest, failure
 
 ENDPOINT = "binary"  # the endpoint label of its requests in /metrics
 _BODY_HEAD = struct.Struct("<IHH")  # B, O, flags: the request head after L and the id
@@ -63,17 +61,19 @@ def error_frame(request_id: int, status: int, message: str) -> bytes:
 
 
 class BinaryListener:
-    """The binary listeners of one `Service` and their open connections."""
+    """The binary listeners of one service and their open connections: the
+    service's batcher, metrics, request parser and connections are passed in
+    (the service owns this listener; this module does not import it)."""
 
-    def __init__(self, service: Service) -> None:
-        self.service = service
-        self.batcher = service.batcher
-        self.metrics = service.metrics
-        self.parse_options = service.parse_encode
-        self.max_frame = service.config.max_request_bytes
-        self.timeout_s = service.config.timeout_s
+    def __init__(self, batcher: Batcher, metrics: Metrics, parse_options: EncodeParser, connections: Connections,
+                 *, max_frame: int, timeout_s: float) -> None:
+        self.batcher = batcher
+        self.metrics = metrics
+        self.parse_options = parse_options
+        self.max_frame = max_frame
+        self.timeout_s = timeout_s
         self.draining = False
-        self.watch = service.connections  # the limit, timeouts and drain of every connection
+        self.watch = connections  # the limit, timeouts and drain of every connection
         self.connections: set[_Connection] = set()
         self._servers: list[asyncio.AbstractServer] = []
         self._options: dict[tuple[bytes, bool], tuple[tuple[str, Any], ...]] = {}

@@ -26,7 +26,7 @@ import orjson
 
 from .. import _settings
 from .._errors import EncodingError, GpuTokError, OutputTooLargeError
-from ..tokenizer import Tokenizer
+from ..compat.tokenizer import Tokenizer
 
 _MAX_ID = 2**32 - 1
 
@@ -113,9 +113,10 @@ class _Shape(NamedTuple):
     @staticmethod
     def of(tok: Tokenizer, pairs: bool, options: dict[str, Any]) -> _Shape:
         """As the call `tok(texts, pairs, **options)` resolves them."""
-        specials = tok._core.num_special_tokens_to_add(pairs) if options.get("add_special_tokens", True) else 0
+        state = tok._state  # one read: the settings of one moment
+        specials = state.core.num_special_tokens_to_add(pairs) if options.get("add_special_tokens", True) else 0
         truncation, padding = _settings.call_settings(
-            tok._defaults, options.get("padding", False), options.get("truncation"), options.get("max_length"),
+            state.defaults, options.get("padding", False), options.get("truncation"), options.get("max_length"),
             pad_to_multiple_of=options.get("pad_to_multiple_of"), padding_side=options.get("padding_side"),
             truncation_side=options.get("truncation_side"), pad_token_id=options.get("pad_token_id"),
             special_tokens=specials)

@@ -1,0 +1,189 @@
+"""The Gemma and CLIP forms of issue #33 (benches/make_forms.py builds them
+with the `tokenizers` trainers), and the model options they bring to the
+fast engine (end_of_word_suffix, continuing_subword_prefix, byte fallback
+and the unknown token on byte-level BPE), against the oracle: ids and
+offsets."""
+
+from __future__ import annotations
+
+import json
+import sys
+from functools import cache
+from pathlib import Path
+
+import gpu_tok
+import pytest
+import tokenizers
+from conftest import corpus_sample, edge_cases, unpadded_oracle
+from tokenizers import models, normalizers, pre_tokenizers, trainers
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benches"))
+import make_forms  # noqa: E402
+
+FAST = ["fast"] * 3
+
+
+@cache
+def gemma() -> str:
+    return make_forms.gemma(corpus_sample()[:150], vocab_size=2500)
+
+
+@cache
+def clip() -> str:
+    return make_forms.clip(corpus_sample()[:150], vocab_size=2500)
+
+
+def texts_with(added: list[str]) -> list[str]:
+    """Edge cases, corpus documents, and rows holding added tokens between,
+    around and inside words."""
+    rows = [f"{a}x{b} y {a}{a}\n{b}" for a, b in zip(added[::97], added[5::97], strict=False)]
+    rows += ["<table><tr><td>1</td></tr></table>\n\n\n\t\tdef f():\n    return 1  ", "a  b   c\u3000d",
+             "<|startoftext|>A photo of A CAT<|endoftext|>", "I'M here, it's 2024 — DON'T", "▁▁x▁ y"]
+    return rows + edge_cases() + [t[:3000] for t in corpus_sample()[150:230]]
+
+
+def stages(tok: gpu_tok.Tokenizer) -> dict[str, dict[str, str]]:
+    return {row["stage"]: row for row in tok.plan}
+
+
+def assert_matches(json_text: str, texts: list[str], label: str) -> None:
+    hf = unpadded_oracle(json_text)
+    tok = gpu_tok.Tokenizer.from_str(json_text)
+    expected = hf.encode_batch(texts)
+    got = tok.encode_batch(texts, padding=False, truncation=False, return_offsets=True).to_lists()
+    for i, enc in enumerate(expected):
+        assert got["input_ids"][i] == enc.ids, f"{label}: ids differ on {texts[i]!r:.200}"
+        assert got["offset_mapping"][i] == [tuple(o) for o in enc.offsets], f"{label}: offsets of {texts[i]!r:.200}"
+    ids = tok.encode_batch(texts, padding=False, truncation=False).to_lists()["input_ids"]
+    assert ids == [e.ids for e in expected], label
+
+
+def test_gemma_form_runs_fast_with_identical_ids_and_offsets() -> None:
+    json_text = gemma()
+    spec = json.loads(json_text)
+    assert len([t for t in spec["added_tokens"] if not t["special"]]) > 6000
+    plan = stages(gpu_tok.Tokenizer.from_str(json_text))
+    assert [plan[s]["path"] for s in ("normalize", "pre_tokenize", "model")] == FAST, plan
+    assert "cut between" in plan["pre_tokenize"]["reason"]
+    contents = [t["content"] for t in spec["added_tokens"]]
+    assert_matches(json_text, texts_with(contents), "gemma")
+
+
+def test_clip_form_runs_fast_with_identical_ids_and_offsets() -> None:
+    json_text = clip()
+    plan = stages(gpu_tok.Tokenizer.from_str(json_text))
+    assert [plan[s]["path"] for s in ("normalize", "pre_tokenize", "model")] == FAST, plan
+    assert "affixes" in plan["model"]["reason"]
+    assert_matches(json_text, texts_with(["<|startoftext|>", "<|endoftext|>"]), "clip")
+
+
+@cache
+def byte_level(prefix: str, suffix: str, byte_fallback: bool) -> str:
+    """A byte-level BPE trained with a subword prefix and/or a word suffix."""
+    affixes = {k: v for k, v in (("continuing_subword_prefix", prefix), ("end_of_word_suffix", suffix)) if v}
+    hf = tokenizers.Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=byte_fallback, **affixes))
+    hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    trainer = trainers.BpeTrainer(vocab_size=900, special_tokens=["<unk>"], show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), **affixes)
+    hf.train_from_iterator(corpus_sample()[:60], trainer=trainer)
+    return hf.to_str()
+
+
+def without_tokens(json_text: str, drop: list[str], **model: object) -> str:
+    spec = json.loads(json_text)
+    for token in drop:
+        spec["model"]["vocab"].pop(token, None)
+    spec["model"]["merges"] = [m for m in spec["model"]["merges"]
+                               if not any(t in drop for t in (m.split(" ") if isinstance(m, str) else m))]
+    spec["model"].update(model)
+    # ids stay as they were: the crate reads the vocabulary as a map
+    return json.dumps(spec)
+
+
+BYTE_LEVEL = {
+    "suffix": lambda: byte_level("", "</w>", False),
+    "prefix": lambda: byte_level("##", "", False),
+    "prefix-and-suffix": lambda: byte_level("##", "</w>", False),
+    # bytes without a token of their own: the unknown token, fused or not
+    "missing-bytes-unk": lambda: without_tokens(byte_level("", "", False), ["é", "Ã", "Ċ", "ĉ"], fuse_unk=False),
+    "missing-bytes-fused": lambda: without_tokens(byte_level("", "", False), ["é", "Ã", "Ċ"], fuse_unk=True),
+    "missing-bytes-no-unk": lambda: without_tokens(byte_level("", "", False), ["é", "Ã", "Ċ"], unk_token=None),
+    "suffix-ignore-merges": lambda: without_tokens(byte_level("", "</w>", False), [], ignore_merges=True),
+}
+
+
+@pytest.mark.parametrize("name", list(BYTE_LEVEL))
+def test_byte_level_model_options(name: str) -> None:
+    json_text = BYTE_LEVEL[name]()
+    plan = stages(gpu_tok.Tokenizer.from_str(json_text))
+    assert plan["model"]["path"] == "fast", plan
+    texts = ["Hello world, hello WORLD!", "été ÃÃ Ċ", "a", ""] + edge_cases() + corpus_sample()[60:100]
+    assert_matches(json_text, texts, name)
+
+
+NORMALIZERS = {
+    "lowercase-strip-accents": normalizers.Sequence([normalizers.NFD(), normalizers.StripAccents(),
+                                                     normalizers.Lowercase()]),
+    "nfkc-replace-regex": normalizers.Sequence([normalizers.NFKC(),
+                                                normalizers.Replace(tokenizers.Regex(r"[0-9]+"), "#")]),
+    "strip-prepend": normalizers.Sequence([normalizers.Strip(), normalizers.Prepend("^")]),
+    "bert": normalizers.BertNormalizer(lowercase=False),
+    "nmt-nfkd": normalizers.Sequence([normalizers.Nmt(), normalizers.NFKD()]),
+    "byte-level": normalizers.ByteLevel(),
+    # composed, more distinct replacements than one table holds: the crate's steps
+    "byte-level-twice": normalizers.Sequence([normalizers.ByteLevel(), normalizers.ByteLevel()]),
+    "replace-strings": normalizers.Sequence([normalizers.Replace("th", "TH"), normalizers.Replace("e", "")]),
+}
+
+
+@pytest.mark.parametrize("name", list(NORMALIZERS))
+def test_byte_level_with_any_normalizer(name: str) -> None:
+    """Every kind of normalizer stage before byte-level BPE (which took only
+    NFC and NFKC before), with a normalized added token in the mix."""
+    hf = tokenizers.Tokenizer.from_str(byte_level("", "", False))
+    hf.normalizer = NORMALIZERS[name]
+    hf.add_tokens([tokenizers.AddedToken("hello", normalized=True), tokenizers.AddedToken("<sep>")])
+    json_text = hf.to_str()
+    assert stages(gpu_tok.Tokenizer.from_str(json_text))["normalize"]["path"] == "fast"
+    texts = ["Hello hello <sep> HELLO", " the ethe 123 ＡＢＣ\u00e9 "] + edge_cases() + corpus_sample()[60:90]
+    assert_matches(json_text, texts, name)
+
+
+@pytest.mark.parametrize("prefix, suffix", [("@@", ""), ("", "</w>"), ("##", "</w>")])
+def test_sentencepiece_bpe_affixes_offsets_around_the_unknown_token(prefix: str, suffix: str) -> None:
+    # A word's tokens after its first carry the prefix, its last the suffix:
+    # neither is text of the word, so the token spans must not count them
+    # (the unknown token took what the affixes over-counted: "b" got (1, 3)).
+    vocab = {"<unk>": 0}
+    for c in "abc":
+        for form in (c, prefix + c, c + suffix, prefix + c + suffix):
+            vocab.setdefault(form, len(vocab))
+    affixes = {k: v for k, v in [("continuing_subword_prefix", prefix), ("end_of_word_suffix", suffix)] if v}
+    hf = tokenizers.Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="<unk>", fuse_unk=True, **affixes))
+    hf.normalizer = normalizers.Replace(tokenizers.Regex(r"\p{P}"), "")
+    texts = ["a\u3000b", "a\u3000b\u3000c", "\u3000ab", "ab\u3000", "a,b\u3000", "abc", "\u3000", "x"]
+    assert stages(gpu_tok.Tokenizer.from_str(hf.to_str()))["model"]["path"] == "fast"
+    assert_matches(hf.to_str(), texts, f"prefix {prefix!r} suffix {suffix!r}")
+
+
+@pytest.mark.parametrize("normalizer", [None, normalizers.Sequence([])], ids=["none", "empty-sequence"])
+def test_normalized_added_tokens_without_a_normalizer_take_the_fast_path(normalizer: object) -> None:
+    """DeepSeek-V3's chat tokens (`<｜User｜>`...) are `normalized` added
+    tokens under an empty normalizer: the crate matches them on the raw text
+    as the fast path's split does, so chat rows holding them stay on the fast
+    path (they all took the exact path before), with identical ids and offsets."""
+    spec = json.loads(gpu_tok._data.default_tokenizer_json())
+    spec["normalizer"] = None  # Qwen3's is NFC
+    hf = tokenizers.Tokenizer.from_str(json.dumps(spec))
+    if normalizer is not None:
+        hf.normalizer = normalizer
+    hf.add_tokens([tokenizers.AddedToken("<｜User｜>", normalized=True, special=False),
+                   tokenizers.AddedToken("<｜Assistant｜>", normalized=True, special=False),
+                   tokenizers.AddedToken("<｜User｜>x", normalized=False, special=True)])
+    json_text = hf.to_str()
+    texts = [f"<｜User｜>{a}<｜Assistant｜>{b}<｜User｜>xy <｜User｜> x" for a, b in
+             zip(corpus_sample()[:40], corpus_sample()[40:80], strict=True)] + edge_cases()
+    tok = gpu_tok.Tokenizer.from_str(json_text)
+    assert tok._core.fast_path_share(texts[:40], True) == 1.0
+    assert tok._core.fast_path_share(texts[:40], False) == 1.0
+    assert_matches(json_text, texts, "normalized added tokens")
