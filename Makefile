@@ -25,7 +25,7 @@ PYTEST_WORKERS ?= auto
 PYTEST_ARGS ?=
 
 pytest:
-	$(PYTHON) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(PYTHON) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=15 $(PYTEST_ARGS)
 
 pytest-fresh-clone:  ## the test files whose inputs change without ../shared, with it hidden (what a fresh clone runs)
 	GPU_TOK_SHARED=/nonexistent $(MAKE) pytest PYTEST_ARGS="--shared-dependent $(PYTEST_ARGS)"

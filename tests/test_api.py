@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 
 import gpu_tok
@@ -15,6 +16,7 @@ from conftest import (
     corpus_sample,
     edge_cases,
     ours,
+    reference,
     tokenizer_config,
     tokenizer_json,
     unpadded_oracle,
@@ -95,6 +97,41 @@ def test_call_shapes_and_keys() -> None:
     assert ragged["input_ids"].dtype == object and [r.tolist() for r in ragged["input_ids"]] == lists["input_ids"]
     with pytest.raises(ValueError, match="padding=True"):
         tok(texts, return_tensors="pt")
+
+
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_lists_are_plain_objects_equal_to_the_tensors(side: str) -> None:
+    """`to_lists` shares equal ints and (start, end) tuples between rows and
+    builds runs of one value (masks, type ids, padding) by list repetition:
+    every row must still be a list of its own, holding plain ints and tuples,
+    equal to the tensors' values, whichever way it was made."""
+    bert = ours(NAME)
+    texts = ["hello there", "", "a much longer sentence, with more tokens in it " * 3, "hello there", "x"]
+    pairs = ["general kenobi", "b", "", "general kenobi", "y z"]
+    kwargs = dict(padding="max_length", max_length=48, padding_side=side, return_offsets_mapping=True,
+                  return_special_tokens_mask=True)
+    lists = bert(texts, pairs, **kwargs)
+    arrays = bert(texts, pairs, return_tensors="np", **kwargs)
+    ragged = bert(texts, return_offsets_mapping=True, return_token_type_ids=True)
+    assert set(lists) == {"input_ids", "token_type_ids", "attention_mask", "special_tokens_mask", "offset_mapping"}
+    for name, rows in [*lists.items(), *ragged.items()]:
+        assert type(rows) is list and all(type(row) is list and gc.is_tracked(row) for row in rows), name
+        items = [item for row in rows for item in row]
+        assert all(type(item) is (tuple if name == "offset_mapping" else int) for item in items), name
+        assert len({id(row) for row in rows}) == len(rows), name  # no row is another's object
+    for name, rows in lists.items():
+        assert rows == [[tuple(p) for p in r] if name == "offset_mapping" else r for r in arrays[name].tolist()]
+    assert len(set(lists["token_type_ids"][0])) == 2  # 0s, 1s, padding 0s: three runs, or two when left-padded
+    assert ragged["token_type_ids"] == [[0] * len(row) for row in ragged["input_ids"]]  # one run
+    assert ragged["attention_mask"] == [[1] * len(row) for row in ragged["input_ids"]]
+    assert ragged["input_ids"][1] == [101, 102] and ragged["offset_mapping"][1] == [(0, 0), (0, 0)]
+    oracle = reference(NAME)
+    oracle.no_padding()
+    oracle.no_truncation()
+    expected = [[tuple(o) for o in e.offsets] for e in oracle.encode_batch(texts)]
+    assert ragged["offset_mapping"] == expected
+    ragged["attention_mask"][0].append(7)  # rows are the user's: changing one changes no other
+    assert ragged["attention_mask"][3] == [1] * len(ragged["input_ids"][3])
 
 
 def test_an_empty_row_of_a_ragged_numpy_batch_has_the_ids_dtype() -> None:

@@ -4,7 +4,9 @@
 //! and two new ints per token. Ints are immutable, so equal values share
 //! one object: a small cache by value (token ids repeat; an offset's end is
 //! usually the next one's start) turns most of them into a reference count;
-//! so do the (start, end) tuples, which recur across a batch's rows.
+//! so do the (start, end) tuples, which recur across a batch's rows. A row
+//! of one or two runs of a value (attention masks, type ids) is made by
+//! CPython's list repetition, which fills it without a call per item.
 
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -37,30 +39,46 @@ impl Drop for GcPause {
     }
 }
 
-/// Python ints for values, the last ones made kept in a direct-mapped cache
-/// (each slot holds one reference, dropped with the cache).
-struct Ints {
-    slots: Vec<(i64, *mut ffi::PyObject)>,
+/// A direct-mapped cache of Python objects by a 64-bit key, each slot owning
+/// one reference (dropped with the cache, or when another key takes the slot).
+/// The caller picks a key's slot (`spot`, taken modulo the size): keys met
+/// one after the other in nearby slots keep the walk through the table in
+/// the CPU's caches.
+struct Cache {
+    slots: Vec<(u64, *mut ffi::PyObject)>,
+    mask: usize,
 }
 
-const SLOTS: usize = 4096;
-
-impl Ints {
-    fn new() -> Self {
-        Ints {
-            slots: vec![(0, std::ptr::null_mut()); SLOTS],
+impl Cache {
+    /// A cache of about `wanted` slots (a power of two within [64, `most`]).
+    fn new(wanted: usize, most: usize) -> Self {
+        let size = wanted.clamp(64, most).next_power_of_two();
+        Cache {
+            slots: vec![(0, std::ptr::null_mut()); size],
+            mask: size - 1,
         }
     }
 
-    /// A new reference to an int of value `v`, or null with a Python error set.
+    /// Whether keys at spots `a` and `b` would take the same slot.
+    fn same_slot(&self, a: u64, b: u64) -> bool {
+        (a ^ b) as usize & self.mask == 0
+    }
+
+    /// The object cached for `key` at `spot` (a borrowed reference, valid
+    /// until another key takes the slot), made by `make` (a new reference, or
+    /// null with a Python error set, which is returned) when absent.
     ///
     /// # Safety
     /// The GIL must be held.
-    unsafe fn get(&mut self, v: i64) -> *mut ffi::PyObject {
-        let slot = &mut self.slots[(v as u64 as usize) & (SLOTS - 1)];
-        if slot.1.is_null() || slot.0 != v {
-            // SAFETY: with the GIL (the caller's promise); a null result is an error.
-            let made = unsafe { ffi::PyLong_FromLongLong(v) };
+    unsafe fn get(
+        &mut self,
+        spot: u64,
+        key: u64,
+        make: impl FnOnce() -> *mut ffi::PyObject,
+    ) -> *mut ffi::PyObject {
+        let slot = &mut self.slots[spot as usize & self.mask];
+        if slot.1.is_null() || slot.0 != key {
+            let made = make();
             if made.is_null() {
                 return made;
             }
@@ -68,19 +86,17 @@ impl Ints {
                 // SAFETY: the slot owns one reference to this object.
                 unsafe { ffi::Py_DecRef(slot.1) };
             }
-            *slot = (v, made);
+            *slot = (key, made);
         }
-        // SAFETY: the slot's object is alive (the slot holds a reference); one more for the caller.
-        unsafe { ffi::Py_IncRef(slot.1) };
         slot.1
     }
 }
 
-impl Drop for Ints {
+impl Drop for Cache {
     fn drop(&mut self) {
         for &(_, obj) in &self.slots {
             if !obj.is_null() {
-                // SAFETY: each slot owns one reference; the cache lives within a
+                // SAFETY: each slot owns one reference; a cache lives within a
                 // call that holds the GIL (it is never sent to another thread).
                 unsafe { ffi::Py_DecRef(obj) };
             }
@@ -88,24 +104,47 @@ impl Drop for Ints {
     }
 }
 
-/// (start, end) tuples, the last ones made kept in a direct-mapped cache as
-/// `Ints` keeps ints: tuples are immutable, and in a batch the same offsets
-/// recur (rows from one chat template, tokens at the same places), so a
-/// recurring pair costs a reference count instead of a tuple, two ints and,
-/// after the call, a deallocation (and the collector's visit of the lists
-/// holding it finds it in cache).
+/// The most slots of a cache: 16k (256 KiB), which stays in the CPU's L2
+/// cache; 64k slots (all of a large batch's distinct pairs) were slower.
+const MOST_SLOTS: usize = 1 << 14;
+
+/// Python ints by value, shared through a cache.
+struct Ints(Cache);
+
+impl Ints {
+    fn new(tokens: usize) -> Self {
+        Ints(Cache::new(tokens, MOST_SLOTS))
+    }
+
+    /// A borrowed int of value `v` (valid until the next `get`), or null with
+    /// a Python error set.
+    ///
+    /// # Safety
+    /// The GIL must be held.
+    unsafe fn get(&mut self, v: i64) -> *mut ffi::PyObject {
+        // SAFETY: with the GIL (the caller's promise); a null result is an error.
+        unsafe {
+            self.0
+                .get(v as u64, v as u64, || ffi::PyLong_FromLongLong(v))
+        }
+    }
+}
+
+/// (start, end) tuples by value, shared through a cache as ints are: tuples
+/// are immutable, and in a batch the same offsets recur (rows from one chat
+/// template, tokens at the same places), so a recurring pair costs a
+/// reference count instead of a tuple, two ints and, after the call, a
+/// deallocation.
 struct Pairs {
-    slots: Vec<((i64, i64), *mut ffi::PyObject)>,
+    tuples: Cache,
     ints: Ints,
 }
 
 impl Pairs {
-    /// A cache for a batch of `tokens` tokens (small calls pay for a small one).
     fn new(tokens: usize) -> Self {
-        let size = tokens.clamp(64, PAIR_SLOTS).next_power_of_two();
         Pairs {
-            slots: vec![((0, 0), std::ptr::null_mut()); size],
-            ints: Ints::new(),
+            tuples: Cache::new(tokens, MOST_SLOTS),
+            ints: Ints::new(tokens),
         }
     }
 
@@ -115,70 +154,70 @@ impl Pairs {
     /// # Safety
     /// The GIL must be held.
     unsafe fn get(&mut self, start: i64, end: i64) -> *mut ffi::PyObject {
-        let hash = (start as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (end as u64);
-        let index = (hash as usize) & (self.slots.len() - 1);
-        if self.slots[index].1.is_null() || self.slots[index].0 != (start, end) {
+        let ints = &mut self.ints;
+        let (Ok(s), Ok(e)) = (u32::try_from(start), u32::try_from(end)) else {
+            // Beyond 4 G characters (never, in practice): no key, no sharing.
             // SAFETY: with the GIL (the caller's promise).
-            let made = unsafe { self.make(start, end) };
-            if made.is_null() {
-                return made;
-            }
-            let slot = &mut self.slots[index];
-            if !slot.1.is_null() {
-                // SAFETY: the slot owns one reference to this object.
-                unsafe { ffi::Py_DecRef(slot.1) };
-            }
-            *slot = ((start, end), made);
-        }
-        let tuple = self.slots[index].1;
-        // SAFETY: the slot's object is alive (the slot holds a reference); one more for the caller.
-        unsafe { ffi::Py_IncRef(tuple) };
-        tuple
+            return unsafe { pack(ints, start, end) };
+        };
+        let key = u64::from(s) | (u64::from(e) << 32);
+        // Start-major: a row's offsets, in order, walk the table forwards
+        // (hashed slots were slower); four pairs by start (a token's length,
+        // modulo 4) before a conflict.
+        let spot = (u64::from(s) << 2) | (u64::from(e.wrapping_sub(s)) & 3);
+        // SAFETY: with the GIL (the caller's promise).
+        unsafe { owned(self.tuples.get(spot, key, || pack(ints, start, end))) }
     }
+}
 
-    /// A new (start, end) tuple, untracked, or null with an error set.
-    ///
-    /// # Safety
-    /// The GIL must be held.
-    unsafe fn make(&mut self, start: i64, end: i64) -> *mut ffi::PyObject {
-        // SAFETY: with the GIL; a null result is an error.
-        let tuple = unsafe { ffi::PyTuple_New(2) };
-        if tuple.is_null() {
-            return tuple;
+/// A new (start, end) tuple, untracked, or null with an error set.
+///
+/// # Safety
+/// The GIL must be held.
+unsafe fn pack(ints: &mut Ints, start: i64, end: i64) -> *mut ffi::PyObject {
+    // SAFETY: with the GIL (the caller's promise); null results are errors.
+    unsafe {
+        // The end's `get` would take the start's slot (and drop its int):
+        // the start's int is then owned across it.
+        let collide = start != end && ints.0.same_slot(start as u64, end as u64);
+        let first = ints.get(start);
+        if first.is_null() {
+            return first;
         }
-        for (slot, v) in [start, end].into_iter().enumerate() {
-            // SAFETY: with the GIL.
-            let int = unsafe { self.ints.get(v) };
-            if int.is_null() {
-                // SAFETY: the tuple is ours (a new reference).
-                unsafe { ffi::Py_DecRef(tuple) };
-                return int;
-            }
-            // SAFETY: slot < 2, the tuple's length; SetItem steals the new reference.
-            unsafe { ffi::PyTuple_SetItem(tuple, slot as ffi::Py_ssize_t, int) };
+        if collide {
+            ffi::Py_IncRef(first);
         }
-        // A tuple of two ints is in no cycle: untracked, as the collector
-        // would untrack it on its first pass (a pass over every new tuple,
-        // right after the call, was ~30% of a call with offsets).
-        // SAFETY: a live, tracked tuple of ours.
-        unsafe { ffi::PyObject_GC_UnTrack(tuple.cast()) };
+        let second = ints.get(end);
+        let tuple = if second.is_null() {
+            second
+        } else {
+            // Counts its own references to both ints.
+            ffi::PyTuple_Pack(2, first, second)
+        };
+        if collide {
+            ffi::Py_DecRef(first);
+        }
+        if !tuple.is_null() {
+            // A tuple of two ints is in no cycle: untracked, as the collector
+            // would untrack it on its first pass (a pass over every new
+            // tuple, right after the call, was ~30% of a call with offsets).
+            ffi::PyObject_GC_UnTrack(tuple.cast());
+        }
         tuple
     }
 }
 
-impl Drop for Pairs {
-    fn drop(&mut self) {
-        for &(_, obj) in &self.slots {
-            if !obj.is_null() {
-                // SAFETY: as for `Ints`: one reference per slot, dropped under the GIL.
-                unsafe { ffi::Py_DecRef(obj) };
-            }
-        }
+/// A new reference to `obj` (borrowed, or null: then null).
+///
+/// # Safety
+/// The GIL must be held; `obj` is null or alive.
+unsafe fn owned(obj: *mut ffi::PyObject) -> *mut ffi::PyObject {
+    if !obj.is_null() {
+        // SAFETY: a live object, with the GIL (the caller's promise).
+        unsafe { ffi::Py_IncRef(obj) };
     }
+    obj
 }
-
-/// The most (start, end) tuples a batch's cache keeps.
-const PAIR_SLOTS: usize = 1 << 15;
 
 /// A new list of `n` items from `item(i)` (each a new reference, or null
 /// with an error set), or the error.
@@ -208,6 +247,75 @@ unsafe fn list_of(
     Ok(list)
 }
 
+/// `[v] * n` as a new list (CPython fills it without a call per item), or the error.
+///
+/// # Safety
+/// The GIL must be held.
+unsafe fn repeated(
+    py: Python<'_>,
+    ints: &mut Ints,
+    v: i64,
+    n: usize,
+) -> PyResult<*mut ffi::PyObject> {
+    // SAFETY: with the GIL (the caller's promise).
+    let one = unsafe { list_of(py, 1, |_| owned(ints.get(v)))? };
+    // SAFETY: with the GIL; `one` is a list of ours, dropped after.
+    let list = unsafe { ffi::PySequence_Repeat(one, n as ffi::Py_ssize_t) };
+    // SAFETY: our reference to `one`.
+    unsafe { ffi::Py_DecRef(one) };
+    if list.is_null() {
+        return Err(PyErr::fetch(py));
+    }
+    Ok(list)
+}
+
+/// A row of one or two runs of values (`[a] * n + [b] * m`: masks, type ids,
+/// padded rows of one value) as (a, n, b), or None for any other row.
+fn two_runs(row: &[i64]) -> Option<(i64, usize, i64)> {
+    let first = *row.first()?;
+    let cut = row.iter().position(|&v| v != first).unwrap_or(row.len());
+    let second = row.get(cut).copied().unwrap_or(first);
+    row[cut..]
+        .iter()
+        .all(|&v| v == second)
+        .then_some((first, cut, second))
+}
+
+/// `[a] * n + [b] * (len - n)` as a new list, or the error.
+///
+/// # Safety
+/// The GIL must be held.
+unsafe fn runs_list(
+    py: Python<'_>,
+    ints: &mut Ints,
+    (a, n, b): (i64, usize, i64),
+    len: usize,
+) -> PyResult<*mut ffi::PyObject> {
+    // SAFETY: with the GIL (the caller's promise); every object
+    // here is a new reference of ours, given away or dropped.
+    unsafe {
+        let head = repeated(py, ints, a, n)?;
+        if n == len {
+            return Ok(head);
+        }
+        let tail = match repeated(py, ints, b, len - n) {
+            Ok(tail) => tail,
+            Err(err) => {
+                ffi::Py_DecRef(head);
+                return Err(err);
+            }
+        };
+        // `head += tail`: extends `head` in place, returning it (a new reference).
+        let joined = ffi::PySequence_InPlaceConcat(head, tail);
+        ffi::Py_DecRef(tail);
+        ffi::Py_DecRef(head);
+        if joined.is_null() {
+            return Err(PyErr::fetch(py));
+        }
+        Ok(joined)
+    }
+}
+
 /// The rows of one field (`per_token` values per token: 2 for offsets, as
 /// (start, end) tuples) as a list of lists, rows cut at `starts`.
 pub fn rows<'py>(
@@ -216,9 +324,9 @@ pub fn rows<'py>(
     starts: &[i64],
     per_token: usize,
 ) -> PyResult<Bound<'py, PyList>> {
-    let mut ints = Ints::new();
     let n_rows = starts.len().saturating_sub(1);
     let tokens = starts.last().map_or(0, |&t| t as usize);
+    let mut ints = Ints::new(if per_token == 2 { 0 } else { tokens });
     let mut pairs = (per_token == 2).then(|| Pairs::new(tokens));
     // SAFETY: `py` proves the GIL is held for every C API call below.
     let outer = unsafe {
@@ -227,7 +335,10 @@ pub fn rows<'py>(
             let row = &values[per_token * a..per_token * b];
             let made = match pairs.as_mut() {
                 Some(pairs) => list_of(py, b - a, |k| pairs.get(row[2 * k], row[2 * k + 1])),
-                None => list_of(py, b - a, |k| ints.get(row[k])),
+                None => match two_runs(row) {
+                    Some(runs) => runs_list(py, &mut ints, runs, row.len()),
+                    None => list_of(py, b - a, |k| owned(ints.get(row[k]))),
+                },
             };
             // The error is set again by `list_of`'s fetch below: restore it for the caller.
             made.unwrap_or_else(|err| {
