@@ -189,22 +189,52 @@ mod code_points {
             }
         }
 
-        /// Writes the UTF-8 into `out`; returns the bytes written.
+        /// Writes the UTF-8 into `out` (none of the code points a surrogate:
+        /// `utf8_len` checked); returns the bytes written, short of
+        /// `out.len()` only if the code points do not fit.
         fn encode(&self, out: &mut [u8]) -> usize {
             match self {
-                CodePoints::Ascii(u) | CodePoints::One(u) => encode(u, out),
-                CodePoints::Two(u) => encode_ucs2(u, out),
-                CodePoints::Four(u) => encode(u, out),
+                CodePoints::Ascii(u) => match out.get_mut(..u.len()) {
+                    Some(room) => {
+                        room.copy_from_slice(u);
+                        u.len()
+                    }
+                    None => 0,
+                },
+                // Word-at-a-time ASCII runs, then the rest code point by code
+                // point; it would replace a surrogate (none is left by now).
+                CodePoints::One(u) => encoding_rs::mem::convert_latin1_to_utf8_partial(u, out).1,
+                CodePoints::Two(u) => encoding_rs::mem::convert_utf16_to_utf8_partial(u, out).1,
+                CodePoints::Four(u) => encode_ucs4(u, out),
             }
         }
 
-        /// The first surrogate: its index and value.
-        fn first_surrogate(&self) -> Option<(usize, u32)> {
-            let find = |c: u32| is_surrogate(c);
-            match self {
-                CodePoints::Ascii(_) | CodePoints::One(_) => None,
-                CodePoints::Two(u) => u.iter().map(|&c| c as u32).enumerate().find(|e| find(e.1)),
-                CodePoints::Four(u) => u.iter().copied().enumerate().find(|e| find(e.1)),
+        /// What CPython's UTF-8 encoder says of the first run of surrogates
+        /// (it reports the whole run): "... in position 3-4: ...".
+        fn surrogate_error(&self) -> String {
+            let code_points: Vec<u32> = match self {
+                CodePoints::Ascii(_) | CodePoints::One(_) => Vec::new(),
+                CodePoints::Two(u) => u.iter().map(|&c| c.into()).collect(),
+                CodePoints::Four(u) => u.to_vec(),
+            };
+            let at = code_points
+                .iter()
+                .position(|&c| is_surrogate(c))
+                .unwrap_or(0);
+            let run = code_points[at..]
+                .iter()
+                .take_while(|&&c| is_surrogate(c))
+                .count();
+            let reason = "surrogates not allowed";
+            match run {
+                0 | 1 => {
+                    let c = code_points.get(at).copied().unwrap_or(0);
+                    format!("'utf-8' codec can't encode character '\\u{c:04x}' in position {at}: {reason}")
+                }
+                _ => format!(
+                    "'utf-8' codec can't encode characters in position {at}-{}: {reason}",
+                    at + run - 1
+                ),
             }
         }
     }
@@ -257,11 +287,7 @@ mod code_points {
             *row = row.zip(*len).map(|(a, b)| a + b);
         }
         if let Some(i) = row_lens.iter().position(Option::is_none) {
-            let (at, c) = strings[i].first_surrogate().unwrap_or_default();
-            let why = format!(
-                "'utf-8' codec can't encode character '\\u{c:x}' in position {at}: surrogates not allowed"
-            );
-            return Err(not_text(what, i, why));
+            return Err(not_text(what, i, strings[i].surrogate_error()));
         }
         let row_lens: Vec<usize> = row_lens.into_iter().flatten().collect();
         // ASCII strings (one byte per code point, as many bytes of UTF-8) are
@@ -363,141 +389,19 @@ mod code_points {
         (surrogates == 0).then_some(units.len() + extra)
     }
 
-    /// Code points the ASCII test takes at once.
-    const RUN: usize = 16;
-
-    /// Writes the UTF-8 of `units` (no surrogates) into `out`, which holds
-    /// at least as many bytes as it takes; returns the bytes written. Runs of
-    /// ASCII are narrowed `RUN` code points at a time.
-    fn encode<U: Copy + Into<u32>>(units: &[U], out: &mut [u8]) -> usize {
+    /// Writes the UTF-8 of four-byte code points (strings with a character
+    /// beyond the BMP: rare) into `out`; returns the bytes written, 0 if
+    /// they do not fit.
+    fn encode_ucs4(units: &[u32], out: &mut [u8]) -> usize {
         let mut at = 0;
-        let mut runs = units.chunks_exact(RUN);
-        for run in &mut runs {
-            if run.iter().fold(0u32, |acc, &u| acc | u.into()) < 0x80 {
-                for (byte, &u) in out[at..at + RUN].iter_mut().zip(run) {
-                    *byte = u.into() as u8;
-                }
-                at += RUN;
-            } else {
-                for &u in run {
-                    at += put(u.into(), &mut out[at..]);
-                }
-            }
-        }
-        for &u in runs.remainder() {
-            at += put(u.into(), &mut out[at..]);
+        for &c in units {
+            let Some(c) = char::from_u32(c) else { return 0 };
+            let Some(room) = out.get_mut(at..at + c.len_utf8()) else {
+                return 0;
+            };
+            at += c.encode_utf8(room).len();
         }
         at
-    }
-
-    /// `encode` for two-byte code points (most strings that are not
-    /// Latin-1: mostly ASCII with a few other characters, or whole runs of
-    /// them): ASCII runs are narrowed 32 at a time, the rest 8 at a time,
-    /// runs of 2- or 3-byte characters without a test per character.
-    fn encode_ucs2(units: &[u16], out: &mut [u8]) -> usize {
-        const ASCII_RUN: usize = 32;
-        let mut at = 0;
-        let mut runs = units.chunks_exact(ASCII_RUN);
-        for run in &mut runs {
-            if run.iter().fold(0, |acc, &c| acc | c) < 0x80 {
-                for (byte, &c) in out[at..at + ASCII_RUN].iter_mut().zip(run) {
-                    *byte = c as u8;
-                }
-                at += ASCII_RUN;
-            } else {
-                at += encode_ucs2_by_8(run, &mut out[at..]);
-            }
-        }
-        at + encode_ucs2_by_8(runs.remainder(), &mut out[at..])
-    }
-
-    fn encode_ucs2_by_8(units: &[u16], out: &mut [u8]) -> usize {
-        const N: usize = 8;
-        let mut at = 0;
-        let mut runs = units.chunks_exact(N);
-        for run in &mut runs {
-            // Flags, not a minimum: SSE2 has no unsigned 16-bit min.
-            let any = run.iter().fold(0, |acc, &c| acc | c);
-            let some_ascii = run.iter().fold(false, |acc, &c| acc | (c < 0x80));
-            let some_below_3_bytes = run.iter().fold(false, |acc, &c| acc | (c < 0x800));
-            if any < 0x80 {
-                for (byte, &c) in out[at..at + N].iter_mut().zip(run) {
-                    *byte = c as u8;
-                }
-                at += N;
-            } else if !some_below_3_bytes {
-                for (bytes, &c) in out[at..at + 3 * N].chunks_exact_mut(3).zip(run) {
-                    bytes.copy_from_slice(&bmp_utf8(c.into()).0.to_le_bytes()[..3]);
-                }
-                at += 3 * N;
-            } else if !some_ascii && any < 0x800 {
-                for (bytes, &c) in out[at..at + 2 * N].chunks_exact_mut(2).zip(run) {
-                    bytes.copy_from_slice(&bmp_utf8(c.into()).0.to_le_bytes()[..2]);
-                }
-                at += 2 * N;
-            } else if let Some(room) = out.get_mut(at..at + 3 * N + 1) {
-                // Mixed widths: each character's 4-byte word is stored whole
-                // (`room` has space for the last one's), no branch on its width.
-                let mut len = 0;
-                for &c in run {
-                    let (word, n) = bmp_utf8(c.into());
-                    room[len..len + 4].copy_from_slice(&word.to_le_bytes());
-                    len += n;
-                }
-                at += len;
-            } else {
-                for &c in run {
-                    at += put(c.into(), &mut out[at..]);
-                }
-            }
-        }
-        for &c in runs.remainder() {
-            at += put(c.into(), &mut out[at..]);
-        }
-        at
-    }
-
-    /// The UTF-8 of a code point below 0x10000 (no surrogate) as the low
-    /// bytes of a little-endian word, and how many bytes it takes; computed
-    /// for every width and then chosen, which compiles to no branch.
-    #[inline(always)]
-    fn bmp_utf8(c: u32) -> (u32, usize) {
-        let two = (0xC0 | (c >> 6)) | (0x80 | (c & 0x3F)) << 8;
-        let three =
-            (0xE0 | (c >> 12)) | (0x80 | ((c >> 6) & 0x3F)) << 8 | (0x80 | (c & 0x3F)) << 16;
-        let len = 1 + (c >= 0x80) as usize + (c >= 0x800) as usize;
-        let word = if c < 0x80 {
-            c
-        } else if c < 0x800 {
-            two
-        } else {
-            three
-        };
-        (word, len)
-    }
-
-    /// Writes the UTF-8 of code point `c` at the start of `out`; returns its length.
-    fn put(c: u32, out: &mut [u8]) -> usize {
-        const CONT: u32 = 0x80;
-        let tail = |shift: u32| (CONT | ((c >> shift) & 0x3F)) as u8;
-        match c {
-            0..0x80 => {
-                out[0] = c as u8;
-                1
-            }
-            0x80..0x800 => {
-                out[..2].copy_from_slice(&[(0xC0 | (c >> 6)) as u8, tail(0)]);
-                2
-            }
-            0x800..0x1_0000 => {
-                out[..3].copy_from_slice(&[(0xE0 | (c >> 12)) as u8, tail(6), tail(0)]);
-                3
-            }
-            _ => {
-                out[..4].copy_from_slice(&[(0xF0 | (c >> 18)) as u8, tail(12), tail(6), tail(0)]);
-                4
-            }
-        }
     }
 
     #[cfg(test)]
@@ -552,6 +456,32 @@ mod code_points {
             let err = to_utf8(&strings, "texts").err().unwrap().to_string();
             assert!(err.contains("texts[1]"), "{err}");
             assert!(err.contains("'\\udc00' in position 1"), "{err}");
+            // A high and a low surrogate side by side are two code points in
+            // a str, not a pair (UTF-16 would join them into one character).
+            let pair = [0x61u16, 0xD83D, 0xDE00];
+            let err = to_utf8(&[CodePoints::Two(&pair)], "texts")
+                .err()
+                .unwrap()
+                .to_string();
+            assert!(err.contains("texts[0]"), "{err}");
+            assert!(err.contains("characters in position 1-2:"), "{err}");
+        }
+
+        #[test]
+        fn code_points_that_do_not_fit_their_span_write_short() {
+            let two: Vec<u16> = "ab日".encode_utf16().collect();
+            let four = [0x61u32, 0x1F600];
+            for (code_points, fits) in [
+                (CodePoints::Ascii(b"abc"), 3),
+                (CodePoints::One(b"a\xe9"), 3),
+                (CodePoints::Two(&two), 5),
+                (CodePoints::Four(&four), 5),
+            ] {
+                let mut out = vec![0u8; fits];
+                assert_eq!(code_points.encode(&mut out), fits);
+                let mut short = vec![0u8; fits - 1];
+                assert!(code_points.encode(&mut short) < fits);
+            }
         }
     }
 }
