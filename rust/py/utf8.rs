@@ -201,10 +201,25 @@ mod code_points {
                     }
                     None => 0,
                 },
-                // Word-at-a-time ASCII runs, then the rest code point by code
-                // point; it would replace a surrogate (none is left by now).
-                CodePoints::One(u) => encoding_rs::mem::convert_latin1_to_utf8_partial(u, out).1,
-                CodePoints::Two(u) => encoding_rs::mem::convert_utf16_to_utf8_partial(u, out).1,
+                // simdutf writes exactly as many bytes as it counts: 0 unless
+                // that is the span's length.
+                CodePoints::One(u) if simdutf::utf8_length_from_latin1(u) == out.len() => {
+                    // SAFETY: `u` is readable for its length and `out` is
+                    // writable for the UTF-8 length of `u` (checked above);
+                    // they do not overlap (a str's buffer, our own Vec).
+                    unsafe {
+                        simdutf::convert_latin1_to_utf8(u.as_ptr(), u.len(), out.as_mut_ptr())
+                    }
+                }
+                // UCS-2 without surrogates (`utf8_len` refused them) is valid
+                // UTF-16; the validating conversion writes 0 bytes else.
+                CodePoints::Two(u) if simdutf::utf8_length_from_utf16le(u) == out.len() => {
+                    // SAFETY: as above.
+                    unsafe {
+                        simdutf::convert_utf16le_to_utf8(u.as_ptr(), u.len(), out.as_mut_ptr())
+                    }
+                }
+                CodePoints::One(_) | CodePoints::Two(_) => 0,
                 CodePoints::Four(u) => encode_ucs4(u, out),
             }
         }
