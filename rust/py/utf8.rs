@@ -8,7 +8,8 @@
 //! for source installs) reads each string's own PEP 393 buffer (1, 2 or 4
 //! bytes per code point, `PyUnicode_KIND`/`PyUnicode_DATA`) under the GIL,
 //! then counts and encodes it on the pool without the GIL: ASCII strings are
-//! borrowed as they are, the others are encoded into one buffer. The call's
+//! borrowed as they are, the others are encoded into one buffer
+//! (Latin-1 and two-byte strings by simdutf's SIMD conversions). The call's
 //! own list of the `str` objects keeps them alive, and a `str` never changes
 //! once made, so their buffers hold still while the GIL is released.
 
