@@ -1,7 +1,7 @@
 # The targets people and CI run alike (.ci/run calls `make test`).
 PYTHON ?= python3
 
-.PHONY: install test lint rust-test pytest pytest-fresh-clone bench fmt kernels wheel wheelhouse
+.PHONY: install test lint rust-test pytest pytest-fresh-clone bench fmt kernels wheel wheel-per-version wheelhouse
 
 install:  ## build the extension (release, with the tests' hooks: the test-hooks feature) and install it, editable, with the test tools
 	@echo "make install: building gpu_tok's Rust core (release; a few minutes on 2 cores the first time)"
@@ -11,6 +11,7 @@ install:  ## build the extension (release, with the tests' hooks: the test-hooks
 lint:  ## formatting, clippy, ruff, mypy, stubs against the built module
 	cargo fmt --all -- --check
 	cargo clippy --all-targets --release --features test-hooks -- -D warnings
+	cargo clippy --release --features abi3 -- -D warnings  # the stable-ABI flavour (make wheel) compiles clean too
 	$(PYTHON) -m ruff check python tests benches
 	$(PYTHON) -m mypy python/gpu_tok
 	$(PYTHON) -m mypy.stubtest gpu_tok._core
@@ -52,8 +53,14 @@ kernels:  ## prebuilt CUBINs for KERNEL_ARCHS into python/gpu_tok/kernels/ (git-
 
 wheel: kernels  ## the abi3 wheel (every CPython >= 3.11) with prebuilt kernels into dist/, e.g. for benches/gpu_check.sh on a GPU machine
 	rm -f dist/gpu_tok-*.whl
-	$(PYTHON) -m maturin build --release --out dist
+	$(PYTHON) -m maturin build --release --features abi3 --out dist
 	PYTHONPATH=$(KERNEL_CORE)/site $(PYTHON) -m gpu_tok.tools._prebuilt --check dist/gpu_tok-*.whl $(KERNEL_ARCHS)
+
+# pip prefers a wheel for its own CPython to the abi3 one beside it.
+wheel-per-version: kernels  ## a wheel for $(PYTHON)'s CPython only (a list of str made UTF-8 on the pool, outside the GIL) into dist/per-version/
+	rm -rf dist/per-version
+	$(PYTHON) -m maturin build --release --out dist/per-version
+	PYTHONPATH=$(KERNEL_CORE)/site $(PYTHON) -m gpu_tok.tools._prebuilt --check dist/per-version/gpu_tok-*.whl $(KERNEL_ARCHS)
 
 wheelhouse:  ## what gpu_check.sh installs offline on a GPU machine (CPython 3.12, x86_64) into dist/wheelhouse
 	$(PYTHON) -m pip download -q --only-binary=:all: --python-version 3.12 --platform manylinux2014_x86_64 \

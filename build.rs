@@ -2,9 +2,12 @@
 //! cuda/gt_host.cpp (the CPU backend) and cuda/gt_host_checked.cpp (the CUDA
 //! backend's emulator, its block lanes checked): both call the very
 //! functions the CUDA kernels wrap. Also tells the crate which
-//! `tokenizers` version Cargo.lock pinned, for `gpu_tok.info()`.
+//! `tokenizers` version Cargo.lock pinned, for `gpu_tok.info()`, and passes on
+//! pyo3's Python version cfgs.
 
 fn main() {
+    // pyo3's version cfgs (`Py_3_14`...), for what CPython's C API offers per version.
+    pyo3_build_config::use_pyo3_cfgs();
     println!("cargo:rerun-if-changed=cuda");
     println!("cargo:rerun-if-changed=Cargo.lock");
     cc::Build::new()

@@ -18,9 +18,11 @@ staging the text (`upload_ms`), reading counts, sizing and packing. Medians of
 
 Each tokenizer runs twice: on a list of str, and on the same documents as an
 Arrow string array (UTF-8 already: the engine reads it without a copy). The
-difference is CPython's str -> UTF-8 conversion, which holds the GIL (one
-thread, whatever the pool size); `utf8_ms_per_gb` times it alone
-(`str.encode` of fresh strings).
+difference is the str -> UTF-8 conversion: in the abi3 build CPython's, which
+holds the GIL (one thread, whatever the pool size; `utf8_ms_per_gb` times it
+alone: `str.encode` of fresh strings), in a per-version build the pool's
+(`stable_abi` in the JSON says which; benches/abi3_check.sh runs both);
+`str_route` times the route alone, wall and CPU.
 """
 
 from __future__ import annotations
@@ -91,6 +93,28 @@ def measure(tok: Any, texts: Any, nbytes: int, repeats: int) -> dict[str, Any]:
     }
 
 
+def str_route(tok: Any, texts: list[str], nbytes: int, repeats: int) -> dict[str, float]:
+    """The list-of-str -> UTF-8 route alone, wall and process CPU time per GB:
+    a call whose text_pair ends with a lone surrogate converts every text,
+    then fails on the pair before any tokenizing."""
+    import gpu_tok
+
+    pairs = ["x"] * (len(texts) - 1) + ["\ud800"]
+    walls, cpus = [], []
+    for i in range(repeats + 1):
+        batch = [(t + "\n")[:-1] for t in texts]
+        start, cpu = time.perf_counter(), time.process_time()
+        try:
+            tok._core.encode_batch(batch, pairs, device="cpu")
+        except gpu_tok.InvalidInputError:
+            pass
+        if i:
+            walls.append(time.perf_counter() - start)
+            cpus.append(time.process_time() - cpu)
+    per_gb = 1e3 * 1e9 / nbytes
+    return {"wall_ms_per_gb": statistics.median(walls) * per_gb, "cpu_ms_per_gb": statistics.median(cpus) * per_gb}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tokenizers", nargs="+", default=["qwen3", "llama2", "bert-minilm", "unigram-xlmr"])
@@ -112,10 +136,17 @@ def main() -> int:
     for t in fresh:
         t.encode("utf-8")
     utf8_ms_per_gb = (time.perf_counter() - start) * 1e3 * 1e9 / nbytes
-    report: dict[str, Any] = {"mb": nbytes / 1e6, "threads": threads, "chunk_bytes": CHUNK,
+    stable_abi = gpu_tok.info(probe_cuda=False).get("stable_abi", True)  # older cores were all abi3
+    route = "abi3 build: str converted under the GIL" if stable_abi else "per-version build: str converted on the pool"
+    report: dict[str, Any] = {"mb": nbytes / 1e6, "threads": threads, "chunk_bytes": CHUNK, "stable_abi": stable_abi,
                               "utf8_ms_per_gb": utf8_ms_per_gb, "results": {}}
     print(f"{len(texts)} documents, {nbytes / 1e6:.1f} MB, {args.threads} threads; medians of {args.repeats}; "
-          f"CPython str -> UTF-8 alone: {utf8_ms_per_gb:.0f} ms/GB")
+          f"CPython str -> UTF-8 alone: {utf8_ms_per_gb:.0f} ms/GB; "
+          f"{route}")
+    route = str_route(load(args.tokenizers[0], shared), texts, nbytes, args.repeats)
+    report["str_route"] = route
+    print(f"str -> UTF-8 route alone: {route['wall_ms_per_gb']:.0f} ms/GB wall, "
+          f"{route['cpu_ms_per_gb']:.0f} ms/GB of CPU (every thread)")
     print(f"{'tokenizer':14s} {'input':6s} {'host ms/GB':>11s} {'prepare':>9s} {'upload':>8s} {'other':>8s} "
           f"{'device*':>9s} {'B/byte':>7s}")
     for name in args.tokenizers:

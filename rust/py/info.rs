@@ -17,6 +17,8 @@ pub fn build_info(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     // Always built: cudarc loads libcuda and NVRTC at run time, if present.
     d.set_item("cuda_backend", true)?;
     d.set_item("debug", cfg!(debug_assertions))?;
+    // The stable-ABI build converts a list of str under the GIL (rust/py/utf8.rs).
+    d.set_item("stable_abi", cfg!(feature = "abi3"))?;
     let dir = prebuilt::dir();
     let archs: Vec<String> = dir
         .iter()

@@ -1,9 +1,11 @@
-//! Reading the user's inputs: a sequence of `str` becomes strings borrowed for
-//! the duration of a call (the list holds them alive; no copy is made). Any
-//! other shape gets a clear `TypeError` naming the offending item.
+//! Reading the user's inputs: a sequence of `str` becomes the call's own list
+//! of the strings (it holds them alive for the call; their UTF-8: `utf8.rs`),
+//! an Arrow string array its rows. Any other shape gets a clear `TypeError`
+//! naming the offending item.
 
 use super::arrow::{self, ArrowStrings};
 use super::errors;
+use super::utf8::{self, Utf8Texts};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyByteArray, PyBytes, PyInt, PyList, PyString, PyTuple};
@@ -41,7 +43,9 @@ pub fn texts<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Vec<Bound<'py
         .collect()
 }
 
-/// UTF-8 views of `strings`; a lone surrogate gets an `InvalidInputError`.
+/// The UTF-8 of a few strings (one text, a row's words), borrowed as CPython
+/// gives it under the GIL; a lone surrogate gets an `InvalidInputError`.
+/// Batches of texts take `Texts::utf8`, off the GIL where the build allows.
 pub fn utf8<'a>(
     py: Python<'_>,
     strings: &'a [Bound<'_, PyString>],
@@ -51,15 +55,8 @@ pub fn utf8<'a>(
         .iter()
         .enumerate()
         .map(|(i, s)| {
-            s.to_str().map_err(|err| {
-                errors::to_py(
-                    py,
-                    crate::error::Error::InvalidArgument(format!(
-                        "{what}[{i}] cannot be encoded as UTF-8 ({}); lone surrogates are not text",
-                        err.value(py)
-                    )),
-                )
-            })
+            s.to_str()
+                .map_err(|err| errors::to_py(py, utf8::not_text(what, i, err.value(py))))
         })
         .collect()
 }
@@ -93,11 +90,12 @@ impl<'py> Texts<'py> {
         }
     }
 
-    /// The UTF-8 of every text, borrowed.
-    pub fn strs(&self, py: Python<'_>, what: &str) -> PyResult<Vec<&str>> {
+    /// The UTF-8 of every text (`Utf8Texts::strs`): Arrow's as it is,
+    /// Python strings' through `utf8::of_strings`.
+    pub fn utf8(&self, py: Python<'_>, what: &str) -> PyResult<Utf8Texts<'_>> {
         match self {
-            Texts::Python(v) => utf8(py, v, what),
-            Texts::Arrow(a) => Ok(a.rows.clone()),
+            Texts::Python(v) => utf8::of_strings(py, v, what),
+            Texts::Arrow(a) => Ok(Utf8Texts::borrowed(&a.rows)),
         }
     }
 }

@@ -17,6 +17,7 @@ mod pretok;
 mod settings;
 mod tensor;
 mod tokenizer;
+mod utf8;
 
 use pyo3::prelude::*;
 

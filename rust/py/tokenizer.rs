@@ -99,11 +99,13 @@ impl CoreTokenizer {
             .map(|p| inputs::Texts::read(p, "text_pair"))
             .transpose()?;
         check_pairs(firsts.len(), seconds.as_ref().map(|s| s.len()))?;
-        let first_strs = firsts.strs(py, "texts")?;
-        let second_strs = seconds
+        let first_utf8 = firsts.utf8(py, "texts")?;
+        let second_utf8 = seconds
             .as_ref()
-            .map(|s| s.strs(py, "text_pair"))
+            .map(|s| s.utf8(py, "text_pair"))
             .transpose()?;
+        let first_strs = first_utf8.strs();
+        let second_strs = second_utf8.as_ref().map(|s| s.strs());
         let rows: Vec<(&str, Option<&str>)> = match &second_strs {
             Some(seconds) => first_strs
                 .iter()
