@@ -257,6 +257,50 @@ fn real_patterns_match_oniguruma_on_random_text() {
     }
 }
 
+/// Random text made of runs (1 to 20 characters drawn from one small group:
+/// letters, spaces, digits, punctuation, mixed ASCII, or one character of
+/// `alphabet`): a state's loop (`\p{L}+`, `\s+(?!\S)`) meets runs of every
+/// length up to 20, longer than the 8 or 16 bytes a block-at-a-time reading of
+/// the loop would take, ending at every offset of such a block.
+fn runs_texts(rng: &mut Rng, alphabet: &[char], count: usize) -> Vec<String> {
+    const GROUPS: [&str; 6] = [
+        "abcXYZse",
+        "    ",
+        " \t\n",
+        "0123456789",
+        ".!-_/(",
+        "ab 1.\n'sT",
+    ];
+    (0..count)
+        .map(|_| {
+            let mut text = String::new();
+            for _ in 0..1 + rng.below(5) {
+                let len = 1 + rng.below(20);
+                match rng.below(GROUPS.len() + 1) {
+                    g if g < GROUPS.len() => {
+                        let group: Vec<char> = GROUPS[g].chars().collect();
+                        text.extend((0..len).map(|_| *rng.pick(&group)));
+                    }
+                    _ => text.extend(std::iter::repeat_n(*rng.pick(alphabet), len)),
+                }
+            }
+            text
+        })
+        .collect()
+}
+
+#[test]
+fn real_patterns_match_oniguruma_on_runs() {
+    let mut rng = Rng(0x2b1f);
+    for (name, pattern) in real_patterns() {
+        let regex = CompiledRegex::compile(&pattern).unwrap();
+        let mut alphabet = representatives(&regex);
+        alphabet.extend(TRICKY.chars());
+        let texts = runs_texts(&mut rng, &alphabet, 2000);
+        assert_same(&name, &pattern, &regex, &texts);
+    }
+}
+
 /// A random pattern from a small grammar of what tokenizer patterns use:
 /// alternations of sequences of classes, literals, groups, quantifiers
 /// (greedy, lazy, possessive, counted), (?i) groups, lookarounds, anchors.
