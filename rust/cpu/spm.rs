@@ -7,16 +7,15 @@
 
 use super::token_spans::SpanSource;
 use super::word_cache::{self, WordScratch};
-use super::Encoded;
 use super::{
     each_normalized_part, each_part, encode_with_offsets, AlignedWord, NormalizedPart, Part,
     WordPlan,
 };
+use super::{Encoded, FastEncode};
 use crate::kernels::{self, GtSpmCuts};
-use crate::plan::normalize::Aligns;
 use crate::plan::spm::SpmPlan;
-use crate::plan::{DevicePiece, PlainAdded};
-use std::borrow::Cow;
+use crate::plan::DevicePiece;
+use tokenizers::AddedVocabulary;
 
 /// `text` on the fast path, or None when the normalizer fails. With
 /// offsets (`spans`: how token spans are told, see `token_spans`), None too
@@ -59,25 +58,28 @@ pub fn kernel(plan: &SpmPlan) -> impl Fn(&[u8], &mut WordScratch, &mut Vec<u32>)
     |w, s, o| kernels::spm_word(plan.model(), w, &mut s.bpe, o)
 }
 
+impl FastEncode for SpmPlan {
+    fn encode_fast(
+        &self,
+        plan_id: u64,
+        _added: &AddedVocabulary,
+        text: &str,
+        offsets: bool,
+    ) -> Option<Encoded> {
+        match offsets {
+            true => None,
+            false => encode(self, plan_id, text, None),
+        }
+    }
+}
+
 impl WordPlan for SpmPlan {
-    fn plain_added(&self) -> Option<&PlainAdded> {
-        self.plain_added.as_ref()
-    }
-
-    fn normalize_piece<'t>(&self, piece: &'t str) -> Option<Cow<'t, str>> {
-        self.normalize(piece)
-    }
-
     /// Split as the pre-tokenizer does, then cut where the plan proved it safe.
     fn each_word(&self, normalized: &str, first: bool, word: &mut dyn FnMut(&str)) {
         let cuts = self.cuts_view();
         self.words.each(normalized, first, |pre_token| {
             words(pre_token, &cuts).for_each(&mut *word)
         });
-    }
-
-    fn normalize_aligned(&self, piece: &str) -> Option<(String, Aligns)> {
-        SpmPlan::normalize_aligned(self, piece)
     }
 
     fn each_word_aligned(

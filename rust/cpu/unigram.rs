@@ -6,13 +6,11 @@
 
 use super::token_spans::SpanSource;
 use super::word_cache::{self, WordScratch};
-use super::Encoded;
 use super::{each_part, encode_with_offsets, AlignedWord, Part, WordPlan};
+use super::{Encoded, FastEncode};
 use crate::kernels;
-use crate::plan::normalize::Aligns;
 use crate::plan::unigram::UnigramPlan;
-use crate::plan::PlainAdded;
-use std::borrow::Cow;
+use tokenizers::AddedVocabulary;
 
 /// `text` on the fast path, or None when only the exact path can encode it
 /// (a normalizer error, a character without a token and no unknown token:
@@ -38,21 +36,24 @@ pub fn kernel(plan: &UnigramPlan) -> impl Fn(&[u8], &mut WordScratch, &mut Vec<u
     |w, s, o| kernels::unigram_word(plan.model(), w, &mut s.unigram, o)
 }
 
+impl FastEncode for UnigramPlan {
+    fn encode_fast(
+        &self,
+        plan_id: u64,
+        _added: &AddedVocabulary,
+        text: &str,
+        offsets: bool,
+    ) -> Option<Encoded> {
+        match offsets {
+            true => None,
+            false => encode(self, plan_id, text, None),
+        }
+    }
+}
+
 impl WordPlan for UnigramPlan {
-    fn plain_added(&self) -> Option<&PlainAdded> {
-        self.plain_added.as_ref()
-    }
-
-    fn normalize_piece<'t>(&self, piece: &'t str) -> Option<Cow<'t, str>> {
-        self.normalize(piece)
-    }
-
     fn each_word(&self, normalized: &str, first: bool, word: &mut dyn FnMut(&str)) {
         self.words(normalized, first, word)
-    }
-
-    fn normalize_aligned(&self, piece: &str) -> Option<(String, Aligns)> {
-        UnigramPlan::normalize_aligned(self, piece)
     }
 
     fn each_word_aligned(

@@ -25,7 +25,7 @@ use crate::plan::FastPlan;
 use tokenizers::{Encoding, Model, OffsetType, PreTokenizedString, Token};
 
 /// The model of a per-word plan, one word at a time.
-enum WordModel<'p> {
+pub(super) enum WordModel<'p> {
     SentencePiece(&'p SpmPlan),
     Unigram(&'p UnigramPlan),
 }
@@ -88,12 +88,17 @@ impl Engine {
     /// One sequence with offsets for a per-word plan (see the module comment),
     /// as `exact::encode_sequence` gives it; None for other plans.
     pub(super) fn encode_aligned(&self, text: &str, type_id: u32) -> Option<Result<Encoding>> {
-        let model = match &self.fast {
-            Ok(FastPlan::SentencePiece(plan)) => WordModel::SentencePiece(plan),
-            Ok(FastPlan::Unigram(plan)) => WordModel::Unigram(plan),
-            _ => return None,
-        };
+        let model = self.word_model()?;
         Some(self.encode_with_model(&model, text, type_id))
+    }
+
+    /// The plan's per-word model; None for the other families.
+    pub(super) fn word_model(&self) -> Option<WordModel<'_>> {
+        match &self.fast {
+            Ok(FastPlan::SentencePiece(plan)) => Some(WordModel::SentencePiece(plan)),
+            Ok(FastPlan::Unigram(plan)) => Some(WordModel::Unigram(plan)),
+            _ => None,
+        }
     }
 
     fn encode_with_model(
@@ -160,11 +165,7 @@ impl Engine {
     /// A per-word plan's tokens of one pre-token, with their spans and token
     /// strings (`maps`); None for other plans or when the spans cannot be told.
     pub(super) fn per_word_tokens(&self, pre_token: &str) -> Option<Vec<Token>> {
-        let model = match &self.fast {
-            Ok(FastPlan::SentencePiece(plan)) => WordModel::SentencePiece(plan),
-            Ok(FastPlan::Unigram(plan)) => WordModel::Unigram(plan),
-            _ => return None,
-        };
+        let model = self.word_model()?;
         let lens = self.token_lens(&model);
         self.fast_tokens(&model, lens, pre_token, true)
     }
