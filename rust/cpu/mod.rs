@@ -56,10 +56,33 @@ pub trait FastEncode {
     ) -> Option<Encoded>;
 }
 
-/// What the CPU backend asks of the per-word plans (SentencePiece BPE,
+/// What the CPU backend (and the engine's aligned offsets,
+/// `engine/aligned.rs`) asks of the per-word plans (SentencePiece BPE,
 /// Unigram) beyond what they share in the plan ([`PerWord`]: plain added
-/// tokens, a normalizer per piece): the words of a normalized piece.
+/// tokens, a normalizer per piece): their words, their kernel, and how their
+/// tokens cover a word. Implemented in each family's module.
 pub trait WordPlan: PerWord {
+    /// The plan's ids of one word (its kernel); false when it cannot encode it.
+    fn encode_word(&self, word: &[u8], scratch: &mut WordScratch, out: &mut Vec<u32>) -> bool;
+    /// The words of one of the crate's pre-tokens.
+    fn each_pre_token_word(&self, pre_token: &str, word: &mut dyn FnMut(&str));
+    /// Bytes of the model's (continuing_subword_prefix, end_of_word_suffix).
+    fn affixes(&self) -> (usize, usize);
+    /// (byte-fallback ids, bytes of text one covers, unknown id) of the
+    /// model (`token_spans`).
+    fn special_ids(&self) -> (&[u32; 256], u32, u32);
+    /// True when the crate names an unknown token by the text it covers.
+    fn unknown_is_text(&self) -> bool;
+    /// True when a word whose spans the token lengths cannot tell goes to
+    /// the crate's model for them (`SpanSource::crate_word`).
+    fn asks_crate_for_spans(&self) -> bool;
+    /// `text` with offsets from the engine's token spans.
+    fn encode_with_spans(
+        &self,
+        plan_id: u64,
+        text: &str,
+        spans: &SpanSource<'_>,
+    ) -> Option<Encoded>;
     /// The words of a normalized piece that starts the original text (`first`) or not.
     fn each_word(&self, normalized: &str, first: bool, word: &mut dyn FnMut(&str));
     /// [`WordPlan::each_word`] with each word's alignments.

@@ -5,7 +5,7 @@
 //! (`gt_spm_word`). Without a pre-tokenizer the text is read as a device
 //! reads it (`SpmPlan::device_piece`: Llama-2's spaces read as "▁").
 
-use super::token_spans::SpanSource;
+use super::token_spans::{self, SpanSource};
 use super::word_cache::{self, WordScratch};
 use super::{
     each_normalized_part, each_part, encode_with_offsets, AlignedWord, NormalizedPart, Part,
@@ -74,6 +74,46 @@ impl FastEncode for SpmPlan {
 }
 
 impl WordPlan for SpmPlan {
+    fn encode_word(&self, word: &[u8], scratch: &mut WordScratch, out: &mut Vec<u32>) -> bool {
+        kernels::spm_word(self.model(), word, &mut scratch.bpe, out)
+    }
+
+    /// Cut where the plan proved it safe.
+    fn each_pre_token_word(&self, pre_token: &str, word: &mut dyn FnMut(&str)) {
+        words(pre_token, &self.cuts_view()).for_each(word)
+    }
+
+    fn affixes(&self) -> (usize, usize) {
+        let model = self.model();
+        (model.prefix_len as usize, model.suffix_len as usize)
+    }
+
+    /// The crate's BPE gives a byte token its byte.
+    fn special_ids(&self) -> (&[u32; 256], u32, u32) {
+        (
+            &self.model().byte_ids,
+            token_spans::BYTE_LEN,
+            self.model().unk_id,
+        )
+    }
+
+    fn unknown_is_text(&self) -> bool {
+        false
+    }
+
+    /// Unless the model drops unknown characters (no unknown token).
+    fn asks_crate_for_spans(&self) -> bool {
+        self.model().unk_id != kernels::NONE
+    }
+
+    fn encode_with_spans(
+        &self,
+        plan_id: u64,
+        text: &str,
+        spans: &SpanSource<'_>,
+    ) -> Option<Encoded> {
+        encode(self, plan_id, text, Some(spans))
+    }
     /// Split as the pre-tokenizer does, then cut where the plan proved it safe.
     fn each_word(&self, normalized: &str, first: bool, word: &mut dyn FnMut(&str)) {
         let cuts = self.cuts_view();
