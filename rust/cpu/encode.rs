@@ -9,7 +9,7 @@
 //! as the crate does, and goes through the fast engine.
 
 use super::word_cache::{self, WordScratch};
-use super::Encoded;
+use super::{Encoded, FastEncode};
 use crate::kernels;
 use crate::plan::bytelevel::{ByteLevelPlan, Matcher, SplitStep};
 use crate::plan::normalize::Aligns;
@@ -21,50 +21,53 @@ use tokenizers::{AddedVocabulary, NormalizerWrapper, OffsetReferential, OffsetTy
 /// a piece whose normalized text holds an added token the crate matches
 /// after normalizing, a normalizer that fails, or offsets the token lengths
 /// cannot tell (`ByteLevelPlan::token_lens`).
-pub fn encode(
-    plan: &ByteLevelPlan,
-    plan_id: u64,
-    added: &AddedVocabulary,
-    text: &str,
-    offsets: bool,
-) -> Option<Encoded> {
-    let mut ids = Vec::with_capacity(text.len() / 3 + 1);
-    // Byte spans in `text` of each token, when offsets are wanted.
-    let mut spans = offsets.then(Vec::new);
-    let mut added_tokens = Vec::new();
-    let mut fine = true;
-    let split = each_segment(plan, added, text, |segment, span| match segment {
-        Segment::Added(id, value) => {
-            push_added(&mut ids, spans.as_mut(), &mut added_tokens, id, span, value)
+impl FastEncode for ByteLevelPlan {
+    fn encode_fast(
+        &self,
+        plan_id: u64,
+        added: &AddedVocabulary,
+        text: &str,
+        offsets: bool,
+    ) -> Option<Encoded> {
+        let plan = self;
+        let mut ids = Vec::with_capacity(text.len() / 3 + 1);
+        // Byte spans in `text` of each token, when offsets are wanted.
+        let mut spans = offsets.then(Vec::new);
+        let mut added_tokens = Vec::new();
+        let mut fine = true;
+        let split = each_segment(plan, added, text, |segment, span| match segment {
+            Segment::Added(id, value) => {
+                push_added(&mut ids, spans.as_mut(), &mut added_tokens, id, span, value)
+            }
+            Segment::Text(piece, raw) if fine => {
+                let aligned = match (&spans, &piece) {
+                    (None, _) | (_, Cow::Borrowed(_)) => None,
+                    (Some(_), Cow::Owned(_)) => match aligned_piece(plan, raw) {
+                        Some(aligned) => Some(aligned),
+                        None => {
+                            fine = false;
+                            return;
+                        }
+                    },
+                };
+                let (text, align) = match &aligned {
+                    Some((text, align)) => (text.as_str(), Some(align.as_slice())),
+                    None => (piece.as_ref(), None),
+                };
+                fine = encode_text(plan, plan_id, text, span.0, align, &mut ids, spans.as_mut());
+            }
+            Segment::Text(..) => {}
+        });
+        if !(split && fine) {
+            return None;
         }
-        Segment::Text(piece, raw) if fine => {
-            let aligned = match (&spans, &piece) {
-                (None, _) | (_, Cow::Borrowed(_)) => None,
-                (Some(_), Cow::Owned(_)) => match aligned_piece(plan, raw) {
-                    Some(aligned) => Some(aligned),
-                    None => {
-                        fine = false;
-                        return;
-                    }
-                },
-            };
-            let (text, align) = match &aligned {
-                Some((text, align)) => (text.as_str(), Some(align.as_slice())),
-                None => (piece.as_ref(), None),
-            };
-            fine = encode_text(plan, plan_id, text, span.0, align, &mut ids, spans.as_mut());
-        }
-        Segment::Text(..) => {}
-    });
-    if !(split && fine) {
-        return None;
+        let offsets = spans.map(|spans| char_offsets(text, &spans));
+        Some(Encoded {
+            ids,
+            offsets,
+            added: added_tokens,
+        })
     }
-    let offsets = spans.map(|spans| char_offsets(text, &spans));
-    Some(Encoded {
-        ids,
-        offsets,
-        added: added_tokens,
-    })
 }
 
 /// A piece between added tokens as the pre-tokenizer sees it (normalized,

@@ -11,11 +11,10 @@ pub mod unigram;
 pub mod word_cache;
 pub mod wordpiece;
 
-use crate::plan::normalize::Aligns;
-use crate::plan::PlainAdded;
+use crate::plan::{PerWord, PlainAdded};
 use encode::{char_offsets, push_added};
-use std::borrow::Cow;
 use token_spans::{push_spans, SpanSource};
+use tokenizers::AddedVocabulary;
 use word_cache::WordScratch;
 
 /// One sequence on the fast path: its ids and, when asked for, each token's
@@ -41,17 +40,51 @@ pub enum Part<'w> {
 /// Takes a word and the source range of each of its bytes.
 pub type AlignedWord<'a> = dyn FnMut(&str, &[(u32, u32)]) + 'a;
 
-/// What the per-word plans (SentencePiece BPE, Unigram) share: plain added
-/// tokens, a normalizer per piece, and the words of a normalized piece.
-pub trait WordPlan {
-    fn plain_added(&self) -> Option<&PlainAdded>;
-    /// A piece after the normalizer; None when it fails (the exact path reports it).
-    fn normalize_piece<'t>(&self, piece: &'t str) -> Option<Cow<'t, str>>;
+/// A family's part on the CPU backend, implemented in the family's module:
+/// one sequence on the fast path (with per-token `offsets` or not), or None
+/// when the plan or the document leaves it to the exact path. The per-word
+/// families tell offsets only from the engine's token spans
+/// (`engine/aligned.rs` calls their `encode` with a `SpanSource`): asked for
+/// offsets here, they leave the text to the exact path.
+pub trait FastEncode {
+    fn encode_fast(
+        &self,
+        plan_id: u64,
+        added: &AddedVocabulary,
+        text: &str,
+        offsets: bool,
+    ) -> Option<Encoded>;
+}
+
+/// What the CPU backend (and the engine's aligned offsets,
+/// `engine/aligned.rs`) asks of the per-word plans (SentencePiece BPE,
+/// Unigram) beyond what they share in the plan ([`PerWord`]: plain added
+/// tokens, a normalizer per piece): their words, their kernel, and how their
+/// tokens cover a word. Implemented in each family's module.
+pub trait WordPlan: PerWord {
+    /// The plan's ids of one word (its kernel); false when it cannot encode it.
+    fn encode_word(&self, word: &[u8], scratch: &mut WordScratch, out: &mut Vec<u32>) -> bool;
+    /// The words of one of the crate's pre-tokens.
+    fn each_pre_token_word(&self, pre_token: &str, word: &mut dyn FnMut(&str));
+    /// Bytes of the model's (continuing_subword_prefix, end_of_word_suffix).
+    fn affixes(&self) -> (usize, usize);
+    /// (byte-fallback ids, bytes of text one covers, unknown id) of the
+    /// model (`token_spans`).
+    fn special_ids(&self) -> (&[u32; 256], u32, u32);
+    /// True when the crate names an unknown token by the text it covers.
+    fn unknown_is_text(&self) -> bool;
+    /// True when a word whose spans the token lengths cannot tell goes to
+    /// the crate's model for them (`SpanSource::crate_word`).
+    fn asks_crate_for_spans(&self) -> bool;
+    /// `text` with offsets from the engine's token spans.
+    fn encode_with_spans(
+        &self,
+        plan_id: u64,
+        text: &str,
+        spans: &SpanSource<'_>,
+    ) -> Option<Encoded>;
     /// The words of a normalized piece that starts the original text (`first`) or not.
     fn each_word(&self, normalized: &str, first: bool, word: &mut dyn FnMut(&str));
-    /// A piece after the normalizer with the crate's alignments (the source
-    /// range of each byte); None when the plan cannot follow them.
-    fn normalize_aligned(&self, piece: &str) -> Option<(String, Aligns)>;
     /// [`WordPlan::each_word`] with each word's alignments.
     fn each_word_aligned(
         &self,
@@ -103,7 +136,7 @@ pub fn each_normalized_part<'t, T>(
 /// words of each normalized piece between them (`each_normalized_part`, whose
 /// false this returns).
 pub fn each_part(plan: &impl WordPlan, text: &str, mut part: impl FnMut(Part<'_>)) -> bool {
-    let normalize = |piece| plan.normalize_piece(piece);
+    let normalize = |piece| plan.normalize(piece);
     each_normalized_part(plan, text, normalize, |piece| match piece {
         NormalizedPart::Added(id) => part(Part::Added(id)),
         NormalizedPart::Text(normalized, first) => {

@@ -5,18 +5,17 @@
 //! (`gt_spm_word`). Without a pre-tokenizer the text is read as a device
 //! reads it (`SpmPlan::device_piece`: Llama-2's spaces read as "▁").
 
-use super::token_spans::SpanSource;
+use super::token_spans::{self, SpanSource};
 use super::word_cache::{self, WordScratch};
-use super::Encoded;
 use super::{
     each_normalized_part, each_part, encode_with_offsets, AlignedWord, NormalizedPart, Part,
     WordPlan,
 };
+use super::{Encoded, FastEncode};
 use crate::kernels::{self, GtSpmCuts};
-use crate::plan::normalize::Aligns;
 use crate::plan::spm::SpmPlan;
-use crate::plan::{DevicePiece, PlainAdded};
-use std::borrow::Cow;
+use crate::plan::DevicePiece;
+use tokenizers::AddedVocabulary;
 
 /// `text` on the fast path, or None when the normalizer fails. With
 /// offsets (`spans`: how token spans are told, see `token_spans`), None too
@@ -59,25 +58,68 @@ pub fn kernel(plan: &SpmPlan) -> impl Fn(&[u8], &mut WordScratch, &mut Vec<u32>)
     |w, s, o| kernels::spm_word(plan.model(), w, &mut s.bpe, o)
 }
 
+impl FastEncode for SpmPlan {
+    fn encode_fast(
+        &self,
+        plan_id: u64,
+        _added: &AddedVocabulary,
+        text: &str,
+        offsets: bool,
+    ) -> Option<Encoded> {
+        match offsets {
+            true => None,
+            false => encode(self, plan_id, text, None),
+        }
+    }
+}
+
 impl WordPlan for SpmPlan {
-    fn plain_added(&self) -> Option<&PlainAdded> {
-        self.plain_added.as_ref()
+    fn encode_word(&self, word: &[u8], scratch: &mut WordScratch, out: &mut Vec<u32>) -> bool {
+        kernels::spm_word(self.model(), word, &mut scratch.bpe, out)
     }
 
-    fn normalize_piece<'t>(&self, piece: &'t str) -> Option<Cow<'t, str>> {
-        self.normalize(piece)
+    /// Cut where the plan proved it safe.
+    fn each_pre_token_word(&self, pre_token: &str, word: &mut dyn FnMut(&str)) {
+        words(pre_token, &self.cuts_view()).for_each(word)
     }
 
+    fn affixes(&self) -> (usize, usize) {
+        let model = self.model();
+        (model.prefix_len as usize, model.suffix_len as usize)
+    }
+
+    /// The crate's BPE gives a byte token its byte.
+    fn special_ids(&self) -> (&[u32; 256], u32, u32) {
+        (
+            &self.model().byte_ids,
+            token_spans::BYTE_LEN,
+            self.model().unk_id,
+        )
+    }
+
+    fn unknown_is_text(&self) -> bool {
+        false
+    }
+
+    /// Unless the model drops unknown characters (no unknown token).
+    fn asks_crate_for_spans(&self) -> bool {
+        self.model().unk_id != kernels::NONE
+    }
+
+    fn encode_with_spans(
+        &self,
+        plan_id: u64,
+        text: &str,
+        spans: &SpanSource<'_>,
+    ) -> Option<Encoded> {
+        encode(self, plan_id, text, Some(spans))
+    }
     /// Split as the pre-tokenizer does, then cut where the plan proved it safe.
     fn each_word(&self, normalized: &str, first: bool, word: &mut dyn FnMut(&str)) {
         let cuts = self.cuts_view();
         self.words.each(normalized, first, |pre_token| {
             words(pre_token, &cuts).for_each(&mut *word)
         });
-    }
-
-    fn normalize_aligned(&self, piece: &str) -> Option<(String, Aligns)> {
-        SpmPlan::normalize_aligned(self, piece)
     }
 
     fn each_word_aligned(

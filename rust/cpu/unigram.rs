@@ -4,15 +4,13 @@
 //! through the per-thread cache and the shared Viterbi kernel
 //! (`gt_unigram_word`).
 
-use super::token_spans::SpanSource;
+use super::token_spans::{self, SpanSource};
 use super::word_cache::{self, WordScratch};
-use super::Encoded;
 use super::{each_part, encode_with_offsets, AlignedWord, Part, WordPlan};
+use super::{Encoded, FastEncode};
 use crate::kernels;
-use crate::plan::normalize::Aligns;
 use crate::plan::unigram::UnigramPlan;
-use crate::plan::PlainAdded;
-use std::borrow::Cow;
+use tokenizers::AddedVocabulary;
 
 /// `text` on the fast path, or None when only the exact path can encode it
 /// (a normalizer error, a character without a token and no unknown token:
@@ -38,21 +36,64 @@ pub fn kernel(plan: &UnigramPlan) -> impl Fn(&[u8], &mut WordScratch, &mut Vec<u
     |w, s, o| kernels::unigram_word(plan.model(), w, &mut s.unigram, o)
 }
 
+impl FastEncode for UnigramPlan {
+    fn encode_fast(
+        &self,
+        plan_id: u64,
+        _added: &AddedVocabulary,
+        text: &str,
+        offsets: bool,
+    ) -> Option<Encoded> {
+        match offsets {
+            true => None,
+            false => encode(self, plan_id, text, None),
+        }
+    }
+}
+
 impl WordPlan for UnigramPlan {
-    fn plain_added(&self) -> Option<&PlainAdded> {
-        self.plain_added.as_ref()
+    fn encode_word(&self, word: &[u8], scratch: &mut WordScratch, out: &mut Vec<u32>) -> bool {
+        kernels::unigram_word(self.model(), word, &mut scratch.unigram, out)
     }
 
-    fn normalize_piece<'t>(&self, piece: &'t str) -> Option<Cow<'t, str>> {
-        self.normalize(piece)
+    /// A Unigram pre-token is one word.
+    fn each_pre_token_word(&self, pre_token: &str, word: &mut dyn FnMut(&str)) {
+        if !pre_token.is_empty() {
+            word(pre_token)
+        }
     }
 
+    fn affixes(&self) -> (usize, usize) {
+        (0, 0)
+    }
+
+    /// The crate's Unigram gives every byte token of an unknown piece the whole piece.
+    fn special_ids(&self) -> (&[u32; 256], u32, u32) {
+        (
+            &self.model().byte_ids,
+            token_spans::UNKNOWN_LEN,
+            self.model().unk_id,
+        )
+    }
+
+    fn unknown_is_text(&self) -> bool {
+        true
+    }
+
+    fn asks_crate_for_spans(&self) -> bool {
+        true
+    }
+
+    fn encode_with_spans(
+        &self,
+        plan_id: u64,
+        text: &str,
+        spans: &SpanSource<'_>,
+    ) -> Option<Encoded> {
+        encode(self, plan_id, text, Some(spans))
+    }
     fn each_word(&self, normalized: &str, first: bool, word: &mut dyn FnMut(&str)) {
         self.words(normalized, first, word)
-    }
-
-    fn normalize_aligned(&self, piece: &str) -> Option<(String, Aligns)> {
-        UnigramPlan::normalize_aligned(self, piece)
     }
 
     fn each_word_aligned(

@@ -8,11 +8,12 @@
 
 use super::encode::{char_offsets, push_added};
 use super::word_cache;
-use super::Encoded;
+use super::{Encoded, FastEncode};
 use crate::kernels::{self, WordPieceScratch};
 use crate::plan::wordpiece::WordPiecePlan;
 use crate::plan::{Piece, PlainAdded};
 use std::cell::RefCell;
+use tokenizers::AddedVocabulary;
 
 thread_local! {
     static SCRATCH: RefCell<WordPieceScratch> = RefCell::new(WordPieceScratch::default());
@@ -20,56 +21,65 @@ thread_local! {
 
 /// `text` on the fast path, or None if only the exact path can encode it (a
 /// character whose accents the crate's NFD could reorder).
-pub fn encode(plan: &WordPiecePlan, plan_id: u64, text: &str, offsets: bool) -> Option<Encoded> {
-    // None: an added token that strips spaces or matches single words.
-    let pieces = PlainAdded::pieces(plan.plain_added.as_ref(), text)?;
-    if !offsets {
-        return encode_ids(plan, plan_id, &pieces);
-    }
-    SCRATCH.with(|cell| {
-        let scratch = &mut *cell.borrow_mut();
-        let mut ids = Vec::with_capacity(text.len() / 4 + 1);
-        let mut spans = offsets.then(Vec::new);
-        let mut added = Vec::new();
-        for (piece, (start, end), token) in pieces {
-            match token {
-                Some((id, value)) => push_added(
-                    &mut ids,
-                    spans.as_mut(),
-                    &mut added,
-                    id,
-                    (start, end),
-                    value,
-                ),
-                None => {
-                    let (text, align) = plan.kernel_text_aligned(piece)?;
-                    let first = spans.as_ref().map_or(0, Vec::len);
-                    let base = if align.is_some() { 0 } else { start };
-                    if !kernels::wordpiece_text(
-                        plan.model(),
-                        plan.growth(),
-                        text.as_bytes(),
-                        scratch,
+impl FastEncode for WordPiecePlan {
+    fn encode_fast(
+        &self,
+        plan_id: u64,
+        _added: &AddedVocabulary,
+        text: &str,
+        offsets: bool,
+    ) -> Option<Encoded> {
+        let plan = self;
+        // None: an added token that strips spaces or matches single words.
+        let pieces = PlainAdded::pieces(plan.plain_added.as_ref(), text)?;
+        if !offsets {
+            return encode_ids(plan, plan_id, &pieces);
+        }
+        SCRATCH.with(|cell| {
+            let scratch = &mut *cell.borrow_mut();
+            let mut ids = Vec::with_capacity(text.len() / 4 + 1);
+            let mut spans = offsets.then(Vec::new);
+            let mut added = Vec::new();
+            for (piece, (start, end), token) in pieces {
+                match token {
+                    Some((id, value)) => push_added(
                         &mut ids,
                         spans.as_mut(),
-                        base,
-                    ) {
-                        return None;
-                    }
-                    if let (Some(spans), Some(align)) = (spans.as_mut(), align) {
-                        for span in &mut spans[first..] {
-                            *span = original_span(*span, &align, start);
+                        &mut added,
+                        id,
+                        (start, end),
+                        value,
+                    ),
+                    None => {
+                        let (text, align) = plan.kernel_text_aligned(piece)?;
+                        let first = spans.as_ref().map_or(0, Vec::len);
+                        let base = if align.is_some() { 0 } else { start };
+                        if !kernels::wordpiece_text(
+                            plan.model(),
+                            plan.growth(),
+                            text.as_bytes(),
+                            scratch,
+                            &mut ids,
+                            spans.as_mut(),
+                            base,
+                        ) {
+                            return None;
+                        }
+                        if let (Some(spans), Some(align)) = (spans.as_mut(), align) {
+                            for span in &mut spans[first..] {
+                                *span = original_span(*span, &align, start);
+                            }
                         }
                     }
                 }
             }
-        }
-        Some(Encoded {
-            ids,
-            offsets: spans.map(|spans| char_offsets(text, &spans)),
-            added,
+            Some(Encoded {
+                ids,
+                offsets: spans.map(|spans| char_offsets(text, &spans)),
+                added,
+            })
         })
-    })
+    }
 }
 
 /// The ids of a text split at its added tokens, each word's from the word

@@ -17,88 +17,35 @@
 use super::Engine;
 use crate::cpu::encode::crate_char_offsets;
 use crate::cpu::token_spans::{self, push_spans, CrateWord, SpanSource};
-use crate::cpu::word_cache::{self, WordScratch};
+use crate::cpu::word_cache;
+use crate::cpu::WordPlan;
 use crate::error::{Error, Result};
-use crate::plan::spm::SpmPlan;
-use crate::plan::unigram::UnigramPlan;
 use crate::plan::FastPlan;
 use tokenizers::{Encoding, Model, OffsetType, PreTokenizedString, Token};
 
 /// The model of a per-word plan, one word at a time.
-enum WordModel<'p> {
-    SentencePiece(&'p SpmPlan),
-    Unigram(&'p UnigramPlan),
-}
-
-impl WordModel<'_> {
-    /// The plan's ids of `word`; false when the kernel cannot encode it.
-    fn encode(&self, word: &[u8], scratch: &mut WordScratch, out: &mut Vec<u32>) -> bool {
-        match self {
-            WordModel::SentencePiece(plan) => crate::cpu::spm::kernel(plan)(word, scratch, out),
-            WordModel::Unigram(plan) => crate::cpu::unigram::kernel(plan)(word, scratch, out),
-        }
-    }
-
-    /// The words of a pre-token: SentencePiece BPE cuts where its plan
-    /// proved it safe; a Unigram pre-token is one word.
-    fn each_word(&self, pre_token: &str, word: &mut dyn FnMut(&str)) {
-        match self {
-            WordModel::SentencePiece(plan) => {
-                crate::cpu::spm::words(pre_token, &plan.cuts_view()).for_each(word)
-            }
-            WordModel::Unigram(_) => {
-                if !pre_token.is_empty() {
-                    word(pre_token)
-                }
-            }
-        }
-    }
-
-    /// Bytes of the model's (continuing_subword_prefix, end_of_word_suffix).
-    fn affixes(&self) -> (usize, usize) {
-        match self {
-            WordModel::SentencePiece(plan) => {
-                let model = plan.model();
-                (model.prefix_len as usize, model.suffix_len as usize)
-            }
-            WordModel::Unigram(_) => (0, 0),
-        }
-    }
-
-    /// (byte-fallback ids, bytes of text one covers, unknown id) of the model:
-    /// the crate's BPE gives a byte token its byte; its Unigram gives every byte
-    /// token of an unknown piece the whole piece (`token_spans`).
-    fn special_ids(&self) -> (&[u32; 256], u32, u32) {
-        match self {
-            WordModel::SentencePiece(plan) => (
-                &plan.model().byte_ids,
-                token_spans::BYTE_LEN,
-                plan.model().unk_id,
-            ),
-            WordModel::Unigram(plan) => (
-                &plan.model().byte_ids,
-                token_spans::UNKNOWN_LEN,
-                plan.model().unk_id,
-            ),
-        }
-    }
-}
+pub(super) type WordModel<'p> = &'p dyn WordPlan;
 
 impl Engine {
     /// One sequence with offsets for a per-word plan (see the module comment),
     /// as `exact::encode_sequence` gives it; None for other plans.
     pub(super) fn encode_aligned(&self, text: &str, type_id: u32) -> Option<Result<Encoding>> {
-        let model = match &self.fast {
-            Ok(FastPlan::SentencePiece(plan)) => WordModel::SentencePiece(plan),
-            Ok(FastPlan::Unigram(plan)) => WordModel::Unigram(plan),
-            _ => return None,
-        };
-        Some(self.encode_with_model(&model, text, type_id))
+        let model = self.word_model()?;
+        Some(self.encode_with_model(model, text, type_id))
+    }
+
+    /// The plan's per-word model; None for the other families.
+    pub(super) fn word_model(&self) -> Option<WordModel<'_>> {
+        match &self.fast {
+            Ok(FastPlan::SentencePiece(plan)) => Some(plan),
+            Ok(FastPlan::Unigram(plan)) => Some(plan),
+            _ => None,
+        }
     }
 
     fn encode_with_model(
         &self,
-        model: &WordModel<'_>,
+        model: WordModel<'_>,
         text: &str,
         type_id: u32,
     ) -> Result<Encoding> {
@@ -118,7 +65,7 @@ impl Engine {
     }
 
     /// Bytes of normalized text each id of the model covers (`token_spans`).
-    fn token_lens(&self, model: &WordModel<'_>) -> &[u32] {
+    fn token_lens(&self, model: WordModel<'_>) -> &[u32] {
         self.token_lens.get_or_init(|| {
             let (byte_ids, byte_len, unk_id) = model.special_ids();
             token_spans::token_lens(&self.hf.get_vocab(false), byte_ids, byte_len, unk_id)
@@ -132,41 +79,23 @@ impl Engine {
             let tokens = self.hf.get_model().tokenize(word).ok()?;
             Some(tokens.into_iter().map(|t| (t.id, t.offsets)).collect())
         };
-        match &self.fast {
-            Ok(FastPlan::SentencePiece(plan)) => {
-                let model = WordModel::SentencePiece(plan);
-                let lens = self.token_lens(&model);
-                let drops_unknown = plan.model().unk_id == crate::kernels::NONE;
-                let source = SpanSource {
-                    lens,
-                    affixes: model.affixes(),
-                    crate_word: (!drops_unknown).then_some(&crate_word as &CrateWord<'_>),
-                };
-                crate::cpu::spm::encode(plan, self.id, text, Some(&source))
-            }
-            Ok(FastPlan::Unigram(plan)) => {
-                let lens = self.token_lens(&WordModel::Unigram(plan));
-                let source = SpanSource {
-                    lens,
-                    affixes: (0, 0),
-                    crate_word: Some(&crate_word),
-                };
-                crate::cpu::unigram::encode(plan, self.id, text, Some(&source))
-            }
-            _ => None,
-        }
+        let model = self.word_model()?;
+        let source = SpanSource {
+            lens: self.token_lens(model),
+            affixes: model.affixes(),
+            crate_word: model
+                .asks_crate_for_spans()
+                .then_some(&crate_word as &CrateWord<'_>),
+        };
+        model.encode_with_spans(self.id, text, &source)
     }
 
     /// A per-word plan's tokens of one pre-token, with their spans and token
     /// strings (`maps`); None for other plans or when the spans cannot be told.
     pub(super) fn per_word_tokens(&self, pre_token: &str) -> Option<Vec<Token>> {
-        let model = match &self.fast {
-            Ok(FastPlan::SentencePiece(plan)) => WordModel::SentencePiece(plan),
-            Ok(FastPlan::Unigram(plan)) => WordModel::Unigram(plan),
-            _ => return None,
-        };
-        let lens = self.token_lens(&model);
-        self.fast_tokens(&model, lens, pre_token, true)
+        let model = self.word_model()?;
+        let lens = self.token_lens(model);
+        self.fast_tokens(model, lens, pre_token, true)
     }
 
     /// The tokens of a pre-token with their byte spans in it, on the fast
@@ -174,7 +103,7 @@ impl Engine {
     /// encodes the pre-token). `values`: with their token strings.
     fn fast_tokens(
         &self,
-        model: &WordModel<'_>,
+        model: WordModel<'_>,
         lens: &[u32],
         pre_token: &str,
         values: bool,
@@ -185,28 +114,28 @@ impl Engine {
         // With affixes the plan makes no cuts: each word is a whole pre-token,
         // the crate's word, whose affixes `push_spans` leaves out.
         let affixes = model.affixes();
-        let unknown_is_text = matches!(model, WordModel::Unigram(_));
+        let unknown_is_text = model.unknown_is_text();
         let unk_id = model.special_ids().2;
         word_cache::with_cache(self.id, |cache| {
-            model.each_word(pre_token, &mut |word| {
+            model.each_pre_token_word(pre_token, &mut |word| {
                 if !fine {
                     return;
                 }
                 let start = word.as_ptr() as usize - pre_token.as_ptr() as usize;
                 ids.clear();
-                fine = cache
-                    .encode_word(word.as_bytes(), &mut ids, |w, s, o| model.encode(w, s, o))
-                    && push_spans(&ids, lens, affixes, start, word.len(), &mut |id, span| {
-                        let value = match values {
-                            // The crate's Unigram names an unknown piece by its text.
-                            true if unknown_is_text && id == unk_id => {
-                                pre_token[span.0..span.1].to_string()
-                            }
-                            true => self.hf.id_to_token(id).unwrap_or_default(),
-                            false => String::new(),
-                        };
-                        tokens.push(Token::new(id, value, span));
-                    });
+                fine = cache.encode_word(word.as_bytes(), &mut ids, |w, s, o| {
+                    model.encode_word(w, s, o)
+                }) && push_spans(&ids, lens, affixes, start, word.len(), &mut |id, span| {
+                    let value = match values {
+                        // The crate's Unigram names an unknown piece by its text.
+                        true if unknown_is_text && id == unk_id => {
+                            pre_token[span.0..span.1].to_string()
+                        }
+                        true => self.hf.id_to_token(id).unwrap_or_default(),
+                        false => String::new(),
+                    };
+                    tokens.push(Token::new(id, value, span));
+                });
             })
         });
         fine.then_some(tokens)

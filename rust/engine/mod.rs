@@ -24,10 +24,10 @@ pub mod pretok;
 mod single;
 pub mod template;
 
-use crate::cpu;
+use crate::cpu::{self, FastEncode};
 use crate::error::{Error, Result};
 use crate::layout::{Batch, Outputs};
-use crate::plan::{FastPlan, PlanReport};
+use crate::plan::{each_family, FastPlan, PlanReport};
 use crate::pool;
 use tokenizers::{AddedToken, Encoding, PaddingParams, PostProcessor, Tokenizer, TruncationParams};
 
@@ -178,19 +178,12 @@ impl Engine {
     /// One sequence on the fast path, or None when the plan or the document
     /// leaves it to the exact path.
     fn encode_fast(&self, text: &str, offsets: bool) -> Option<cpu::Encoded> {
-        match &self.fast {
-            Ok(FastPlan::ByteLevel(plan)) => {
-                let added = self.hf.get_added_vocabulary();
-                cpu::encode::encode(plan, self.id, added, text, offsets)
-            }
-            Ok(FastPlan::SentencePiece(_) | FastPlan::Unigram(_)) if offsets => {
-                self.encode_word_offsets(text)
-            }
-            Ok(FastPlan::SentencePiece(plan)) => cpu::spm::encode(plan, self.id, text, None),
-            Ok(FastPlan::WordPiece(plan)) => cpu::wordpiece::encode(plan, self.id, text, offsets),
-            Ok(FastPlan::Unigram(plan)) => cpu::unigram::encode(plan, self.id, text, None),
-            Err(_) => None,
+        let plan = self.fast.as_ref().ok()?;
+        if offsets && self.word_model().is_some() {
+            return self.encode_word_offsets(text);
         }
+        let added = self.hf.get_added_vocabulary();
+        each_family!(plan, plan => plan.encode_fast(self.id, added, text, offsets))
     }
 
     /// One sequence: the fast path when the plan and the document allow it,

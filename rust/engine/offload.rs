@@ -57,7 +57,7 @@ impl Engine {
             self.check_int32(&template, settings)?;
         }
 
-        let plan = self.fast.as_ref().ok().filter(|p| runs_on_device(p));
+        let plan = self.fast.as_ref().ok().filter(|p| p.runs_on_device());
         let tables = plan.map(|plan| self.tables_on(dev, plan)).transpose()?;
         let model = tables
             .as_ref()
@@ -203,19 +203,6 @@ impl Engine {
     }
 }
 
-/// True when the device runs this plan's model: byte-level BPE whose Split
-/// steps are scanners or compiled patterns and whose words take a token per
-/// byte, SentencePiece-style BPE without affixes, Unigram with an unknown
-/// token (so no word can fail there), WordPiece whose pieces fit their room.
-fn runs_on_device(plan: &FastPlan) -> bool {
-    match plan {
-        FastPlan::ByteLevel(plan) => plan.chain.is_some() && plan.one_token_per_byte(),
-        FastPlan::SentencePiece(plan) => plan.runs_on_device(),
-        FastPlan::Unigram(plan) => plan.encodes_every_word(),
-        FastPlan::WordPiece(plan) => plan.tokens_fit_bytes(),
-    }
-}
-
 /// A byte-level text that holds added tokens as a device row: each stretch
 /// of text between them for the device, their ids from the host; None when
 /// only the exact path can encode it.
@@ -348,7 +335,7 @@ mod tests {
     #[test]
     fn normalized_text_goes_to_the_device_and_added_tokens_ids_come_from_the_host() {
         let engine = Engine::from_json(SPM).unwrap();
-        let plan = engine.fast.as_ref().ok().filter(|p| runs_on_device(p));
+        let plan = engine.fast.as_ref().ok().filter(|p| p.runs_on_device());
         let settings = Settings::default();
         // The device cuts the words (gt_spm_cut_words) and reads each space
         // as "▁" (the normalizer's Replace); the layout writes a space before
@@ -389,7 +376,7 @@ mod tests {
             "model": {"type": "Unigram", "unk_id": 0, "byte_fallback": false,
                       "vocab": [["<unk>", 0.0], ["▁", -1.0], ["a", -2.0], ["▁a", -1.5], ["b", -2.0]]}}"#;
         let engine = Engine::from_json(unigram).unwrap();
-        let plan = engine.fast.as_ref().ok().filter(|p| runs_on_device(p));
+        let plan = engine.fast.as_ref().ok().filter(|p| p.runs_on_device());
         let row = |text| {
             engine
                 .device_row(text, plan, &Settings::default())

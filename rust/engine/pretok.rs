@@ -5,7 +5,7 @@
 
 use crate::cpu::encode;
 use crate::kernels::{self, GtChain};
-use crate::plan::bytelevel::{plan_steps, Engine, SplitStep};
+use crate::plan::bytelevel::{plan_steps, SplitEngine, SplitStep};
 
 /// One pre-tokenizer's steps, compiled once for any number of texts.
 pub struct PreTokenizer {
@@ -19,7 +19,7 @@ impl PreTokenizer {
     /// a Sequence...); `engine`: "scanner", "compiled" or "oniguruma". The
     /// error says what is wrong, for a `ValueError`.
     pub fn new(pre_tokenizer: &str, engine: &str) -> Result<Self, String> {
-        let engine = Engine::parse(engine).ok_or_else(|| {
+        let engine = SplitEngine::parse(engine).ok_or_else(|| {
             format!("engine must be \"scanner\", \"compiled\" or \"oniguruma\", not {engine:?}")
         })?;
         let spec: serde_json::Value = serde_json::from_str(pre_tokenizer)

@@ -1033,13 +1033,16 @@ pub fn c_constants() -> [u32; 6] {
 mod tests {
     use super::*;
 
-    use crate::plan::bytelevel::{chain_of, pattern_of, Engine};
+    use crate::plan::bytelevel::{chain_of, pattern_of, SplitEngine};
 
     /// The scanner chains of the real families (GT_PAT_* in cuda/gt_pretok.cuh).
     const CHAINS: [&[u32]; 5] = [&[1], &[2], &[3], &[4], &[5, 6, 7]];
 
     /// The chain of the scanners' patterns, run by `engine`.
-    fn chain(ids: &[u32], engine: Engine) -> (Vec<crate::plan::bytelevel::SplitStep>, GtChain) {
+    fn chain(
+        ids: &[u32],
+        engine: SplitEngine,
+    ) -> (Vec<crate::plan::bytelevel::SplitStep>, GtChain) {
         let patterns: Vec<&str> = ids.iter().map(|&id| pattern_of(id)).collect();
         chain_of(&patterns, engine)
     }
@@ -1055,13 +1058,13 @@ mod tests {
     #[test]
     fn only_chains_that_split_at_spaces_are_cut() {
         for ids in CHAINS {
-            assert!(chain(ids, Engine::Scanner).1.can_cut(), "{ids:?}");
+            assert!(chain(ids, SplitEngine::Scanner).1.can_cut(), "{ids:?}");
         }
         for ids in [&[][..], &[5], &[6], &[5, 6]] {
-            assert!(!chain(ids, Engine::Scanner).1.can_cut(), "{ids:?}");
+            assert!(!chain(ids, SplitEngine::Scanner).1.can_cut(), "{ids:?}");
         }
         // Why: with digits alone, "ab cd" is one word; a cut at the space would make two.
-        let (_steps, digits) = chain(&[5], Engine::Scanner);
+        let (_steps, digits) = chain(&[5], SplitEngine::Scanner);
         assert_eq!(words(&digits, "ab cd"), ["ab cd"]);
         assert_eq!(next_cut(b"ab cd", 1), 2);
     }
@@ -1117,7 +1120,7 @@ mod tests {
     fn cutting_at_safe_points_keeps_the_words() {
         for (ids, engine) in CHAINS
             .iter()
-            .flat_map(|ids| [(ids, Engine::Scanner), (ids, Engine::Compiled)])
+            .flat_map(|ids| [(ids, SplitEngine::Scanner), (ids, SplitEngine::Compiled)])
         {
             let (_steps, splits) = chain(ids, engine);
             for text in crate::test_texts::sample_texts(17) {

@@ -30,6 +30,7 @@
 //! Why not: each refusal is a reason string shown by `tok.plan`.
 
 use super::alphabet::alphabet;
+use super::family::Family;
 use super::normalize::PieceNormalizer;
 use super::regex::charset::{self, CharSet};
 use super::regex::{self as compiled_regex, CompiledRegex};
@@ -152,28 +153,28 @@ impl Behavior {
 /// hand-written scanners where a pattern has one, "oniguruma" the crate's
 /// regex for every pattern (peers for tests and benchmarks).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Engine {
+pub enum SplitEngine {
     Scanner,
     Compiled,
     Oniguruma,
 }
 
-impl Engine {
+impl SplitEngine {
     /// "scanner", "compiled" or "oniguruma".
-    pub fn parse(name: &str) -> Option<Engine> {
+    pub fn parse(name: &str) -> Option<SplitEngine> {
         match name {
-            "scanner" => Some(Engine::Scanner),
-            "compiled" => Some(Engine::Compiled),
-            "oniguruma" => Some(Engine::Oniguruma),
+            "scanner" => Some(SplitEngine::Scanner),
+            "compiled" => Some(SplitEngine::Compiled),
+            "oniguruma" => Some(SplitEngine::Oniguruma),
             _ => None,
         }
     }
 
-    fn from_env() -> Engine {
+    fn from_env() -> SplitEngine {
         match std::env::var("GPU_TOK_PRETOKENIZER").as_deref() {
-            Ok("scanner") => Engine::Scanner,
-            Ok("oniguruma") => Engine::Oniguruma,
-            _ => Engine::Compiled,
+            Ok("scanner") => SplitEngine::Scanner,
+            Ok("oniguruma") => SplitEngine::Oniguruma,
+            _ => SplitEngine::Compiled,
         }
     }
 }
@@ -186,7 +187,7 @@ impl SplitStep {
         pattern: &str,
         behavior: Behavior,
         invert: bool,
-        engine: Engine,
+        engine: SplitEngine,
     ) -> Result<Self, String> {
         let oniguruma =
             SysRegex::new(pattern).map_err(|e| format!("cannot compile the Split pattern: {e}"))?;
@@ -195,7 +196,7 @@ impl SplitStep {
             if invert { ", invert" } else { "" }
         );
         let compiled = match engine {
-            Engine::Oniguruma => Err("GPU_TOK_PRETOKENIZER=oniguruma".to_string()),
+            SplitEngine::Oniguruma => Err("GPU_TOK_PRETOKENIZER=oniguruma".to_string()),
             _ => CompiledRegex::compile(pattern),
         };
         let compiled = match compiled {
@@ -214,7 +215,7 @@ impl SplitStep {
         let cuts = cut_flags(&compiled, behavior);
         let scanner = SCANNERS.iter().find(|(text, _)| *text == pattern);
         let matcher = match (scanner, engine) {
-            (Some(&(_, id)), Engine::Scanner) => Matcher::Scanner(id),
+            (Some(&(_, id)), SplitEngine::Scanner) => Matcher::Scanner(id),
             _ => Matcher::Compiled(Box::new(compiled)),
         };
         Ok(SplitStep {
@@ -319,6 +320,157 @@ pub struct ByteLevelPlan {
     pub plain_added: Option<PlainAdded>,
 }
 
+impl Family for ByteLevelPlan {
+    /// Builds the plan, or says why this tokenizer is not for it.
+    fn build(spec: &Value) -> Result<Self, String> {
+        let normalizer = PieceNormalizer::from_spec(&spec["normalizer"])?;
+        let splits = splits(&spec["pre_tokenizer"])?;
+        let prefix_space = spec["pre_tokenizer"]["type"].as_str() == Some("ByteLevel")
+            && spec["pre_tokenizer"]["add_prefix_space"]
+                .as_bool()
+                .unwrap_or(true);
+        let model = &spec["model"];
+        check_bpe_model(model)?;
+        let (added, normalized_added) = added_tokens(&spec["added_tokens"], &normalizer)?;
+        let plain_added = PlainAdded::from_spec(&spec["added_tokens"]);
+        let alphabet = alphabet();
+        let byte_of: std::collections::HashMap<char, u8> = alphabet
+            .iter()
+            .enumerate()
+            .map(|(b, &c)| (c, b as u8))
+            .collect();
+        let decode = |token: &str| -> Option<Vec<u8>> {
+            token.chars().map(|c| byte_of.get(&c).copied()).collect()
+        };
+        let vocab = model["vocab"]
+            .as_object()
+            .ok_or("model.vocab is not an object")?;
+        // serde_json's map is a BTreeMap: index it once for the ~3 lookups per merge.
+        let ids: rustc_hash::FxHashMap<&str, u32> = vocab
+            .iter()
+            .filter_map(|(t, id)| Some((t.as_str(), id.as_u64()? as u32)))
+            .collect();
+        let id_of = |token: &str| ids.get(token).copied();
+
+        let mut byte_ids = [NONE; 256];
+        for (b, c) in alphabet.iter().enumerate() {
+            byte_ids[b] = id_of(&c.to_string()).unwrap_or(NONE);
+        }
+        let (prefix, suffix) = affixes(model);
+        let merges = merge_table(&model["merges"], id_of, prefix.len())?;
+        let ignore_merges = model["ignore_merges"].as_bool().unwrap_or(false);
+        let chars = match byte_ids.contains(&NONE) || (prefix, suffix) != ("", "") {
+            true => Some(CharsModel::build(model, &ids, &merges, ignore_merges)?),
+            false => None,
+        };
+        let vocab_words: Vec<(Vec<u8>, u32)> = vocab
+            .iter()
+            .filter_map(|(t, id)| Some((decode(t)?, id.as_u64()? as u32)))
+            .collect();
+        let mut token_bytes = vec![
+            0u32;
+            vocab_words
+                .iter()
+                .map(|(_, id)| *id as usize + 1)
+                .max()
+                .unwrap_or(0)
+        ];
+        for (bytes, id) in &vocab_words {
+            token_bytes[*id as usize] = bytes.len() as u32;
+        }
+        let whole_words: &[(Vec<u8>, u32)] = if ignore_merges { &vocab_words } else { &[] };
+        let words = BytesTable::build(whole_words.iter().map(|(b, id)| (b.as_slice(), *id)));
+        let merges_view = merges.view();
+        // Only a model with a token for every byte reads them (`gt_bpe_word`).
+        let byte_pair_ranks: Vec<u32> = match chars {
+            Some(_) => Vec::new(),
+            None => (0..1usize << 16)
+                .map(|pair| {
+                    let (a, b) = (byte_ids[pair >> 8], byte_ids[pair & 0xFF]);
+                    kernels::pair_rank(&merges_view, a, b).unwrap_or(NONE)
+                })
+                .collect(),
+        };
+        let view = GtBpeModel {
+            merges: merges_view,
+            vocab: words.view(),
+            byte_pair_ranks: match byte_pair_ranks.is_empty() {
+                true => std::ptr::null(),
+                false => byte_pair_ranks.as_ptr(),
+            },
+            byte_ids,
+            ignore_merges: u32::from(ignore_merges),
+            _pad: 0,
+        };
+        let steps: Option<Vec<GtChainStep>> = splits.iter().map(SplitStep::kernel_step).collect();
+        let mut tables = ByteLevelTables {
+            normalizer,
+            chain: steps.and_then(|steps| GtChain::new(&steps)),
+            prefix_space,
+            splits,
+            model: view,
+            merges,
+            words,
+            byte_pair_ranks,
+            word_model: view,
+            own_words: None,
+            short_vocab: ShortWords::with_slots(2),
+            vocab_words,
+            token_bytes,
+            chars,
+        };
+        // Built before the tables are shared: every plan with other added
+        // tokens (`with_added_tokens`) reads the same.
+        tables.build_word_tables();
+        Ok(ByteLevelPlan {
+            shared: Arc::new(tables),
+            added,
+            normalized_added,
+            plain_added,
+        })
+    }
+
+    /// This plan with other added tokens: the tables shared, the rest built.
+    fn with_added_tokens(&self, added_tokens: &Value) -> Result<Self, String> {
+        let (added, normalized_added) = self::added_tokens(added_tokens, &self.normalizer)?;
+        Ok(ByteLevelPlan {
+            shared: Arc::clone(&self.shared),
+            added,
+            normalized_added,
+            plain_added: PlainAdded::from_spec(added_tokens),
+        })
+    }
+
+    /// Gives the plain added tokens the ids the crate gave them (`id_of`, e.g.
+    /// its `token_to_id`); without an id for each, the crate's split is used.
+    fn resolve_added_ids(&mut self, id_of: impl Fn(&str) -> Option<u32>) -> Result<(), String> {
+        PlainAdded::resolve(&mut self.plain_added, id_of);
+        Ok(())
+    }
+
+    fn report(&self) -> [String; 3] {
+        [
+            format!(
+                "per piece between added tokens, with the crate's alignments for offsets: {}",
+                self.normalizer.describe()
+            ),
+            self.describe_splits(),
+            match self.one_token_per_byte() {
+                true => "byte-level BPE kernel (cuda/gt_bpe.cuh) with a per-thread word cache; offsets too",
+                false => "BPE over each word's byte-level characters with affixes, byte fallback and the \
+                          unknown token (cuda/gt_spm.cuh), a per-thread word cache; offsets too (CPU)",
+            }
+            .into(),
+        ]
+    }
+
+    /// Split steps that are scanners or compiled patterns, and words that
+    /// take a token per byte (`gt_bpe_word`).
+    fn runs_on_device(&self) -> bool {
+        self.chain.is_some() && self.one_token_per_byte()
+    }
+}
+
 impl std::ops::Deref for ByteLevelPlan {
     type Target = ByteLevelTables;
 
@@ -395,25 +547,9 @@ impl CharsModel {
         merges: &MergeTable,
         ignore_merges: bool,
     ) -> Result<CharsModel, String> {
-        let id_of = |token: &str| ids.get(token).copied();
-        let unk_id = match model["unk_token"].as_str() {
-            Some(unk) => id_of(unk)
-                .ok_or("the unknown token is not in the vocabulary (the crate reports it)")?,
-            None => NONE,
-        };
-        let mut byte_ids = [NONE; 256];
-        if model["byte_fallback"].as_bool().unwrap_or(false) {
-            for (b, slot) in byte_ids.iter_mut().enumerate() {
-                *slot = id_of(&format!("<0x{b:02X}>")).unwrap_or(NONE);
-            }
-        }
+        let (unk_id, byte_ids) = unk_and_byte_ids(model, ids)?;
         let vocab = BytesTable::build(ids.iter().map(|(t, &id)| (t.as_bytes(), id)));
         let (prefix, suffix) = affixes(model);
-        let affix = |text: &str| {
-            let mut bytes = [0u8; kernels::AFFIX_MAX];
-            bytes[..text.len()].copy_from_slice(text.as_bytes());
-            bytes
-        };
         let size = ids.values().map(|&id| id as usize + 1).max().unwrap_or(0);
         let (mut token_chars, mut affixed) = (vec![0u32; size], vec![(false, false); size]);
         for (token, &id) in ids {
@@ -423,12 +559,7 @@ impl CharsModel {
                 !suffix.is_empty() && token.ends_with(suffix),
             );
         }
-        let special = byte_ids
-            .iter()
-            .copied()
-            .chain([unk_id])
-            .filter(|&id| id != NONE)
-            .collect();
+        let special = special_ids(unk_id, &byte_ids);
         Ok(CharsModel {
             model: GtSpmModel {
                 merges: merges.view(),
@@ -442,8 +573,8 @@ impl CharsModel {
                 _pad: 0,
                 prefix_len: prefix.len() as u32,
                 suffix_len: suffix.len() as u32,
-                prefix: affix(prefix),
-                suffix: affix(suffix),
+                prefix: affix_bytes(prefix),
+                suffix: affix_bytes(suffix),
             },
             _vocab: vocab,
             prefix_chars: prefix.chars().count() as u32,
@@ -555,126 +686,6 @@ impl ByteLevelPlan {
         self.token_bytes.get(id as usize).map_or(0, |&n| n as usize)
     }
 
-    /// Builds the plan, or says why this tokenizer is not for it.
-    pub fn build(spec: &Value) -> Result<Self, String> {
-        let normalizer = PieceNormalizer::from_spec(&spec["normalizer"])?;
-        let splits = splits(&spec["pre_tokenizer"])?;
-        let prefix_space = spec["pre_tokenizer"]["type"].as_str() == Some("ByteLevel")
-            && spec["pre_tokenizer"]["add_prefix_space"]
-                .as_bool()
-                .unwrap_or(true);
-        let model = &spec["model"];
-        check_bpe_model(model)?;
-        let (added, normalized_added) = added_tokens(&spec["added_tokens"], &normalizer)?;
-        let plain_added = PlainAdded::from_spec(&spec["added_tokens"]);
-        let alphabet = alphabet();
-        let byte_of: std::collections::HashMap<char, u8> = alphabet
-            .iter()
-            .enumerate()
-            .map(|(b, &c)| (c, b as u8))
-            .collect();
-        let decode = |token: &str| -> Option<Vec<u8>> {
-            token.chars().map(|c| byte_of.get(&c).copied()).collect()
-        };
-        let vocab = model["vocab"]
-            .as_object()
-            .ok_or("model.vocab is not an object")?;
-        // serde_json's map is a BTreeMap: index it once for the ~3 lookups per merge.
-        let ids: rustc_hash::FxHashMap<&str, u32> = vocab
-            .iter()
-            .filter_map(|(t, id)| Some((t.as_str(), id.as_u64()? as u32)))
-            .collect();
-        let id_of = |token: &str| ids.get(token).copied();
-
-        let mut byte_ids = [NONE; 256];
-        for (b, c) in alphabet.iter().enumerate() {
-            byte_ids[b] = id_of(&c.to_string()).unwrap_or(NONE);
-        }
-        let (prefix, suffix) = affixes(model);
-        let merges = merge_table(&model["merges"], id_of, prefix.len())?;
-        let ignore_merges = model["ignore_merges"].as_bool().unwrap_or(false);
-        let chars = match byte_ids.contains(&NONE) || (prefix, suffix) != ("", "") {
-            true => Some(CharsModel::build(model, &ids, &merges, ignore_merges)?),
-            false => None,
-        };
-        let vocab_words: Vec<(Vec<u8>, u32)> = vocab
-            .iter()
-            .filter_map(|(t, id)| Some((decode(t)?, id.as_u64()? as u32)))
-            .collect();
-        let mut token_bytes = vec![
-            0u32;
-            vocab_words
-                .iter()
-                .map(|(_, id)| *id as usize + 1)
-                .max()
-                .unwrap_or(0)
-        ];
-        for (bytes, id) in &vocab_words {
-            token_bytes[*id as usize] = bytes.len() as u32;
-        }
-        let whole_words: &[(Vec<u8>, u32)] = if ignore_merges { &vocab_words } else { &[] };
-        let words = BytesTable::build(whole_words.iter().map(|(b, id)| (b.as_slice(), *id)));
-        let merges_view = merges.view();
-        // Only a model with a token for every byte reads them (`gt_bpe_word`).
-        let byte_pair_ranks: Vec<u32> = match chars {
-            Some(_) => Vec::new(),
-            None => (0..1usize << 16)
-                .map(|pair| {
-                    let (a, b) = (byte_ids[pair >> 8], byte_ids[pair & 0xFF]);
-                    kernels::pair_rank(&merges_view, a, b).unwrap_or(NONE)
-                })
-                .collect(),
-        };
-        let view = GtBpeModel {
-            merges: merges_view,
-            vocab: words.view(),
-            byte_pair_ranks: match byte_pair_ranks.is_empty() {
-                true => std::ptr::null(),
-                false => byte_pair_ranks.as_ptr(),
-            },
-            byte_ids,
-            ignore_merges: u32::from(ignore_merges),
-            _pad: 0,
-        };
-        let steps: Option<Vec<GtChainStep>> = splits.iter().map(SplitStep::kernel_step).collect();
-        let mut tables = ByteLevelTables {
-            normalizer,
-            chain: steps.and_then(|steps| GtChain::new(&steps)),
-            prefix_space,
-            splits,
-            model: view,
-            merges,
-            words,
-            byte_pair_ranks,
-            word_model: view,
-            own_words: None,
-            short_vocab: ShortWords::with_slots(2),
-            vocab_words,
-            token_bytes,
-            chars,
-        };
-        // Built before the tables are shared: every plan with other added
-        // tokens (`with_added_tokens`) reads the same.
-        tables.build_word_tables();
-        Ok(ByteLevelPlan {
-            shared: Arc::new(tables),
-            added,
-            normalized_added,
-            plain_added,
-        })
-    }
-
-    /// This plan with other added tokens: the tables shared, the rest built.
-    pub fn with_added_tokens(&self, added_tokens: &Value) -> Result<Self, String> {
-        let (added, normalized_added) = self::added_tokens(added_tokens, &self.normalizer)?;
-        Ok(ByteLevelPlan {
-            shared: Arc::clone(&self.shared),
-            added,
-            normalized_added,
-            plain_added: PlainAdded::from_spec(added_tokens),
-        })
-    }
-
     /// True when the words go through `gt_bpe_word` (a token for every byte,
     /// no affixes): what a device runs.
     pub fn one_token_per_byte(&self) -> bool {
@@ -783,12 +794,6 @@ impl ByteLevelPlan {
         (!held).then_some(normalized)
     }
 
-    /// Gives the plain added tokens the ids the crate gave them (`id_of`, e.g.
-    /// its `token_to_id`); without an id for each, the crate's split is used.
-    pub fn resolve_added_ids(&mut self, id_of: impl Fn(&str) -> Option<u32>) {
-        PlainAdded::resolve(&mut self.plain_added, id_of);
-    }
-
     /// True when `text` contains an added token's text.
     pub fn has_added_token(&self, text: &str) -> bool {
         self.added.as_ref().is_some_and(|ac| ac.is_match(text))
@@ -823,7 +828,7 @@ impl ByteLevelPlan {
 }
 
 /// A `Split` step of tokenizer.json.
-fn split_step(step: &Value, engine: Engine) -> Result<SplitStep, String> {
+fn split_step(step: &Value, engine: SplitEngine) -> Result<SplitStep, String> {
     let invert = step["invert"].as_bool().unwrap_or(false);
     let behavior = Behavior::parse(step["behavior"].as_str())?;
     match (
@@ -854,7 +859,7 @@ fn is_punctuation(c: char) -> bool {
 /// (nested Sequences flattened), appended to `out`.
 fn pre_tokenizer_steps(
     step: &Value,
-    engine: Engine,
+    engine: SplitEngine,
     out: &mut Vec<SplitStep>,
 ) -> Result<(), String> {
     let kind = step["type"].as_str().unwrap_or("?");
@@ -936,7 +941,7 @@ fn is_plain_byte_level(step: &Value, use_regex: bool) -> bool {
 /// GPT-2 pattern), or a `Sequence` of steps ending in `ByteLevel` without a
 /// prefix space (its own GPT-2 split, with `use_regex`).
 fn splits(pre_tokenizer: &Value) -> Result<Vec<SplitStep>, String> {
-    let engine = Engine::from_env();
+    let engine = SplitEngine::from_env();
     let gpt2 = |out: &mut Vec<SplitStep>| -> Result<(), String> {
         out.push(SplitStep::for_pattern(
             SCANNERS[0].0,
@@ -1000,6 +1005,45 @@ pub(super) fn check_bpe_model(model: &Value) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// The BPE model's unknown token's id and, with `byte_fallback`, each byte's
+/// `<0xXX>` token (NONE where there is none), as the chars models read them.
+pub(super) fn unk_and_byte_ids(
+    model: &Value,
+    ids: &rustc_hash::FxHashMap<&str, u32>,
+) -> Result<(u32, [u32; 256]), String> {
+    let id_of = |token: &str| ids.get(token).copied();
+    let unk_id = match model["unk_token"].as_str() {
+        Some(unk) => {
+            id_of(unk).ok_or("the unknown token is not in the vocabulary (the crate reports it)")?
+        }
+        None => NONE,
+    };
+    let mut byte_ids = [NONE; 256];
+    if model["byte_fallback"].as_bool().unwrap_or(false) {
+        for (b, slot) in byte_ids.iter_mut().enumerate() {
+            *slot = id_of(&format!("<0x{b:02X}>")).unwrap_or(NONE);
+        }
+    }
+    Ok((unk_id, byte_ids))
+}
+
+/// The ids a chars model makes without merges: the byte tokens and the unknown token.
+pub(super) fn special_ids(unk_id: u32, byte_ids: &[u32; 256]) -> Vec<u32> {
+    byte_ids
+        .iter()
+        .copied()
+        .chain([unk_id])
+        .filter(|&id| id != NONE)
+        .collect()
+}
+
+/// An affix as the kernels hold it (checked at most `AFFIX_MAX` bytes).
+pub(super) fn affix_bytes(text: &str) -> [u8; kernels::AFFIX_MAX] {
+    let mut bytes = [0u8; kernels::AFFIX_MAX];
+    bytes[..text.len()].copy_from_slice(text.as_bytes());
+    bytes
 }
 
 /// The BPE model's continuing_subword_prefix and end_of_word_suffix ("" for none).
@@ -1133,7 +1177,7 @@ fn added_tokens(tokens: &Value, normalizer: &PieceNormalizer) -> Result<AddedAut
 /// tests and `_core.split_words`; the chain points into the steps).
 pub fn plan_steps(
     spec: &Value,
-    engine: Engine,
+    engine: SplitEngine,
 ) -> Result<(Vec<SplitStep>, Option<GtChain>), String> {
     let mut steps = Vec::new();
     pre_tokenizer_steps(spec, engine, &mut steps)?;
@@ -1143,7 +1187,7 @@ pub fn plan_steps(
 }
 
 #[cfg(test)]
-pub(crate) fn chain_of(patterns: &[&str], engine: Engine) -> (Vec<SplitStep>, GtChain) {
+pub(crate) fn chain_of(patterns: &[&str], engine: SplitEngine) -> (Vec<SplitStep>, GtChain) {
     let steps: Vec<SplitStep> = patterns
         .iter()
         .map(|p| SplitStep::for_pattern(p, Behavior::Isolated, false, engine).unwrap())
@@ -1275,7 +1319,7 @@ mod tests {
         }
         let chains: [&[u32]; 5] = [&[1], &[2], &[3], &[4], &[5, 6, 7]];
         for chain in chains {
-            for engine in [Engine::Scanner, Engine::Compiled] {
+            for engine in [SplitEngine::Scanner, SplitEngine::Compiled] {
                 let patterns: Vec<&str> = chain.iter().map(|&id| pattern_of(id)).collect();
                 let (_steps, kernel_chain) = chain_of(&patterns, engine);
                 let crate_steps = Sequence::new(

@@ -11,6 +11,7 @@
 pub mod alphabet;
 pub mod bytelevel;
 pub mod char_table;
+pub mod family;
 pub mod metaspace;
 pub mod normal_form;
 pub mod normalize;
@@ -19,6 +20,8 @@ pub mod spm;
 pub mod unicode;
 pub mod unigram;
 pub mod wordpiece;
+
+pub use family::{Family, PerWord};
 
 use aho_corasick::AhoCorasick;
 use serde_json::Value;
@@ -44,7 +47,8 @@ impl<'t> DevicePiece<'t> {
     }
 }
 
-/// The fast engine's plan for a tokenizer of a family it covers.
+/// The fast engine's plan for a tokenizer of a family it covers (each a
+/// [`Family`]).
 #[allow(
     clippy::large_enum_variant,
     reason = "one per loaded tokenizer, never copied"
@@ -56,8 +60,36 @@ pub enum FastPlan {
     Unigram(unigram::UnigramPlan),
 }
 
+/// The one dispatch over the families: `each_family!(fast, plan => body)`
+/// runs `body` with `plan` bound to the family's plan (so `body` may call the
+/// [`Family`] methods, or a backend's trait for the families);
+/// `each_family!(map fast, plan => body)` wraps `body`'s plan back into its
+/// variant.
+macro_rules! each_family {
+    ($fast:expr, $plan:ident => $body:expr) => {
+        match $fast {
+            $crate::plan::FastPlan::ByteLevel($plan) => $body,
+            $crate::plan::FastPlan::SentencePiece($plan) => $body,
+            $crate::plan::FastPlan::WordPiece($plan) => $body,
+            $crate::plan::FastPlan::Unigram($plan) => $body,
+        }
+    };
+    (map $fast:expr, $plan:ident => $body:expr) => {
+        match $fast {
+            $crate::plan::FastPlan::ByteLevel($plan) => $crate::plan::FastPlan::ByteLevel($body),
+            $crate::plan::FastPlan::SentencePiece($plan) => {
+                $crate::plan::FastPlan::SentencePiece($body)
+            }
+            $crate::plan::FastPlan::WordPiece($plan) => $crate::plan::FastPlan::WordPiece($body),
+            $crate::plan::FastPlan::Unigram($plan) => $crate::plan::FastPlan::Unigram($body),
+        }
+    };
+}
+pub(crate) use each_family;
+
 impl FastPlan {
-    /// The plan for tokenizer.json `spec`, or why there is none.
+    /// The plan for tokenizer.json `spec`, or why there is none: which
+    /// family the spec is, then that family's [`Family::build`].
     pub fn build(spec: &Value) -> Result<FastPlan, String> {
         match spec["model"]["type"].as_str() {
             Some("WordPiece") => wordpiece::WordPiecePlan::build(spec).map(FastPlan::WordPiece),
@@ -81,74 +113,28 @@ impl FastPlan {
     pub fn byte_level(&self) -> Option<&bytelevel::ByteLevelPlan> {
         match self {
             FastPlan::ByteLevel(plan) => Some(plan),
-            FastPlan::SentencePiece(_) | FastPlan::WordPiece(_) | FastPlan::Unigram(_) => None,
+            _ => None,
         }
     }
 
-    /// This plan with other added tokens (tokenizer.json's `added_tokens`, as
-    /// the crate serializes them), for the same model, normalizer and
-    /// pre-tokenizer: the tables are shared, only the added tokens' split is
-    /// built (`Tokenizer.add_tokens`). Ids still to resolve, as after `build`.
+    /// [`Family::with_added_tokens`] of the family's plan.
     pub fn with_added_tokens(&self, added_tokens: &Value) -> Result<FastPlan, String> {
-        Ok(match self {
-            FastPlan::ByteLevel(plan) => FastPlan::ByteLevel(plan.with_added_tokens(added_tokens)?),
-            FastPlan::SentencePiece(plan) => {
-                FastPlan::SentencePiece(plan.with_added_tokens(added_tokens)?)
-            }
-            FastPlan::WordPiece(plan) => FastPlan::WordPiece(plan.with_added_tokens(added_tokens)?),
-            FastPlan::Unigram(plan) => FastPlan::Unigram(plan.with_added_tokens(added_tokens)?),
-        })
+        Ok(each_family!(map self, plan => plan.with_added_tokens(added_tokens)?))
     }
 
-    /// Gives the plan's plain added tokens the crate's ids (`id_of`).
+    /// [`Family::resolve_added_ids`] of the family's plan.
     pub fn resolve_added_ids(&mut self, id_of: impl Fn(&str) -> Option<u32>) -> Result<(), String> {
-        match self {
-            FastPlan::ByteLevel(plan) => {
-                plan.resolve_added_ids(id_of);
-                Ok(())
-            }
-            FastPlan::SentencePiece(plan) => plan.resolve_added_ids(id_of),
-            FastPlan::WordPiece(plan) => plan.resolve_added_ids(id_of),
-            FastPlan::Unigram(plan) => plan.resolve_added_ids(id_of),
-        }
+        each_family!(self, plan => plan.resolve_added_ids(id_of))
     }
 
-    /// How it normalizes, pre-tokenizes and runs the model, for the plan report.
+    /// [`Family::runs_on_device`] of the family's plan.
+    pub fn runs_on_device(&self) -> bool {
+        each_family!(self, plan => plan.runs_on_device())
+    }
+
+    /// [`Family::report`] of the family's plan.
     fn describe(&self) -> [String; 3] {
-        match self {
-            FastPlan::ByteLevel(plan) => [
-                format!("per piece between added tokens, with the crate's alignments for offsets: {}",
-                        plan.normalizer.describe()),
-                plan.describe_splits(),
-                match plan.one_token_per_byte() {
-                    true => "byte-level BPE kernel (cuda/gt_bpe.cuh) with a per-thread word cache; offsets too",
-                    false => "BPE over each word's byte-level characters with affixes, byte fallback and the \
-                              unknown token (cuda/gt_spm.cuh), a per-thread word cache; offsets too (CPU)",
-                }
-                .into(),
-            ],
-            FastPlan::SentencePiece(plan) => [
-                format!("per piece between added tokens, with the crate's alignments for offsets: {}",
-                        plan.describe_normalizer()),
-                plan.describe(),
-                "BPE kernel over characters with byte fallback (cuda/gt_spm.cuh) and a per-thread word cache"
-                    .into(),
-            ],
-            FastPlan::WordPiece(plan) => [
-                plan.describe_normalizer(),
-                plan.describe(),
-                "WordPiece kernel (cuda/gt_wordpiece.cuh): greedy longest match over hashes of the vocabulary"
-                    .into(),
-            ],
-            FastPlan::Unigram(plan) => [
-                format!("per piece between added tokens, with the crate's alignments for offsets: {}",
-                        plan.describe_normalizer()),
-                plan.describe(),
-                "Unigram Viterbi kernel (cuda/gt_unigram.cuh) over a hash of tokens and their prefixes, \
-                 with a per-thread word cache"
-                    .into(),
-            ],
-        }
+        each_family!(self, plan => plan.report())
     }
 }
 

@@ -19,13 +19,14 @@
 //! space as "▁" (`device_views`, `device_piece`), so the host does not rewrite
 //! the text.
 
-use super::bytelevel::{affixes, check_bpe_model, merge_table, MergeTable};
-use super::metaspace::Words;
-use super::normalize::{Aligns, PieceNormalizer};
-use super::{DevicePiece, NormalizedAdded, PlainAdded};
-use crate::kernels::{
-    self, BytesTable, GtPairSlot, GtPairTable, GtSpmCuts, GtSpmModel, AFFIX_MAX, NONE,
+use super::bytelevel::{
+    affix_bytes, affixes, check_bpe_model, merge_table, special_ids, unk_and_byte_ids, MergeTable,
 };
+use super::family::{Family, PerWord};
+use super::metaspace::Words;
+use super::normalize::PieceNormalizer;
+use super::{DevicePiece, NormalizedAdded, PlainAdded};
+use crate::kernels::{self, BytesTable, GtPairSlot, GtPairTable, GtSpmCuts, GtSpmModel, NONE};
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde_json::Value;
 use std::sync::Arc;
@@ -41,40 +42,9 @@ pub struct SpmPlan {
     normalized_added: Option<NormalizedAdded>,
 }
 
-impl std::ops::Deref for SpmPlan {
-    type Target = SpmTables;
-
-    fn deref(&self) -> &SpmTables {
-        &self.shared
-    }
-}
-
-/// What the plan builds from the model, normalizer and pre-tokenizer: the
-/// same for every set of added tokens ([`SpmPlan::with_added_tokens`]).
-pub struct SpmTables {
-    normalizer: PieceNormalizer,
-    /// The pre-tokenizer's words (one per piece without one).
-    pub words: Words,
-    /// Where pieces can be cut into words; None when no cut is proven safe.
-    pub cuts: Option<Cuts>,
-    model: GtSpmModel,
-    /// The normalizer's replacement of spaces, and whether it prepends one,
-    /// when the device reads spaces as it (`device_piece`).
-    spaces_as: Option<(char, bool)>,
-    /// Owned here: `model` points into them (merges, vocabulary).
-    tables: (MergeTable, BytesTable),
-    description: String,
-}
-
-// SAFETY: `model` holds pointers into the tables owned alongside it, never
-// mutated after construction; reading them from many threads is safe.
-unsafe impl Send for SpmTables {}
-// SAFETY: as above.
-unsafe impl Sync for SpmTables {}
-
-impl SpmPlan {
+impl Family for SpmPlan {
     /// The plan, or why this tokenizer is not for it.
-    pub fn build(spec: &Value) -> Result<Self, String> {
+    fn build(spec: &Value) -> Result<Self, String> {
         let words = Words::from_spec(&spec["pre_tokenizer"], &spec["normalizer"])?;
         let normalizer = PieceNormalizer::from_spec(&spec["normalizer"])?;
         words.check_normalizer(&normalizer)?;
@@ -95,36 +65,16 @@ impl SpmPlan {
         let id_of = |token: &str| ids.get(token).copied();
         let (prefix, suffix) = affixes(model);
         let merges = merge_table(&model["merges"], id_of, prefix.len())?;
-        let unk_id = match model["unk_token"].as_str() {
-            Some(unk) => id_of(unk)
-                .ok_or("the unknown token is not in the vocabulary (the crate reports it)")?,
-            None => NONE,
-        };
-        let mut byte_ids = [NONE; 256];
-        if model["byte_fallback"].as_bool().unwrap_or(false) {
-            for (b, slot) in byte_ids.iter_mut().enumerate() {
-                *slot = id_of(&format!("<0x{b:02X}>")).unwrap_or(NONE);
-            }
-        }
+        let (unk_id, byte_ids) = unk_and_byte_ids(model, &ids)?;
         let table = BytesTable::build(ids.iter().map(|(t, &id)| (t.as_bytes(), id)));
         let ignore_merges = model["ignore_merges"].as_bool().unwrap_or(false);
-        let special: Vec<u32> = byte_ids
-            .iter()
-            .copied()
-            .chain([unk_id])
-            .filter(|&id| id != NONE)
-            .collect();
+        let special = special_ids(unk_id, &byte_ids);
         let every_byte = byte_ids.iter().all(|&id| id != NONE);
         // With affixes a cut would make a new first and last character, which
         // the model reads with other affixes: no cut.
         let cuts = match (prefix, suffix) {
             ("", "") => Cuts::proven(&ids, &model["merges"], &special, ignore_merges, every_byte),
             _ => None,
-        };
-        let affix = |text: &str| {
-            let mut bytes = [0u8; AFFIX_MAX];
-            bytes[..text.len()].copy_from_slice(text.as_bytes());
-            bytes
         };
         let model = GtSpmModel {
             merges: merges.view(),
@@ -138,8 +88,8 @@ impl SpmPlan {
             _pad: 0,
             prefix_len: prefix.len() as u32,
             suffix_len: suffix.len() as u32,
-            prefix: affix(prefix),
-            suffix: affix(suffix),
+            prefix: affix_bytes(prefix),
+            suffix: affix_bytes(suffix),
         };
         // The device reads spaces as the normalizer's replacement, which must be
         // a token (so one byte never becomes several byte-fallback ids), and
@@ -176,7 +126,7 @@ impl SpmPlan {
     }
 
     /// This plan with other added tokens: the tables shared, the split built.
-    pub fn with_added_tokens(&self, added_tokens: &Value) -> Result<Self, String> {
+    fn with_added_tokens(&self, added_tokens: &Value) -> Result<Self, String> {
         Ok(SpmPlan {
             shared: Arc::clone(&self.shared),
             plain_added: PlainAdded::for_word_plan(added_tokens)?,
@@ -184,6 +134,76 @@ impl SpmPlan {
         })
     }
 
+    /// Gives the plain added tokens the crate's ids; an error when one has none.
+    fn resolve_added_ids(&mut self, id_of: impl Fn(&str) -> Option<u32>) -> Result<(), String> {
+        PlainAdded::resolve_all(&mut self.plain_added, id_of)
+    }
+
+    fn report(&self) -> [String; 3] {
+        [
+            format!(
+                "per piece between added tokens, with the crate's alignments for offsets: {}",
+                self.describe_normalizer()
+            ),
+            self.describe(),
+            "BPE kernel over characters with byte fallback (cuda/gt_spm.cuh) and a per-thread word cache"
+                .into(),
+        ]
+    }
+
+    /// True when a device can encode the words: each byte gives at most one
+    /// id (no affixes, whose byte fallback can give more).
+    fn runs_on_device(&self) -> bool {
+        self.model.prefix_len == 0 && self.model.suffix_len == 0
+    }
+}
+
+impl PerWord for SpmPlan {
+    fn plain_added(&self) -> Option<&PlainAdded> {
+        self.plain_added.as_ref()
+    }
+
+    fn normalized_added(&self) -> Option<&NormalizedAdded> {
+        self.normalized_added.as_ref()
+    }
+
+    fn normalizer(&self) -> &PieceNormalizer {
+        &self.normalizer
+    }
+}
+
+impl std::ops::Deref for SpmPlan {
+    type Target = SpmTables;
+
+    fn deref(&self) -> &SpmTables {
+        &self.shared
+    }
+}
+
+/// What the plan builds from the model, normalizer and pre-tokenizer: the
+/// same for every set of added tokens ([`SpmPlan::with_added_tokens`]).
+pub struct SpmTables {
+    normalizer: PieceNormalizer,
+    /// The pre-tokenizer's words (one per piece without one).
+    pub words: Words,
+    /// Where pieces can be cut into words; None when no cut is proven safe.
+    pub cuts: Option<Cuts>,
+    model: GtSpmModel,
+    /// The normalizer's replacement of spaces, and whether it prepends one,
+    /// when the device reads spaces as it (`device_piece`).
+    spaces_as: Option<(char, bool)>,
+    /// Owned here: `model` points into them (merges, vocabulary).
+    tables: (MergeTable, BytesTable),
+    description: String,
+}
+
+// SAFETY: `model` holds pointers into the tables owned alongside it, never
+// mutated after construction; reading them from many threads is safe.
+unsafe impl Send for SpmTables {}
+// SAFETY: as above.
+unsafe impl Sync for SpmTables {}
+
+impl SpmPlan {
     /// The C view of the tables.
     pub fn model(&self) -> &GtSpmModel {
         &self.model
@@ -192,12 +212,6 @@ impl SpmPlan {
     /// Where pieces are cut into words (disabled when no cut is proven).
     pub fn cuts_view(&self) -> GtSpmCuts {
         self.cuts.as_ref().map_or(GtSpmCuts::disabled(), Cuts::view)
-    }
-
-    /// True when a device can encode the words: each byte gives at most one
-    /// id (no affixes, whose byte fallback can give more).
-    pub fn runs_on_device(&self) -> bool {
-        self.model.prefix_len == 0 && self.model.suffix_len == 0
     }
 
     /// How the normalizer runs, for `tok.plan`.
@@ -243,32 +257,9 @@ impl SpmPlan {
         (&self.tables.0, &self.tables.1)
     }
 
-    /// A piece of text (between added tokens) after the normalizer; None
-    /// when the normalizer fails (the exact path reports it) or writes text
-    /// holding a normalized added token (the crate splits it there).
-    pub fn normalize<'t>(&self, piece: &'t str) -> Option<std::borrow::Cow<'t, str>> {
-        let normalized = self.normalizer.normalize(piece)?;
-        let held = NormalizedAdded::held_in(self.normalized_added.as_ref(), &normalized);
-        (!held).then_some(normalized)
-    }
-
-    /// A piece normalized with its alignments, when the normalizer can give
-    /// them (`PieceNormalizer::normalize_aligned`) and the text holds no
-    /// normalized added token.
-    pub fn normalize_aligned(&self, piece: &str) -> Option<(String, Aligns)> {
-        let (normalized, align) = self.normalizer.normalize_aligned(piece)?;
-        let held = NormalizedAdded::held_in(self.normalized_added.as_ref(), &normalized);
-        (!held).then_some((normalized, align))
-    }
-
     /// How the plan normalizes and splits, for `tok.plan`.
     pub fn describe(&self) -> String {
         self.description.clone()
-    }
-
-    /// Gives the plain added tokens the crate's ids; an error when one has none.
-    pub fn resolve_added_ids(&mut self, id_of: impl Fn(&str) -> Option<u32>) -> Result<(), String> {
-        PlainAdded::resolve_all(&mut self.plain_added, id_of)
     }
 }
 

@@ -15,8 +15,9 @@
 //! On a device, `WhitespaceSplit` + `Metaspace` words are cut there
 //! (`gt_metaspace_words`): the host only normalizes (`device_piece`).
 
+use super::family::{Family, PerWord};
 use super::metaspace::Words;
-use super::normalize::{Aligns, PieceNormalizer};
+use super::normalize::PieceNormalizer;
 use super::{DevicePiece, NormalizedAdded, PlainAdded};
 use crate::kernels::{BytesTable, GtUnigramModel, NONE};
 use rustc_hash::FxHashMap;
@@ -34,37 +35,9 @@ pub struct UnigramPlan {
     normalized_added: Option<NormalizedAdded>,
 }
 
-impl std::ops::Deref for UnigramPlan {
-    type Target = UnigramTables;
-
-    fn deref(&self) -> &UnigramTables {
-        &self.shared
-    }
-}
-
-/// What the plan builds from the model, normalizer and pre-tokenizer: the
-/// same for every set of added tokens ([`UnigramPlan::with_added_tokens`]).
-pub struct UnigramTables {
-    normalizer: PieceNormalizer,
-    words: Words,
-    model: GtUnigramModel,
-    /// Metaspace's replacement when a device cuts the words and reads it
-    /// from each word's slot (`device_piece`); it is a token.
-    device_lead: Option<char>,
-    /// Owned here: `model` points into them.
-    tables: (BytesTable, Vec<f64>),
-    description: String,
-}
-
-// SAFETY: `model` holds pointers into the tables owned alongside it, never
-// mutated after construction; reading them from many threads is safe.
-unsafe impl Send for UnigramTables {}
-// SAFETY: as above.
-unsafe impl Sync for UnigramTables {}
-
-impl UnigramPlan {
+impl Family for UnigramPlan {
     /// The plan, or why this tokenizer is not for it.
-    pub fn build(spec: &Value) -> Result<Self, String> {
+    fn build(spec: &Value) -> Result<Self, String> {
         let model = &spec["model"];
         let normalizer = PieceNormalizer::from_spec(&spec["normalizer"])?;
         let words = Words::from_spec(&spec["pre_tokenizer"], &spec["normalizer"])?;
@@ -132,7 +105,7 @@ impl UnigramPlan {
     }
 
     /// This plan with other added tokens: the tables shared, the split built.
-    pub fn with_added_tokens(&self, added_tokens: &Value) -> Result<Self, String> {
+    fn with_added_tokens(&self, added_tokens: &Value) -> Result<Self, String> {
         Ok(UnigramPlan {
             shared: Arc::clone(&self.shared),
             plain_added: PlainAdded::for_word_plan(added_tokens)?,
@@ -140,6 +113,74 @@ impl UnigramPlan {
         })
     }
 
+    /// Gives the plain added tokens the crate's ids; an error when one has none.
+    fn resolve_added_ids(&mut self, id_of: impl Fn(&str) -> Option<u32>) -> Result<(), String> {
+        PlainAdded::resolve_all(&mut self.plain_added, id_of)
+    }
+
+    fn report(&self) -> [String; 3] {
+        [
+            format!(
+                "per piece between added tokens, with the crate's alignments for offsets: {}",
+                self.describe_normalizer()
+            ),
+            self.describe(),
+            "Unigram Viterbi kernel (cuda/gt_unigram.cuh) over a hash of tokens and their prefixes, \
+             with a per-thread word cache"
+                .into(),
+        ]
+    }
+
+    /// True when every word can be encoded (there is an unknown token), so no
+    /// word can fail on a device.
+    fn runs_on_device(&self) -> bool {
+        self.model.unk_id != NONE
+    }
+}
+
+impl PerWord for UnigramPlan {
+    fn plain_added(&self) -> Option<&PlainAdded> {
+        self.plain_added.as_ref()
+    }
+
+    fn normalized_added(&self) -> Option<&NormalizedAdded> {
+        self.normalized_added.as_ref()
+    }
+
+    fn normalizer(&self) -> &PieceNormalizer {
+        &self.normalizer
+    }
+}
+
+impl std::ops::Deref for UnigramPlan {
+    type Target = UnigramTables;
+
+    fn deref(&self) -> &UnigramTables {
+        &self.shared
+    }
+}
+
+/// What the plan builds from the model, normalizer and pre-tokenizer: the
+/// same for every set of added tokens ([`UnigramPlan::with_added_tokens`]).
+pub struct UnigramTables {
+    normalizer: PieceNormalizer,
+    words: Words,
+    model: GtUnigramModel,
+    /// Metaspace's replacement when a device cuts the words and reads it
+    /// from each word's slot (`device_piece`); it is a token.
+    device_lead: Option<char>,
+    /// Owned here: `model` points into them.
+    tables: (BytesTable, Vec<f64>),
+    description: String,
+}
+
+// SAFETY: `model` holds pointers into the tables owned alongside it, never
+// mutated after construction; reading them from many threads is safe.
+unsafe impl Send for UnigramTables {}
+// SAFETY: as above.
+unsafe impl Sync for UnigramTables {}
+
+impl UnigramPlan {
     /// How the normalizer runs, for `tok.plan`.
     pub fn describe_normalizer(&self) -> String {
         self.normalizer.describe()
@@ -193,33 +234,10 @@ impl UnigramPlan {
         Some(DevicePiece { text, spaced })
     }
 
-    /// True when every word can be encoded (there is an unknown token).
-    pub fn encodes_every_word(&self) -> bool {
-        self.model.unk_id != NONE
-    }
-
-    /// A piece of text (between added tokens) after the normalizer; None
-    /// when the normalizer fails (the exact path reports it) or writes text
-    /// holding a normalized added token (the crate splits it there).
-    pub fn normalize<'t>(&self, piece: &'t str) -> Option<std::borrow::Cow<'t, str>> {
-        let normalized = self.normalizer.normalize(piece)?;
-        let held = NormalizedAdded::held_in(self.normalized_added.as_ref(), &normalized);
-        (!held).then_some(normalized)
-    }
-
     /// The words of a normalized piece that starts the original text
     /// (`first`) or not, each passed to `word`.
     pub fn words(&self, piece: &str, first: bool, word: impl FnMut(&str)) {
         self.words.each(piece, first, word)
-    }
-
-    /// A piece normalized with its alignments, when the normalizer can give
-    /// them (`PieceNormalizer::normalize_aligned`) and the text holds no
-    /// normalized added token.
-    pub fn normalize_aligned(&self, piece: &str) -> Option<(String, Aligns)> {
-        let (normalized, align) = self.normalizer.normalize_aligned(piece)?;
-        let held = NormalizedAdded::held_in(self.normalized_added.as_ref(), &normalized);
-        (!held).then_some((normalized, align))
     }
 
     /// [`UnigramPlan::words`] with each word's alignments.
@@ -236,11 +254,6 @@ impl UnigramPlan {
     /// How the plan normalizes and splits, for `tok.plan`.
     pub fn describe(&self) -> String {
         self.description.clone()
-    }
-
-    /// Gives the plain added tokens the crate's ids; an error when one has none.
-    pub fn resolve_added_ids(&mut self, id_of: impl Fn(&str) -> Option<u32>) -> Result<(), String> {
-        PlainAdded::resolve_all(&mut self.plain_added, id_of)
     }
 }
 

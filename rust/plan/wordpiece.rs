@@ -11,6 +11,7 @@
 //! crate's alignments for offsets) for a kernel whose table only splits.
 
 use super::char_table::{CharStep, CharTable, Splitter};
+use super::family::Family;
 use super::normalize::{Aligns, PieceNormalizer};
 use super::{NormalizedAdded, PlainAdded};
 use crate::kernels::{BytesTable, GtWordPieceModel};
@@ -28,42 +29,9 @@ pub struct WordPiecePlan {
     normalized_added: Option<NormalizedAdded>,
 }
 
-impl std::ops::Deref for WordPiecePlan {
-    type Target = WordPieceTables;
-
-    fn deref(&self) -> &WordPieceTables {
-        &self.shared
-    }
-}
-
-/// What the plan builds from the model, normalizer and pre-tokenizer: the
-/// same for every set of added tokens ([`WordPiecePlan::with_added_tokens`]).
-pub struct WordPieceTables {
-    /// The kernel's table when it normalizes: the normalizer's steps and the
-    /// pre-tokenizer's classes; None when some step does not map code points alone.
-    chars: Option<Arc<CharTable>>,
-    /// The table of the pre-tokenizer's classes alone, for text the host normalized.
-    split_chars: Arc<CharTable>,
-    /// The hashes of whole tokens and of continuing pieces, owned here: the models point into them.
-    vocab_tables: [BytesTable; 2],
-    /// Points into `chars` and the vocabulary tables (`split_model` when `chars` is None).
-    model: GtWordPieceModel,
-    /// Points into `split_chars` and the vocabulary tables.
-    split_model: GtWordPieceModel,
-    /// The normalizer as the host runs it, piece by piece.
-    normalizer: PieceNormalizer,
-    description: String,
-}
-
-// SAFETY: `model` holds pointers into the tables owned alongside it, never
-// mutated after construction; reading them from many threads is safe.
-unsafe impl Send for WordPieceTables {}
-// SAFETY: as above.
-unsafe impl Sync for WordPieceTables {}
-
-impl WordPiecePlan {
+impl Family for WordPiecePlan {
     /// The plan, or why this tokenizer is not for it.
-    pub fn build(spec: &Value) -> Result<Self, String> {
+    fn build(spec: &Value) -> Result<Self, String> {
         let model = &spec["model"];
         if model["type"] != "WordPiece" {
             return Err("the model is not WordPiece".into());
@@ -143,7 +111,7 @@ impl WordPiecePlan {
     }
 
     /// This plan with other added tokens: the tables shared, the split built.
-    pub fn with_added_tokens(&self, added_tokens: &Value) -> Result<Self, String> {
+    fn with_added_tokens(&self, added_tokens: &Value) -> Result<Self, String> {
         Ok(WordPiecePlan {
             shared: Arc::clone(&self.shared),
             plain_added: PlainAdded::for_word_plan(added_tokens)?,
@@ -151,6 +119,62 @@ impl WordPiecePlan {
         })
     }
 
+    /// Gives the plain added tokens the crate's ids (see
+    /// [`PlainAdded::resolve`]); an error when one has none (the plan then
+    /// cannot split text at them).
+    fn resolve_added_ids(&mut self, id_of: impl Fn(&str) -> Option<u32>) -> Result<(), String> {
+        PlainAdded::resolve_all(&mut self.plain_added, id_of)
+    }
+
+    fn report(&self) -> [String; 3] {
+        [
+            self.describe_normalizer(),
+            self.describe(),
+            "WordPiece kernel (cuda/gt_wordpiece.cuh): greedy longest match over hashes of the vocabulary"
+                .into(),
+        ]
+    }
+
+    /// True when a text of n bytes has at most n tokens (the device's room).
+    fn runs_on_device(&self) -> bool {
+        self.kernel_chars().tokens_fit
+    }
+}
+
+impl std::ops::Deref for WordPiecePlan {
+    type Target = WordPieceTables;
+
+    fn deref(&self) -> &WordPieceTables {
+        &self.shared
+    }
+}
+
+/// What the plan builds from the model, normalizer and pre-tokenizer: the
+/// same for every set of added tokens ([`WordPiecePlan::with_added_tokens`]).
+pub struct WordPieceTables {
+    /// The kernel's table when it normalizes: the normalizer's steps and the
+    /// pre-tokenizer's classes; None when some step does not map code points alone.
+    chars: Option<Arc<CharTable>>,
+    /// The table of the pre-tokenizer's classes alone, for text the host normalized.
+    split_chars: Arc<CharTable>,
+    /// The hashes of whole tokens and of continuing pieces, owned here: the models point into them.
+    vocab_tables: [BytesTable; 2],
+    /// Points into `chars` and the vocabulary tables (`split_model` when `chars` is None).
+    model: GtWordPieceModel,
+    /// Points into `split_chars` and the vocabulary tables.
+    split_model: GtWordPieceModel,
+    /// The normalizer as the host runs it, piece by piece.
+    normalizer: PieceNormalizer,
+    description: String,
+}
+
+// SAFETY: `model` holds pointers into the tables owned alongside it, never
+// mutated after construction; reading them from many threads is safe.
+unsafe impl Send for WordPieceTables {}
+// SAFETY: as above.
+unsafe impl Sync for WordPieceTables {}
+
+impl WordPiecePlan {
     /// True when the host normalizes each piece ([`WordPiecePlan::normalize`])
     /// and the kernel only splits and encodes: a normalizer the kernel's table
     /// cannot hold, or `normalized` added tokens to look for in its output.
@@ -218,11 +242,6 @@ impl WordPiecePlan {
         )
     }
 
-    /// True when a text of n bytes has at most n tokens (the device's room).
-    pub fn tokens_fit_bytes(&self) -> bool {
-        self.kernel_chars().tokens_fit
-    }
-
     /// The pieces of kernel text ([`WordPiecePlan::kernel_text`]) free of
     /// added tokens for the device (the ends of each): `text` cut before
     /// ASCII spaces into pieces of about `piece_bytes` (whitespace splits
@@ -267,13 +286,6 @@ impl WordPiecePlan {
     /// How the plan pre-tokenizes, for `tok.plan`.
     pub fn describe(&self) -> String {
         self.description.clone()
-    }
-
-    /// Gives the plain added tokens the crate's ids (see
-    /// [`PlainAdded::resolve`]); an error when one has none (the plan then
-    /// cannot split text at them).
-    pub fn resolve_added_ids(&mut self, id_of: impl Fn(&str) -> Option<u32>) -> Result<(), String> {
-        PlainAdded::resolve_all(&mut self.plain_added, id_of)
     }
 }
 

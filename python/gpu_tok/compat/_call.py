@@ -184,6 +184,9 @@ def _encode(state: TokenizerState, text: Any, pair: Any, max_length: int | None,
     type_ids = "token_type_ids" in names if o.return_token_type_ids is None else o.return_token_type_ids
     attention_mask = "attention_mask" in names if o.return_attention_mask is None else o.return_attention_mask
     n_sequences = 1 if pairs is None else 2
+    # What the core computes, written once for both of its paths below.
+    fields = dict(attention_mask=attention_mask, type_ids=type_ids, special_tokens_mask=o.return_special_tokens_mask,
+                  offsets=o.return_offsets_mapping, dtype=o.dtype)
     options = dict(add_special_tokens=o.add_special_tokens, truncation=trunc, padding=pad,
                    pretokenized=o.is_split_into_words, split_special_tokens=split_special_tokens)
     if o.is_split_into_words or o.return_overflowing_tokens or split_special_tokens:
@@ -196,16 +199,11 @@ def _encode(state: TokenizerState, text: Any, pair: Any, max_length: int | None,
                 "return_overflowing_tokens, is_split_into_words and split_special_tokens are computed on "
                 f"the CPU, so their results cannot be in device memory (device={o.device!r}): pass "
                 "device='cpu' or 'auto', then move the tensors")
-        batch, maps, total_ms = _maps.encode(core, texts, pairs, overflow=o.return_overflowing_tokens,
-                                             attention_mask=attention_mask, type_ids=type_ids,
-                                             special_tokens_mask=o.return_special_tokens_mask,
-                                             offsets=o.return_offsets_mapping, dtype=o.dtype, **options)
+        batch, maps, total_ms = _maps.encode(core, texts, pairs, overflow=o.return_overflowing_tokens, **fields,
+                                             **options)
     else:
         batch, total_ms = state.encode(texts, pairs, add_special_tokens=o.add_special_tokens, truncation=trunc,
-                                       padding=pad, attention_mask=attention_mask, type_ids=type_ids,
-                                       special_tokens_mask=o.return_special_tokens_mask,
-                                       offsets=o.return_offsets_mapping, device=o.device, dtype=o.dtype,
-                                       stacklevel=4)
+                                       padding=pad, device=o.device, stacklevel=4, **fields)
         maps = _maps.Maps(None, _maps.Source(core, _as_list(texts), None if pairs is None else _as_list(pairs),
                                              options))
     samples = maps.rows.samples() if o.return_overflowing_tokens else None

@@ -486,7 +486,7 @@ fn crate_words(step: &tokenizers::PreTokenizerWrapper, text: &str) -> Vec<(usize
 /// crate's splitting pre-tokenizers: the kernels' words are the crate's.
 #[test]
 fn behaviours_and_splitting_pre_tokenizers_match_the_crate() {
-    use crate::plan::bytelevel::{plan_steps, Engine};
+    use crate::plan::bytelevel::{plan_steps, SplitEngine};
     let mut texts = crate::test_texts::sample_texts(61);
     texts.extend(
         [
@@ -541,7 +541,11 @@ fn behaviours_and_splitting_pre_tokenizers_match_the_crate() {
     for spec in &specs {
         let crate_step: tokenizers::PreTokenizerWrapper =
             serde_json::from_value(spec.clone()).unwrap();
-        for engine in [Engine::Scanner, Engine::Compiled, Engine::Oniguruma] {
+        for engine in [
+            SplitEngine::Scanner,
+            SplitEngine::Compiled,
+            SplitEngine::Oniguruma,
+        ] {
             let (steps, chain) = plan_steps(spec, engine).unwrap();
             for text in &texts {
                 let expected = crate_words(&crate_step, text);
