@@ -2,7 +2,10 @@
 //! engine reads for every word of a text: the word's bytes and length packed
 //! into a u128 key, open addressing with linear probing, and a 32-byte entry
 //! that holds the key and up to three ids, so a lookup, hit or miss, usually
-//! reads one cache line (two entries share each line) after one multiply.
+//! reads one cache line after one multiply: two entries share each 64-byte
+//! line, and a word's probe starts at the first entry of its line, so its
+//! first two slots (where a table at most half full keeps most words) are
+//! the line that was prefetched.
 //! Results of more than three ids live in a side array.
 //!
 //! Two kinds of table use it: each thread's word cache (`cpu::word_cache`,
@@ -58,6 +61,14 @@ struct Entry {
     count: u32,
 }
 
+/// Two entries, one cache line: a probe's first two slots.
+#[derive(Clone, Copy, Default)]
+#[repr(C, align(64))]
+struct Line([Entry; 2]);
+
+// `ShortWords::entries` reads the lines as entries in a row.
+const _: () = assert!(std::mem::size_of::<Line>() == 2 * std::mem::size_of::<Entry>());
+
 /// What a table knows of a word.
 pub enum Lookup<'t> {
     Ids(&'t [u32]),
@@ -68,7 +79,8 @@ pub enum Lookup<'t> {
 
 /// See the module comment.
 pub struct ShortWords {
-    slots: Vec<Entry>,
+    /// The slots, two to a line (slot i is `lines[i / 2].0[i % 2]`).
+    lines: Vec<Line>,
     used: usize,
     /// 64 - log2(slots): the hash's top bits pick the first slot.
     shift: u32,
@@ -81,7 +93,7 @@ impl ShortWords {
     pub fn with_slots(count: usize) -> Self {
         assert!(count.is_power_of_two() && count >= 2);
         ShortWords {
-            slots: crate::memory_hints::filled(count, Entry::default()),
+            lines: crate::memory_hints::filled(count / 2, Line::default()),
             used: 0,
             shift: 64 - count.trailing_zeros(),
             spill: Vec::new(),
@@ -101,7 +113,20 @@ impl ShortWords {
 
     /// Slots in the table.
     pub fn slots(&self) -> usize {
-        self.slots.len()
+        2 * self.lines.len()
+    }
+
+    fn entries(&self) -> &[Entry] {
+        // SAFETY: a Line is two Entries and nothing else (repr(C), 64 bytes),
+        // so the lines are 2 * len entries in a row.
+        unsafe { std::slice::from_raw_parts(self.lines.as_ptr().cast(), 2 * self.lines.len()) }
+    }
+
+    fn entries_mut(&mut self) -> &mut [Entry] {
+        // SAFETY: as in `entries`; the borrow is unique.
+        unsafe {
+            std::slice::from_raw_parts_mut(self.lines.as_mut_ptr().cast(), 2 * self.lines.len())
+        }
     }
 
     /// Ids kept outside the entries.
@@ -111,15 +136,18 @@ impl ShortWords {
 
     fn first_slot(&self, key: u128) -> usize {
         let (low, high) = (key as u64, (key >> 64) as u64);
-        ((low ^ high.rotate_left(23)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize
+        let slot = (low ^ high.rotate_left(23)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift;
+        slot as usize & !1
     }
 
     /// The slot holding `key`, or the free slot where it would go.
+    #[inline]
     fn find(&self, key: u128) -> usize {
-        let mask = self.slots.len() - 1;
+        let entries = self.entries();
+        let mask = entries.len() - 1;
         let mut slot = self.first_slot(key);
         loop {
-            let k = self.slots[slot].key;
+            let k = entries[slot].key;
             if k == key || k == 0 {
                 return slot;
             }
@@ -129,12 +157,27 @@ impl ShortWords {
 
     /// Asks for the cache line where `key` is looked up first (a hint only).
     pub fn prefetch(&self, key: u128) {
-        crate::memory_hints::prefetch(std::ptr::from_ref(&self.slots[self.first_slot(key)]).cast());
+        let line = &self.lines[self.first_slot(key) / 2];
+        crate::memory_hints::prefetch(std::ptr::from_ref(line).cast());
+    }
+
+    /// The ids of `key` as the hit path writes them, `[id, id, id, count]`
+    /// (the ids past `count` are any), when the table holds it with at most
+    /// three ids; None when it is absent, pending or spilled (`lookup`).
+    #[inline]
+    pub fn inline_ids(&self, key: u128) -> Option<[u32; 4]> {
+        let entry = &self.entries()[self.find(key)];
+        (entry.key == key && entry.count as usize <= INLINE_IDS).then_some([
+            entry.ids[0],
+            entry.ids[1],
+            entry.ids[2],
+            entry.count,
+        ])
     }
 
     /// What the table holds for `key`.
     pub fn lookup(&self, key: u128) -> Lookup<'_> {
-        let entry = &self.slots[self.find(key)];
+        let entry = &self.entries()[self.find(key)];
         if entry.key != key {
             return Lookup::Absent;
         }
@@ -150,7 +193,7 @@ impl ShortWords {
 
     /// True when one more word would fill the table past half its slots.
     pub fn is_full(&self) -> bool {
-        2 * (self.used + 1) > self.slots.len()
+        2 * (self.used + 1) > self.slots()
     }
 
     /// Keeps `ids` (not empty) for `key`, replacing a pending mark. The
@@ -182,18 +225,18 @@ impl ShortWords {
 
     fn put(&mut self, entry: Entry) {
         let slot = self.find(entry.key);
-        if self.slots[slot].key == 0 {
+        if self.entries()[slot].key == 0 {
             self.used += 1;
         }
-        self.slots[slot] = entry;
+        self.entries_mut()[slot] = entry;
     }
 
     /// Doubles the slots, keeping the words.
     pub fn grow(&mut self) {
-        let mut bigger = ShortWords::with_slots(2 * self.slots.len());
-        for entry in self.slots.iter().filter(|e| e.key != 0) {
+        let mut bigger = ShortWords::with_slots(2 * self.slots());
+        for entry in self.entries().iter().filter(|e| e.key != 0) {
             let slot = bigger.find(entry.key);
-            bigger.slots[slot] = *entry;
+            bigger.entries_mut()[slot] = *entry;
         }
         bigger.used = self.used;
         bigger.spill = std::mem::take(&mut self.spill);
@@ -203,7 +246,7 @@ impl ShortWords {
     /// Forgets every word.
     pub fn clear(&mut self) {
         if self.used > 0 {
-            self.slots.fill(Entry::default());
+            self.lines.fill(Line::default());
             self.used = 0;
         }
         self.spill.clear();
@@ -246,11 +289,18 @@ mod tests {
         );
         table.insert(a, &[1]);
         assert!(matches!(table.lookup(a), Lookup::Ids([1])));
+        assert_eq!(
+            table.inline_ids(a).map(|ids| (ids[0], ids[3])),
+            Some((1, 1))
+        );
         assert!(matches!(table.lookup(b), Lookup::Absent));
         table.mark_pending(b, 7);
         assert!(matches!(table.lookup(b), Lookup::Pending(7)));
+        assert_eq!(table.inline_ids(b), None);
         table.insert(b, &[2, 3, 4, 5]);
         assert!(matches!(table.lookup(b), Lookup::Ids([2, 3, 4, 5])));
+        // Spilled: only `lookup` has them.
+        assert_eq!(table.inline_ids(b), None);
         assert_eq!(table.used, 2);
         assert!(table.is_full());
         table.grow();
@@ -258,6 +308,7 @@ mod tests {
         assert!(matches!(table.lookup(a), Lookup::Ids([1])));
         assert!(matches!(table.lookup(b), Lookup::Ids([2, 3, 4, 5])));
         assert!(matches!(table.lookup(c), Lookup::Ids([6, 7, 8])));
+        assert_eq!(table.inline_ids(c), Some([6, 7, 8, 3]));
         table.clear();
         assert!(matches!(table.lookup(b), Lookup::Absent));
         assert_eq!((table.used, table.spilled()), (0, 0));

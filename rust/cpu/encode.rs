@@ -257,7 +257,7 @@ fn encode_words_batched(
     base: usize,
     align: Option<&[(u32, u32)]>,
     ids: &mut Vec<u32>,
-    mut spans: Option<&mut Vec<(usize, usize)>>,
+    spans: Option<&mut Vec<(usize, usize)>>,
 ) -> bool {
     let bytes = text.as_bytes();
     ids.reserve(text.len() / 3 + 1);
@@ -279,20 +279,26 @@ fn encode_words_batched(
             counts,
         )
     };
-    let mut emit = |start: usize, word_ids: &[u32]| {
-        ids.extend_from_slice(word_ids);
-        if let Some(spans) = spans.as_deref_mut() {
+    // Each word's token spans, when wanted.
+    let mut spans_of = spans.map(|spans| {
+        move |start: usize, word_ids: &[u32]| {
             let lens = word_ids.iter().map(|&id| plan.token_len(id));
             push_spans(spans, base, align, start, lens);
         }
-    };
+    });
     word_cache::with_cache(plan_id, |cache| {
         let vocab = Some(plan.short_vocab());
         let mut found = |start: usize, end: usize| {
-            cache.push_word(bytes, (start, end), vocab, &kernel, &mut emit)
+            let each = spans_of
+                .as_mut()
+                .map(|f| f as &mut word_cache::EachWord<'_>);
+            cache.push_word(bytes, (start, end), vocab, &kernel, ids, each)
         };
         each_word(plan, text, &mut found);
-        cache.finish(bytes, vocab, &kernel, &mut emit);
+        let each = spans_of
+            .as_mut()
+            .map(|f| f as &mut word_cache::EachWord<'_>);
+        cache.finish(bytes, vocab, &kernel, ids, each);
     });
     true
 }

@@ -14,7 +14,9 @@
 //! up in the plan's vocabulary table (`vocab`: every short token, with the
 //! ids the kernel gives it), and those still unknown go to a kernel that
 //! encodes them all side by side, which overlaps their table reads. The
-//! words come out in their order. Other families, and byte-level plans
+//! words' ids go straight into the caller's output in their order (a hit's
+//! up to three ids in one 16-byte store; the others into holes filled once
+//! they are known: [`WordCache::finish`]). Other families, and byte-level plans
 //! that read characters (affixes, byte fallback, an unknown token), give
 //! words one at a time ([`WordCache::encode_word`]).
 
@@ -84,8 +86,13 @@ pub struct WordScratch {
 struct Chunk {
     /// (start, end, packed key or 0) of each word in the text.
     words: Vec<(usize, usize, u128)>,
-    /// Where each word's ids are: `hits` (start, len), or the miss numbered.
-    found: Vec<Found>,
+    /// The words whose ids the first pass could not write, in order.
+    holes: Vec<Hole>,
+    /// The length of the output after each word's first pass (only when
+    /// the caller wants each word's ids).
+    ends: Vec<usize>,
+    /// Ids of holes the vocabulary table or a later look at the cache
+    /// answered (`Found::Hit`).
     hits: Vec<u32>,
     /// The words (spans) the kernel encodes, by miss number, and the word of each.
     miss_spans: Vec<(usize, usize)>,
@@ -93,6 +100,23 @@ struct Chunk {
     miss_ids: Vec<u32>,
     miss_counts: Vec<u32>,
     miss_starts: Vec<u32>,
+}
+
+/// A word of the chunk (its number) whose ids go at `at` of the output.
+struct Hole {
+    word: u32,
+    at: usize,
+    found: Found,
+}
+
+impl Hole {
+    fn new(word: usize, at: usize, found: Found) -> Self {
+        Hole {
+            word: word as u32,
+            at,
+            found,
+        }
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -108,6 +132,10 @@ enum Found {
 /// It must encode every word.
 pub type BatchKernel<'k> =
     dyn Fn(&[u8], &[(usize, usize)], &mut WordScratch, &mut Vec<u32>, &mut Vec<u32>) + 'k;
+
+/// Called with each word's start in the text and its ids, in order (for
+/// the token spans of offsets).
+pub type EachWord<'e> = dyn FnMut(usize, &[u32]) + 'e;
 
 /// The ids of a text a per-word model sees as parts (`each_part` gives
 /// added-token ids and words, false when only the exact path can encode the
@@ -252,7 +280,8 @@ impl WordCache {
         (start, end): (usize, usize),
         vocab: Option<&ShortWords>,
         kernel: &BatchKernel<'_>,
-        emit: &mut dyn FnMut(usize, &[u32]),
+        out: &mut Vec<u32>,
+        each: Option<&mut EachWord<'_>>,
     ) {
         let key = packed(&text[start..end]).unwrap_or(0);
         if key != 0 {
@@ -260,46 +289,78 @@ impl WordCache {
         }
         self.chunk.words.push((start, end, key));
         if self.chunk.words.len() == CHUNK {
-            self.finish(text, vocab, kernel, emit);
+            self.finish(text, vocab, kernel, out, each);
         }
     }
 
-    /// Encodes the words taken since the last chunk: `emit(start, ids)` for
-    /// each, in order. A word the cache lacks is looked up in `vocab` (a
-    /// word of up to 15 bytes in it has the ids it holds), else encoded by
-    /// `kernel` with the chunk's other new words.
+    /// Encodes the words taken since the last chunk: appends their ids to
+    /// `out` in order, and calls `each(start, ids)` for each word when
+    /// given. A word the cache lacks is looked up in `vocab` (a word of up
+    /// to 15 bytes in it has the ids it holds), else encoded by `kernel`
+    /// with the chunk's other new words.
+    ///
+    /// The words the cache holds (nearly all) have their ids written
+    /// straight into `out` as they are looked up; the others leave a hole
+    /// there, filled once they are known by one pass that moves each run
+    /// of hits between two holes once.
     pub fn finish(
         &mut self,
         text: &[u8],
         vocab: Option<&ShortWords>,
         kernel: &BatchKernel<'_>,
-        emit: &mut dyn FnMut(usize, &[u32]),
+        out: &mut Vec<u32>,
+        each: Option<&mut EachWord<'_>>,
     ) {
         let mut chunk = std::mem::take(&mut self.chunk);
-        chunk.found.clear();
+        chunk.holes.clear();
         chunk.hits.clear();
         chunk.miss_spans.clear();
         chunk.miss_words.clear();
+        chunk.ends.clear();
+        let want_ends = each.is_some();
+        let base = out.len();
         // What the cache knows (each short word's line was asked for when it came).
         for (i, &(start, end, key)) in chunk.words.iter().enumerate() {
-            let found = if key != 0 {
-                match self.short.lookup(key) {
-                    Lookup::Ids(ids) => hit(&mut chunk.hits, ids),
-                    Lookup::Pending(miss) => Found::Miss(miss),
-                    Lookup::Absent => {
-                        if let Some(vocab) = vocab {
-                            vocab.prefetch(key);
+            if key != 0 {
+                out.reserve(4);
+                if let Some(ids) = self.short.inline_ids(key) {
+                    let at = out.len();
+                    // SAFETY: `out` has room for 4 more ids (reserved
+                    // above); the first `ids[3]` (at most 3) written are
+                    // the word's ids, the rest lie past the new length.
+                    unsafe {
+                        out.as_mut_ptr()
+                            .add(at)
+                            .cast::<[u32; 4]>()
+                            .write_unaligned(ids);
+                        out.set_len(at + ids[3] as usize);
+                    }
+                } else {
+                    let found = match self.short.lookup(key) {
+                        Lookup::Ids(ids) => {
+                            out.extend_from_slice(ids);
+                            None
                         }
-                        Found::Vocab
+                        Lookup::Pending(miss) => Some(Found::Miss(miss)),
+                        Lookup::Absent => {
+                            if let Some(vocab) = vocab {
+                                vocab.prefetch(key);
+                            }
+                            Some(Found::Vocab)
+                        }
+                    };
+                    if let Some(found) = found {
+                        chunk.holes.push(Hole::new(i, out.len(), found));
                     }
                 }
             } else {
                 let word = &text[start..end];
-                match self.words.get(word) {
+                let found = match self.words.get(word) {
                     Some(&(at, len)) if len != PENDING => {
-                        hit(&mut chunk.hits, &self.ids[at as usize..(at + len) as usize])
+                        out.extend_from_slice(&self.ids[at as usize..(at + len) as usize]);
+                        None
                     }
-                    Some(&(miss, _)) => Found::Miss(miss),
+                    Some(&(miss, _)) => Some(Found::Miss(miss)),
                     None => {
                         let miss = chunk.miss_spans.len() as u32;
                         chunk.miss_spans.push((start, end));
@@ -308,26 +369,32 @@ impl WordCache {
                             self.words.insert(word.into(), (miss, PENDING));
                             self.long_bytes += word.len();
                         }
-                        Found::Miss(miss)
+                        Some(Found::Miss(miss))
                     }
+                };
+                if let Some(found) = found {
+                    chunk.holes.push(Hole::new(i, out.len(), found));
                 }
-            };
-            chunk.found.push(found);
+            }
+            if want_ends {
+                chunk.ends.push(out.len());
+            }
         }
         // The vocabulary table (its lines were asked for above), then the
         // cache again: an earlier word of this pass may be the same.
-        for i in 0..chunk.words.len() {
-            if !matches!(chunk.found[i], Found::Vocab) {
+        for h in 0..chunk.holes.len() {
+            if !matches!(chunk.holes[h].found, Found::Vocab) {
                 continue;
             }
+            let i = chunk.holes[h].word as usize;
             let (start, end, key) = chunk.words[i];
             if let Some(Lookup::Ids(ids)) = vocab.map(|v| v.lookup(key)) {
-                chunk.found[i] = hit(&mut chunk.hits, ids);
+                chunk.holes[h].found = hit(&mut chunk.hits, ids);
                 self.make_room(ids.len());
                 self.short.insert(key, ids);
                 continue;
             }
-            chunk.found[i] = match self.short.lookup(key) {
+            chunk.holes[h].found = match self.short.lookup(key) {
                 Lookup::Pending(miss) => Found::Miss(miss),
                 Lookup::Ids(ids) => hit(&mut chunk.hits, ids),
                 Lookup::Absent => {
@@ -367,25 +434,71 @@ impl WordCache {
             self.keep((key != 0).then_some(key), &text[start..end], ids);
             at += count;
         }
-        // In order.
-        for (&(start, _, _), &found) in chunk.words.iter().zip(&chunk.found) {
-            let ids = match found {
-                Found::Hit(at, len) => &chunk.hits[at as usize..(at + len) as usize],
-                Found::Miss(miss) => {
-                    let at = chunk.miss_starts[miss as usize] as usize;
-                    &chunk.miss_ids[at..at + chunk.miss_counts[miss as usize] as usize]
-                }
-                Found::Vocab => unreachable!("every word was looked up"),
-            };
-            emit(start, ids);
+        chunk.fill_holes(out);
+        if let Some(each) = each {
+            chunk.each_word(out, base, each);
         }
         chunk.words.clear();
         self.chunk = chunk;
     }
 }
 
-/// Copies a hit's ids into the chunk's `hits` (the cache may start over
-/// before the chunk is emitted).
+impl Chunk {
+    /// The ids of the word a hole is for (once every word is looked up).
+    fn hole_ids(&self, found: Found) -> &[u32] {
+        match found {
+            Found::Hit(at, len) => &self.hits[at as usize..(at + len) as usize],
+            Found::Miss(miss) => {
+                let at = self.miss_starts[miss as usize] as usize;
+                &self.miss_ids[at..at + self.miss_counts[miss as usize] as usize]
+            }
+            Found::Vocab => unreachable!("every word was looked up"),
+        }
+    }
+
+    /// Puts each hole's ids into `out` at its place, from the last hole
+    /// back, moving the hits after it up by the ids still to come before.
+    fn fill_holes(&self, out: &mut Vec<u32>) {
+        let extra: usize = self
+            .holes
+            .iter()
+            .map(|h| self.hole_ids(h.found).len())
+            .sum();
+        let (mut read_end, mut write_end) = (out.len(), out.len() + extra);
+        out.resize(write_end, 0);
+        for hole in self.holes.iter().rev() {
+            let at = hole.at;
+            let after = read_end - at;
+            out.copy_within(at..read_end, write_end - after);
+            let ids = self.hole_ids(hole.found);
+            write_end -= after + ids.len();
+            out[write_end..write_end + ids.len()].copy_from_slice(ids);
+            read_end = at;
+        }
+        debug_assert_eq!(read_end, write_end);
+    }
+
+    /// Calls `each(start, ids)` for the chunk's words in order, their ids
+    /// in `out` from `base` (after `fill_holes`).
+    fn each_word(&self, out: &[u32], base: usize, each: &mut EachWord<'_>) {
+        // A word's ids: what it wrote in the first pass (`ends`, nothing for
+        // a hole), then its hole's.
+        let (mut written, mut at) = (base, base);
+        let mut holes = self.holes.iter().peekable();
+        for (i, (&(start, _, _), &end)) in self.words.iter().zip(&self.ends).enumerate() {
+            let mut len = end - written;
+            written = end;
+            if let Some(hole) = holes.next_if(|h| h.word as usize == i) {
+                len += self.hole_ids(hole.found).len();
+            }
+            each(start, &out[at..at + len]);
+            at += len;
+        }
+    }
+}
+
+/// Copies a hole's ids into the chunk's `hits` (the cache may start over
+/// before the chunk's holes are filled).
 fn hit(hits: &mut Vec<u32>, ids: &[u32]) -> Found {
     let at = hits.len() as u32;
     hits.extend_from_slice(ids);
@@ -411,5 +524,102 @@ mod tests {
         with_cache(7, |cache| {
             assert!(cache.ids.is_empty() && cache.words.is_empty());
         });
+    }
+
+    /// The ids the fake kernel gives a word: 1 to 6 of them (inline and
+    /// spilled entries), from the word's bytes.
+    fn fake_ids(word: &[u8]) -> Vec<u32> {
+        let h = word
+            .iter()
+            .fold(17u32, |h, &b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+        (0..h % 6 + 1).map(|k| h.wrapping_add(k)).collect()
+    }
+
+    /// Encodes `words` (spans of `text`) in calls of `per_call` words
+    /// through `cache` as the byte-level engine does; checks the ids and
+    /// each word's ids against the fake kernel's.
+    fn encode_and_check(
+        cache: &mut WordCache,
+        text: &[u8],
+        words: &[(usize, usize)],
+        vocab: &ShortWords,
+        per_call: usize,
+    ) {
+        let kernel = |text: &[u8],
+                      spans: &[(usize, usize)],
+                      _: &mut WordScratch,
+                      out: &mut Vec<u32>,
+                      counts: &mut Vec<u32>| {
+            for &(start, end) in spans {
+                let ids = fake_ids(&text[start..end]);
+                out.extend_from_slice(&ids);
+                counts.push(ids.len() as u32);
+            }
+        };
+        for call in words.chunks(per_call) {
+            let mut out = vec![7];
+            let mut seen = Vec::new();
+            let mut each = |start: usize, ids: &[u32]| seen.push((start, ids.to_vec()));
+            for &span in call {
+                cache.push_word(text, span, Some(vocab), &kernel, &mut out, Some(&mut each));
+            }
+            cache.finish(text, Some(vocab), &kernel, &mut out, Some(&mut each));
+            let expected: Vec<(usize, Vec<u32>)> = call
+                .iter()
+                .map(|&(s, e)| (s, fake_ids(&text[s..e])))
+                .collect();
+            assert_eq!(seen, expected);
+            let flat: Vec<u32> = std::iter::once(7)
+                .chain(expected.into_iter().flat_map(|(_, ids)| ids))
+                .collect();
+            assert_eq!(out, flat);
+        }
+    }
+
+    #[test]
+    fn chunks_give_every_words_ids_in_order_through_hits_holes_and_evictions() {
+        // Words of every length around the short table's limit (15 / 16
+        // bytes) and the longest cached (256 / 257), repeated (hits, and a
+        // word again within its own chunk while pending), then enough new
+        // short and long words to fill both tables so the cache starts over
+        // mid-chunk.
+        let mut text = Vec::new();
+        let mut words = Vec::new();
+        let mut add = |word: &[u8], text: &mut Vec<u8>| {
+            words.push((text.len(), text.len() + word.len()));
+            text.extend_from_slice(word);
+        };
+        for round in 0..3 {
+            for n in [1, 2, 3, 4, 7, 8, 9, 14, 15, 16, 17, 31, 255, 256, 257, 300] {
+                for c in [b'a', b'b', b'\xff'] {
+                    add(&vec![c; n], &mut text);
+                    add(&vec![c; n], &mut text);
+                }
+            }
+            if round == 1 {
+                for i in 0..150_000u32 {
+                    add(format!("w{i}").as_bytes(), &mut text);
+                }
+                for i in 0..70_000u32 {
+                    add(format!("a long word, number {i:>8}").as_bytes(), &mut text);
+                }
+            }
+        }
+        let vocab_words: Vec<(Vec<u8>, Vec<u32>)> =
+            [&b"a"[..], b"bb", b"w1", b"w12345", b"bbbbbbbbbbbbbbb"]
+                .iter()
+                .map(|w| (w.to_vec(), fake_ids(w)))
+                .collect();
+        let vocab = ShortWords::of(
+            vocab_words
+                .iter()
+                .map(|(w, ids)| (w.as_slice(), ids.as_slice())),
+        );
+        for per_call in [1, 5, CHUNK - 1, CHUNK, CHUNK + 1, 10_000] {
+            let mut cache = WordCache::default();
+            encode_and_check(&mut cache, &text, &words, &vocab, per_call);
+            // Again: now mostly hits.
+            encode_and_check(&mut cache, &text, &words, &vocab, per_call);
+        }
     }
 }
