@@ -9,7 +9,7 @@
 //!   offsets). Ids depend only on the normalized text.
 //! - pre-tokenizer: `ByteLevel` (GPT-2 regex, with or without the prefix
 //!   space) or a `Sequence` of Split steps (Split with any behaviour and
-//!   invert, Punctuation, Digits, Whitespace, WhitespaceSplit,
+//!   invert, Punctuation, Digits, Whitespace, WhitespaceSplit, BertPreTokenizer,
 //!   CharDelimiterSplit, nested Sequences) ending in
 //!   `ByteLevel(add_prefix_space=false)`. Each step's pattern is compiled to a
 //!   leftmost-first DFA (`plan::regex`, cuda/gt_regex.cuh) and the chain runs
@@ -169,7 +169,7 @@ impl Engine {
         }
     }
 
-    fn from_env() -> Engine {
+    pub(crate) fn from_env() -> Engine {
         match std::env::var("GPU_TOK_PRETOKENIZER").as_deref() {
             Ok("scanner") => Engine::Scanner,
             Ok("oniguruma") => Engine::Oniguruma,
@@ -271,7 +271,7 @@ impl SplitStep {
     }
 
     /// Which engine runs the step, for `tok.plan`.
-    fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let engine = match &self.matcher {
             Matcher::Scanner(_) => "hand-written scanner (cuda/gt_pretok.cuh)".to_string(),
             Matcher::Compiled(c) => {
@@ -869,6 +869,25 @@ fn pre_tokenizer_steps(
             }
             return Ok(());
         }
+        // The crate's BertPreTokenizer: whitespace removed, then punctuation isolated.
+        "BertPreTokenizer" => {
+            let whitespace = charset::predicate_set("whitespace", char::is_whitespace);
+            let whitespace = compiled_regex::char_class(whitespace);
+            out.push(SplitStep::compiled(
+                "BertPreTokenizer(whitespace)",
+                whitespace,
+                Behavior::Removed,
+                false,
+            )?);
+            let class =
+                compiled_regex::char_class(charset::predicate_set("punctuation", is_punctuation));
+            SplitStep::compiled(
+                "BertPreTokenizer(punctuation)",
+                class,
+                Behavior::Isolated,
+                false,
+            )?
+        }
         "Punctuation" => {
             let behavior = Behavior::parse(step["behavior"].as_str().or(Some("Isolated")))?;
             let name = format!("Punctuation({behavior:?})");
@@ -966,9 +985,23 @@ fn splits(pre_tokenizer: &Value) -> Result<Vec<SplitStep>, String> {
     let Some((last, rest)) = steps.split_last() else {
         return Err("empty pre-tokenizer Sequence".into());
     };
+    if rest.iter().any(super::mentions_byte_level) {
+        // Its byte-to-character map changes what the later steps match.
+        return Err(
+            "ByteLevel before other steps of the Sequence: only ByteLevel as the last \
+                    step is covered"
+                .into(),
+        );
+    }
     let regex_last = is_plain_byte_level(last, true);
     if !regex_last && !is_plain_byte_level(last, false) {
-        return Err("the Sequence does not end in ByteLevel(add_prefix_space=false)".into());
+        return Err(match last["add_prefix_space"].as_bool().unwrap_or(true) {
+            true if last["type"] == "ByteLevel" => "the Sequence ends in \
+                ByteLevel(add_prefix_space=true), which puts a space before every word the \
+                steps make: not covered (only add_prefix_space=false)"
+                .into(),
+            _ => "the Sequence does not end in ByteLevel(add_prefix_space=false)".into(),
+        });
     }
     for step in rest {
         pre_tokenizer_steps(step, engine, &mut out)?;
@@ -1135,8 +1168,18 @@ pub fn plan_steps(
     spec: &Value,
     engine: Engine,
 ) -> Result<(Vec<SplitStep>, Option<GtChain>), String> {
+    sequence_steps(&[spec], engine)
+}
+
+/// [`plan_steps`] of the pre-tokenizers `items`, applied in turn (a Sequence's).
+pub(crate) fn sequence_steps(
+    items: &[&Value],
+    engine: Engine,
+) -> Result<(Vec<SplitStep>, Option<GtChain>), String> {
     let mut steps = Vec::new();
-    pre_tokenizer_steps(spec, engine, &mut steps)?;
+    for item in items {
+        pre_tokenizer_steps(item, engine, &mut steps)?;
+    }
     let kernel: Option<Vec<GtChainStep>> = steps.iter().map(SplitStep::kernel_step).collect();
     let chain = kernel.and_then(|k| GtChain::new(&k));
     Ok((steps, chain))

@@ -65,12 +65,10 @@ impl FastPlan {
             Some("WordLevel") => Err("model WordLevel: the fast engine has no WordLevel kernel \
                                       (a lookup per pre-token; the crate runs it)"
                 .into()),
-            // BPE without a pre-tokenizer, or with Metaspace, is
-            // SentencePiece-style (the crate's BPE over characters); with
-            // another, byte-level.
-            _ if metaspace::Words::from_spec(&spec["pre_tokenizer"], &spec["normalizer"])
-                .is_ok() =>
-            {
+            // BPE whose pre-tokenizer has no ByteLevel step (none, Metaspace,
+            // Split steps) is SentencePiece-style: the crate's BPE over the
+            // characters of each word; with ByteLevel, byte-level.
+            _ if !mentions_byte_level(&spec["pre_tokenizer"]) => {
                 spm::SpmPlan::build(spec).map(FastPlan::SentencePiece)
             }
             _ => bytelevel::ByteLevelPlan::build(spec).map(FastPlan::ByteLevel),
@@ -149,6 +147,17 @@ impl FastPlan {
                     .into(),
             ],
         }
+    }
+}
+
+/// True when a pre-tokenizer is or holds (in a Sequence) `ByteLevel`.
+pub(crate) fn mentions_byte_level(pre: &Value) -> bool {
+    match pre["type"].as_str() {
+        Some("ByteLevel") => true,
+        Some("Sequence") => pre["pretokenizers"]
+            .as_array()
+            .is_some_and(|items| items.iter().any(mentions_byte_level)),
+        _ => false,
     }
 }
 
