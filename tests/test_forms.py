@@ -265,10 +265,10 @@ def test_split_step_pre_tokenizers_run_fast_with_identical_ids_and_offsets(name:
 
 
 @pytest.mark.parametrize("pre, why", [
-    # ByteLevel(add_prefix_space=true) after Split steps puts a space before every word
+    # ByteLevel(add_prefix_space=true) after Split steps, then its own regex over each spaced word
     (pre_tokenizers.Sequence([pre_tokenizers.Split(tokenizers.Regex(r"\s+"), "isolated"),
-                              pre_tokenizers.ByteLevel(add_prefix_space=True, use_regex=False)]),
-     "ByteLevel(add_prefix_space=true)"),
+                              pre_tokenizers.ByteLevel(add_prefix_space=True, use_regex=True)]),
+     "ByteLevel(add_prefix_space=true, use_regex=true)"),
     # ByteLevel in the middle changes what the steps after it see
     (pre_tokenizers.Sequence([pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
                               pre_tokenizers.Digits(), pre_tokenizers.ByteLevel(add_prefix_space=False,
@@ -285,3 +285,32 @@ def test_pre_tokenizers_outside_the_chain_say_why(pre: pre_tokenizers.PreTokeniz
     assert plan["pre_tokenize"]["path"] == "exact"
     assert why in plan["pre_tokenize"]["reason"], plan["pre_tokenize"]
     assert_matches(json_text, SPLIT_TEXTS + corpus_sample()[60:70], why)
+
+
+@pytest.mark.parametrize("normalizer", [None, normalizers.Sequence([normalizers.NFD(), normalizers.Lowercase()])],
+                         ids=["none", "nfd-lowercase"])
+@pytest.mark.parametrize("steps", [
+    [pre_tokenizers.Split(tokenizers.Regex(r"\s+"), "merged_with_previous")],
+    [pre_tokenizers.Split(tokenizers.Regex(r"\p{L}+|\p{N}+|[^\p{L}\p{N}]+"), "contiguous", invert=True)],
+    [pre_tokenizers.Whitespace(), pre_tokenizers.Digits(individual_digits=True)],
+    [pre_tokenizers.Split(tokenizers.Regex(r"\s+"), "removed", invert=True)],
+    [],
+], ids=["merged-with-previous", "contiguous-inverted", "whitespace-digits", "removed-inverted", "alone"])
+def test_byte_level_with_a_prefix_space_before_each_word(steps: list, normalizer: object) -> None:
+    """A Sequence closed by ByteLevel(add_prefix_space=true, use_regex=false):
+    the crate puts a space before every word the steps make (unless it starts
+    with one), which takes the word's first character's offsets."""
+    hf = tokenizers.Tokenizer.from_str(byte_level("", "", False))
+    hf.pre_tokenizer = pre_tokenizers.Sequence([*steps, pre_tokenizers.ByteLevel(add_prefix_space=True,
+                                                                                  use_regex=False)])
+    if normalizer is not None:
+        hf.normalizer = normalizer
+    hf.add_tokens([tokenizers.AddedToken("<sep>"), tokenizers.AddedToken("Hello", normalized=True)])
+    json_text = hf.to_str()
+    tok = gpu_tok.Tokenizer.from_str(json_text)
+    plan = stages(tok)
+    assert [plan[s]["path"] for s in ("normalize", "pre_tokenize", "model")] == FAST, plan
+    assert "a space before each word" in plan["pre_tokenize"]["reason"]
+    assert tok._core.fast_path_share(corpus_sample()[60:100], True) >= 0.9
+    texts = SPLIT_TEXTS + ["  a b  ", "ÉtÉ é\u0301 x<sep>y <sep> Hello hello"] + edge_cases() + corpus_sample()[60:100]
+    assert_matches(json_text, texts, "prefix space before each word")

@@ -209,7 +209,9 @@ impl Engine {
 /// token (so no word can fail there), WordPiece whose pieces fit their room.
 fn runs_on_device(plan: &FastPlan) -> bool {
     match plan {
-        FastPlan::ByteLevel(plan) => plan.chain.is_some() && plan.one_token_per_byte(),
+        FastPlan::ByteLevel(plan) => {
+            plan.chain.is_some() && plan.one_token_per_byte() && !plan.word_prefix_space
+        }
         FastPlan::SentencePiece(plan) => plan.runs_on_device(),
         FastPlan::Unigram(plan) => plan.encodes_every_word(),
         FastPlan::WordPiece(plan) => plan.tokens_fit_bytes(),

@@ -338,6 +338,12 @@ pub struct ByteLevelTables {
     /// each piece of text that does not start with one (the crate does it to
     /// each piece between added tokens, before splitting it into words).
     pub prefix_space: bool,
+    /// A Sequence closed by `ByteLevel(add_prefix_space=true,
+    /// use_regex=false)`: a space is put before each word the steps make
+    /// that does not start with one (the crate prepends it to each split;
+    /// it takes the word's first character's source). The host does it
+    /// (`cpu::encode`); a device does not take such a plan.
+    pub word_prefix_space: bool,
     /// The split steps as one chain for the shared kernels (and so the
     /// GPU), when none needs Oniguruma; its tables are the steps' (host memory).
     pub chain: Option<GtChain>,
@@ -558,7 +564,7 @@ impl ByteLevelPlan {
     /// Builds the plan, or says why this tokenizer is not for it.
     pub fn build(spec: &Value) -> Result<Self, String> {
         let normalizer = PieceNormalizer::from_spec(&spec["normalizer"])?;
-        let splits = splits(&spec["pre_tokenizer"])?;
+        let (splits, word_prefix_space) = splits(&spec["pre_tokenizer"])?;
         let prefix_space = spec["pre_tokenizer"]["type"].as_str() == Some("ByteLevel")
             && spec["pre_tokenizer"]["add_prefix_space"]
                 .as_bool()
@@ -641,6 +647,7 @@ impl ByteLevelPlan {
             normalizer,
             chain: steps.and_then(|steps| GtChain::new(&steps)),
             prefix_space,
+            word_prefix_space,
             splits,
             model: view,
             merges,
@@ -767,9 +774,13 @@ impl ByteLevelPlan {
     /// the chain runs.
     pub fn describe_splits(&self) -> String {
         let steps: Vec<String> = self.splits.iter().map(SplitStep::describe).collect();
-        let place = match self.chain {
-            Some(_) => "on the CPU and the device",
-            None => "on the CPU (the device's rows of such a plan are encoded by the host)",
+        let place = match (&self.chain, self.word_prefix_space) {
+            (Some(_), false) => "on the CPU and the device",
+            (Some(_), true) => {
+                "then a space before each word (ByteLevel add_prefix_space); on the \
+                                CPU (the device's rows of such a plan are encoded by the host)"
+            }
+            (None, _) => "on the CPU (the device's rows of such a plan are encoded by the host)",
         };
         format!("{}; {place}", steps.join(", then "))
     }
@@ -953,8 +964,9 @@ fn is_plain_byte_level(step: &Value, use_regex: bool) -> bool {
 
 /// The Split steps of a byte-level pre-tokenizer: `ByteLevel` alone (the
 /// GPT-2 pattern), or a `Sequence` of steps ending in `ByteLevel` without a
-/// prefix space (its own GPT-2 split, with `use_regex`).
-fn splits(pre_tokenizer: &Value) -> Result<Vec<SplitStep>, String> {
+/// prefix space (its own GPT-2 split, with `use_regex`) or with one and
+/// without `use_regex`; and whether each word then takes a prefix space.
+fn splits(pre_tokenizer: &Value) -> Result<(Vec<SplitStep>, bool), String> {
     let engine = Engine::from_env();
     let gpt2 = |out: &mut Vec<SplitStep>| -> Result<(), String> {
         out.push(SplitStep::for_pattern(
@@ -970,7 +982,7 @@ fn splits(pre_tokenizer: &Value) -> Result<Vec<SplitStep>, String> {
         && pre_tokenizer["use_regex"].as_bool().unwrap_or(true);
     if standalone {
         gpt2(&mut out)?;
-        return Ok(out);
+        return Ok((out, false));
     }
     let steps = match pre_tokenizer["type"].as_str() {
         Some("Sequence") => pre_tokenizer["pretokenizers"]
@@ -994,13 +1006,18 @@ fn splits(pre_tokenizer: &Value) -> Result<Vec<SplitStep>, String> {
         );
     }
     let regex_last = is_plain_byte_level(last, true);
-    if !regex_last && !is_plain_byte_level(last, false) {
-        return Err(match last["add_prefix_space"].as_bool().unwrap_or(true) {
-            true if last["type"] == "ByteLevel" => "the Sequence ends in \
-                ByteLevel(add_prefix_space=true), which puts a space before every word the \
-                steps make: not covered (only add_prefix_space=false)"
+    // ByteLevel(add_prefix_space=true, use_regex=false) puts a space before
+    // each word the steps make (`ByteLevelTables::word_prefix_space`).
+    let word_prefix_space = last["type"] == "ByteLevel"
+        && last["add_prefix_space"].as_bool().unwrap_or(true)
+        && !last["use_regex"].as_bool().unwrap_or(true);
+    if !regex_last && !word_prefix_space && !is_plain_byte_level(last, false) {
+        return Err(match last["type"] == "ByteLevel" {
+            true => "the Sequence ends in ByteLevel(add_prefix_space=true, use_regex=true), \
+                     which puts a space before every word the steps make, then splits them: \
+                     not covered"
                 .into(),
-            _ => "the Sequence does not end in ByteLevel(add_prefix_space=false)".into(),
+            false => "the Sequence does not end in ByteLevel".into(),
         });
     }
     for step in rest {
@@ -1009,7 +1026,7 @@ fn splits(pre_tokenizer: &Value) -> Result<Vec<SplitStep>, String> {
     if regex_last {
         gpt2(&mut out)?;
     }
-    Ok(out)
+    Ok((out, word_prefix_space))
 }
 
 /// What every fast BPE plan needs of the model: BPE, no dropout, a subword
@@ -1236,6 +1253,34 @@ mod tests {
             &mut out,
         );
         out
+    }
+
+    #[test]
+    fn where_byte_level_sits_in_the_sequence() {
+        let byte_level = |prefix: bool, regex: bool| serde_json::json!({"type": "ByteLevel", "add_prefix_space": prefix, "use_regex": regex});
+        let digits = serde_json::json!({"type": "Digits", "individual_digits": true});
+        let sequence =
+            |items: Vec<Value>| serde_json::json!({"type": "Sequence", "pretokenizers": items});
+        // Last, without a prefix space: the steps, then its regex when it has one.
+        let (steps, spaced) =
+            splits(&sequence(vec![digits.clone(), byte_level(false, true)])).unwrap();
+        assert_eq!((steps.len(), spaced), (2, false));
+        // Last, with a prefix space and no regex: a space before each word.
+        let (steps, spaced) =
+            splits(&sequence(vec![digits.clone(), byte_level(true, false)])).unwrap();
+        assert_eq!((steps.len(), spaced), (1, true));
+        let why = |items| splits(&sequence(items)).err().unwrap();
+        assert!(why(vec![digits.clone(), byte_level(true, true)]).contains("use_regex=true"));
+        assert!(why(vec![
+            byte_level(false, false),
+            digits.clone(),
+            byte_level(false, false)
+        ])
+        .contains("ByteLevel before other steps"));
+        assert!(
+            why(vec![digits, serde_json::json!({"type": "UnicodeScripts"})])
+                .contains("does not end in ByteLevel")
+        );
     }
 
     #[test]
