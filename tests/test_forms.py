@@ -219,6 +219,10 @@ SPLIT_FORMS = {
     "split-string": lambda: pre_tokenizers.Split(" ", behavior="merged_with_previous"),
     "split-regex-inverted": lambda: pre_tokenizers.Split(tokenizers.Regex(r"\p{L}+|\d"), behavior="removed",
                                                          invert=True),
+    # the crate's scripts, read from it: Any (spaces) joins the word before, and is dropped at the start
+    "unicode-scripts": pre_tokenizers.UnicodeScripts,
+    "scripts-then-whitespace": lambda: pre_tokenizers.Sequence([pre_tokenizers.UnicodeScripts(),
+                                                                pre_tokenizers.Whitespace()]),
     "whitespace-twice": lambda: pre_tokenizers.Sequence([pre_tokenizers.Whitespace(), pre_tokenizers.Whitespace()]),
     "steps-then-metaspace-first": lambda: pre_tokenizers.Sequence([
         pre_tokenizers.CharDelimiterSplit("-"), pre_tokenizers.Digits(individual_digits=True),
@@ -247,7 +251,7 @@ def split_form(name: str, family: str) -> str:
 
 
 SPLIT_TEXTS = ["a-b 12-345 x--y", "Hello, world! (it's 2024)...", " -lead trail- ", "mid mid-mid <sep>-1<sep>",
-               "été: 東京タワー 123", "a  b\t\nc\u3000d", "-", ""]
+               "été: 東京タワー 123", "  lead ab東京ー x\u0301y αβγ ", "\U000e0001a", "a  b\t\nc\u3000d", "-", ""]
 
 
 @pytest.mark.parametrize("family", ["BPE", "Unigram"])
@@ -274,7 +278,6 @@ def test_split_step_pre_tokenizers_run_fast_with_identical_ids_and_offsets(name:
                               pre_tokenizers.Digits(), pre_tokenizers.ByteLevel(add_prefix_space=False,
                                                                                 use_regex=False)]),
      "ByteLevel before other steps"),
-    (pre_tokenizers.UnicodeScripts(), "UnicodeScripts"),
     (pre_tokenizers.Sequence([pre_tokenizers.Whitespace(), pre_tokenizers.FixedLength(length=3)]), "FixedLength"),
 ])
 def test_pre_tokenizers_outside_the_chain_say_why(pre: pre_tokenizers.PreTokenizer, why: str) -> None:

@@ -899,6 +899,12 @@ fn pre_tokenizer_steps(
                 false,
             )?
         }
+        "UnicodeScripts" => SplitStep::compiled(
+            "UnicodeScripts",
+            super::scripts::compiled(),
+            Behavior::Removed,
+            true,
+        )?,
         "Punctuation" => {
             let behavior = Behavior::parse(step["behavior"].as_str().or(Some("Isolated")))?;
             let name = format!("Punctuation({behavior:?})");

@@ -381,8 +381,8 @@ mod tests {
             {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always", "split": true},
             {"type": "WhitespaceSplit"}]});
         assert!(Words::from_spec(&whitespace_last, &Value::Null).is_err());
-        let scripts = serde_json::json!({"type": "UnicodeScripts"});
-        assert!(Words::from_spec(&scripts, &Value::Null).is_err());
+        let fixed = serde_json::json!({"type": "FixedLength", "length": 3});
+        assert!(Words::from_spec(&fixed, &Value::Null).is_err());
         let metaspace_first = serde_json::json!({"type": "Sequence", "pretokenizers": [
             {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always", "split": true},
             {"type": "Digits", "individual_digits": true}]});

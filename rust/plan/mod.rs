@@ -15,6 +15,7 @@ pub mod metaspace;
 pub mod normal_form;
 pub mod normalize;
 pub mod regex;
+pub mod scripts;
 pub mod spm;
 pub mod unicode;
 pub mod unigram;
