@@ -10,8 +10,10 @@
 //! - pre-tokenizer: `ByteLevel` (GPT-2 regex, with or without the prefix
 //!   space) or a `Sequence` of Split steps (Split with any behaviour and
 //!   invert, Punctuation, Digits, Whitespace, WhitespaceSplit, BertPreTokenizer,
-//!   CharDelimiterSplit, nested Sequences) ending in
-//!   `ByteLevel(add_prefix_space=false)`. Each step's pattern is compiled to a
+//!   CharDelimiterSplit, UnicodeScripts, nested Sequences) ending in
+//!   `ByteLevel(add_prefix_space=false)`, or in `ByteLevel(add_prefix_space=true,
+//!   use_regex=false)` (a space before each word, on the host: `word_prefix_space`).
+//!   Each step's pattern is compiled to a
 //!   leftmost-first DFA (`plan::regex`, cuda/gt_regex.cuh) and the chain runs
 //!   in the shared kernels (cuda/gt_chain.cuh) on the CPU and the device; a
 //!   pattern the compiler cannot take runs on the crate's own `SysRegex`

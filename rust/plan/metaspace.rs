@@ -54,23 +54,31 @@ pub struct Words {
 /// Split steps compiled for the shared kernels (`gt_chain_words`), each
 /// piece split by them as the crate's `PreTokenizedString::split` does.
 #[derive(Clone)]
-pub struct StepChain(Arc<(Vec<SplitStep>, GtChain, String)>);
+pub struct StepChain(Arc<ChainTables>);
+
+/// The steps (owning the compiled tables), their kernel chain and their
+/// description for `tok.plan`.
+struct ChainTables {
+    _steps: Vec<SplitStep>,
+    chain: GtChain,
+    name: String,
+}
 
 // SAFETY: the chain points into the steps' tables owned alongside it, never
 // mutated after construction; reading them from many threads is safe.
-unsafe impl Send for StepChain {}
+unsafe impl Send for ChainTables {}
 // SAFETY: as above.
-unsafe impl Sync for StepChain {}
+unsafe impl Sync for ChainTables {}
 
 impl std::fmt::Debug for StepChain {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0 .2)
+        f.write_str(&self.0.name)
     }
 }
 
 impl PartialEq for StepChain {
     fn eq(&self, other: &Self) -> bool {
-        self.0 .2 == other.0 .2
+        self.0.name == other.0.name
     }
 }
 
@@ -96,12 +104,16 @@ impl StepChain {
             .map(SplitStep::describe)
             .collect::<Vec<_>>()
             .join(", ");
-        Ok(StepChain(Arc::new((steps, chain, name))))
+        Ok(StepChain(Arc::new(ChainTables {
+            _steps: steps,
+            chain,
+            name,
+        })))
     }
 
     /// Calls `word(start, end)` with each non-empty word of `text`.
     fn each(&self, text: &str, word: &mut dyn FnMut(usize, usize)) {
-        kernels::chain_words(&self.0 .1, text, word)
+        kernels::chain_words(&self.0.chain, text, word)
     }
 }
 
@@ -225,7 +237,7 @@ impl Words {
             Some(chain) => format!(
                 "{} as Split steps (cuda/gt_chain.cuh): {}",
                 super::describe(pre),
-                chain.0 .2
+                chain.0.name
             ),
             None => super::describe(pre),
         }
