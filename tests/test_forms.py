@@ -266,6 +266,15 @@ def test_split_step_pre_tokenizers_run_fast_with_identical_ids_and_offsets(name:
     # The corpus documents take the fast path whole (offsets too), not the crate's.
     assert tok._core.fast_path_share(corpus_sample()[60:100], True) >= 0.9
     assert_matches(json_text, texts, f"{family} {name}")
+    assert_device_rows_equal_the_cpu(tok, texts)
+
+
+def assert_device_rows_equal_the_cpu(tok: gpu_tok.Tokenizer, texts: list[str]) -> None:
+    """The device pipeline on the host emulator (the host cuts the words
+    where the device cannot) gives the CPU's ids."""
+    cpu = tok._core.encode_batch(texts, device="cpu").to_lists()
+    for device in ("emulator", "emulator:700"):
+        assert tok._core.encode_batch(texts, device=device).to_lists() == cpu, device
 
 
 @pytest.mark.parametrize("pre, why", [
@@ -317,3 +326,4 @@ def test_byte_level_with_a_prefix_space_before_each_word(steps: list, normalizer
     assert tok._core.fast_path_share(corpus_sample()[60:100], True) >= 0.9
     texts = SPLIT_TEXTS + ["  a b  ", "ÉtÉ é\u0301 x<sep>y <sep> Hello hello"] + edge_cases() + corpus_sample()[60:100]
     assert_matches(json_text, texts, "prefix space before each word")
+    assert_device_rows_equal_the_cpu(tok, texts)
