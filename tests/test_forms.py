@@ -203,3 +203,127 @@ def test_a_model_without_a_fast_kernel_is_named_in_the_plan() -> None:
     assert [rows[s]["path"] for s in ("normalize", "pre_tokenize", "model")] == ["exact"] * 3
     assert "WordLevel" in rows["model"]["reason"], rows["model"]
     assert tok.encode("small big, x") == unpadded_oracle(json_text).encode("small big, x").ids
+
+
+# Issue #33 item 4: pre-tokenizers made of Split steps (Whitespace, BertPreTokenizer, Punctuation with each
+# behaviour, Digits, CharDelimiterSplit, Split, Sequences of them, perhaps closed by Metaspace) before a
+# BPE over characters or a Unigram: the words are cut by the compiled chain (cuda/gt_chain.cuh).
+SPLIT_FORMS = {
+    "whitespace": pre_tokenizers.Whitespace,
+    "bert": pre_tokenizers.BertPreTokenizer,
+    **{f"punctuation-{b}": (lambda b=b: pre_tokenizers.Punctuation(behavior=b))
+       for b in ("isolated", "removed", "merged_with_previous", "merged_with_next", "contiguous")},
+    "digits": lambda: pre_tokenizers.Digits(individual_digits=False),
+    "digits-individual": lambda: pre_tokenizers.Digits(individual_digits=True),
+    "char-delimiter": lambda: pre_tokenizers.CharDelimiterSplit("-"),
+    "split-string": lambda: pre_tokenizers.Split(" ", behavior="merged_with_previous"),
+    "split-regex-inverted": lambda: pre_tokenizers.Split(tokenizers.Regex(r"\p{L}+|\d"), behavior="removed",
+                                                         invert=True),
+    # the crate's scripts, read from it: Any (spaces) joins the word before, and is dropped at the start
+    "unicode-scripts": pre_tokenizers.UnicodeScripts,
+    "scripts-then-whitespace": lambda: pre_tokenizers.Sequence([pre_tokenizers.UnicodeScripts(),
+                                                                pre_tokenizers.Whitespace()]),
+    "whitespace-twice": lambda: pre_tokenizers.Sequence([pre_tokenizers.Whitespace(), pre_tokenizers.Whitespace()]),
+    "steps-then-metaspace-first": lambda: pre_tokenizers.Sequence([
+        pre_tokenizers.CharDelimiterSplit("-"), pre_tokenizers.Digits(individual_digits=True),
+        pre_tokenizers.Metaspace(prepend_scheme="first")]),
+    "punctuation-then-metaspace": lambda: pre_tokenizers.Sequence([
+        pre_tokenizers.Punctuation(), pre_tokenizers.Metaspace(prepend_scheme="always", split=False)]),
+}
+
+
+@cache
+def split_form(name: str, family: str) -> str:
+    """A BPE over characters (byte fallback, the unknown token) or a Unigram
+    trained under the pre-tokenizer SPLIT_FORMS[name], with added tokens."""
+    if family == "BPE":
+        hf = tokenizers.Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True))
+        trainer = trainers.BpeTrainer(vocab_size=700, special_tokens=["<unk>"], show_progress=False,
+                                      limit_alphabet=150)
+    else:
+        hf = tokenizers.Tokenizer(models.Unigram())
+        trainer = trainers.UnigramTrainer(vocab_size=3000, special_tokens=["<unk>"], unk_token="<unk>",
+                                          show_progress=False)
+    hf.pre_tokenizer = SPLIT_FORMS[name]()
+    hf.train_from_iterator([t[:2000] for t in corpus_sample()[:60]], trainer=trainer)
+    hf.add_tokens([tokenizers.AddedToken("<sep>"), tokenizers.AddedToken("mid", single_word=True)])
+    return hf.to_str()
+
+
+SPLIT_TEXTS = ["a-b 12-345 x--y", "Hello, world! (it's 2024)...", " -lead trail- ", "mid mid-mid <sep>-1<sep>",
+               "été: 東京タワー 123", "  lead ab東京ー x\u0301y αβγ ", "\U000e0001a", "a  b\t\nc\u3000d", "-", ""]
+
+
+@pytest.mark.parametrize("family", ["BPE", "Unigram"])
+@pytest.mark.parametrize("name", list(SPLIT_FORMS))
+def test_split_step_pre_tokenizers_run_fast_with_identical_ids_and_offsets(name: str, family: str) -> None:
+    json_text = split_form(name, family)
+    tok = gpu_tok.Tokenizer.from_str(json_text)
+    plan = stages(tok)
+    assert [plan[s]["path"] for s in ("normalize", "pre_tokenize", "model")] == FAST, plan
+    assert "Split steps (cuda/gt_chain.cuh)" in plan["pre_tokenize"]["reason"], plan["pre_tokenize"]
+    texts = SPLIT_TEXTS + edge_cases() + [t[:3000] for t in corpus_sample()[60:100]]
+    # The corpus documents take the fast path whole (offsets too), not the crate's.
+    assert tok._core.fast_path_share(corpus_sample()[60:100], True) >= 0.9
+    assert_matches(json_text, texts, f"{family} {name}")
+    assert_device_rows_equal_the_cpu(tok, texts)
+
+
+def assert_device_rows_equal_the_cpu(tok: gpu_tok.Tokenizer, texts: list[str]) -> None:
+    """The device pipeline on the host emulator (the host cuts the words
+    where the device cannot) gives the CPU's ids."""
+    cpu = tok._core.encode_batch(texts, device="cpu").to_lists()
+    for device in ("emulator", "emulator:700"):
+        assert tok._core.encode_batch(texts, device=device).to_lists() == cpu, device
+
+
+@pytest.mark.parametrize("pre, why", [
+    # ByteLevel(add_prefix_space=true) after Split steps, then its own regex over each spaced word
+    (pre_tokenizers.Sequence([pre_tokenizers.Split(tokenizers.Regex(r"\s+"), "isolated"),
+                              pre_tokenizers.ByteLevel(add_prefix_space=True, use_regex=True)]),
+     "ByteLevel(add_prefix_space=true, use_regex=true)"),
+    # ByteLevel in the middle changes what the steps after it see
+    (pre_tokenizers.Sequence([pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+                              pre_tokenizers.Digits(), pre_tokenizers.ByteLevel(add_prefix_space=False,
+                                                                                use_regex=False)]),
+     "ByteLevel before other steps"),
+    (pre_tokenizers.Sequence([pre_tokenizers.Whitespace(), pre_tokenizers.FixedLength(length=3)]), "FixedLength"),
+])
+def test_pre_tokenizers_outside_the_chain_say_why(pre: pre_tokenizers.PreTokenizer, why: str) -> None:
+    hf = tokenizers.Tokenizer.from_str(byte_level("", "", False))
+    hf.pre_tokenizer = pre
+    json_text = hf.to_str()
+    plan = stages(gpu_tok.Tokenizer.from_str(json_text))
+    assert plan["pre_tokenize"]["path"] == "exact"
+    assert why in plan["pre_tokenize"]["reason"], plan["pre_tokenize"]
+    assert_matches(json_text, SPLIT_TEXTS + corpus_sample()[60:70], why)
+
+
+@pytest.mark.parametrize("normalizer", [None, normalizers.Sequence([normalizers.NFD(), normalizers.Lowercase()])],
+                         ids=["none", "nfd-lowercase"])
+@pytest.mark.parametrize("steps", [
+    [pre_tokenizers.Split(tokenizers.Regex(r"\s+"), "merged_with_previous")],
+    [pre_tokenizers.Split(tokenizers.Regex(r"\p{L}+|\p{N}+|[^\p{L}\p{N}]+"), "contiguous", invert=True)],
+    [pre_tokenizers.Whitespace(), pre_tokenizers.Digits(individual_digits=True)],
+    [pre_tokenizers.Split(tokenizers.Regex(r"\s+"), "removed", invert=True)],
+    [],
+], ids=["merged-with-previous", "contiguous-inverted", "whitespace-digits", "removed-inverted", "alone"])
+def test_byte_level_with_a_prefix_space_before_each_word(steps: list, normalizer: object) -> None:
+    """A Sequence closed by ByteLevel(add_prefix_space=true, use_regex=false):
+    the crate puts a space before every word the steps make (unless it starts
+    with one), which takes the word's first character's offsets."""
+    hf = tokenizers.Tokenizer.from_str(byte_level("", "", False))
+    hf.pre_tokenizer = pre_tokenizers.Sequence([*steps, pre_tokenizers.ByteLevel(add_prefix_space=True,
+                                                                                  use_regex=False)])
+    if normalizer is not None:
+        hf.normalizer = normalizer
+    hf.add_tokens([tokenizers.AddedToken("<sep>"), tokenizers.AddedToken("Hello", normalized=True)])
+    json_text = hf.to_str()
+    tok = gpu_tok.Tokenizer.from_str(json_text)
+    plan = stages(tok)
+    assert [plan[s]["path"] for s in ("normalize", "pre_tokenize", "model")] == FAST, plan
+    assert "a space before each word" in plan["pre_tokenize"]["reason"]
+    assert tok._core.fast_path_share(corpus_sample()[60:100], True) >= 0.9
+    texts = SPLIT_TEXTS + ["  a b  ", "ÉtÉ é\u0301 x<sep>y <sep> Hello hello"] + edge_cases() + corpus_sample()[60:100]
+    assert_matches(json_text, texts, "prefix space before each word")
+    assert_device_rows_equal_the_cpu(tok, texts)

@@ -42,6 +42,8 @@ PRE_TOKENIZERS = [
     *[{"type": "Punctuation", "behavior": b} for b in BEHAVIORS],
     {"type": "Digits", "individual_digits": True}, {"type": "Digits", "individual_digits": False},
     {"type": "WhitespaceSplit"}, {"type": "Whitespace"}, {"type": "CharDelimiterSplit", "delimiter": "-"},
+    {"type": "BertPreTokenizer"}, {"type": "UnicodeScripts"},
+    {"type": "Sequence", "pretokenizers": [{"type": "Whitespace"}, {"type": "UnicodeScripts"}]},
     {"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": True},
                                            {"type": "Punctuation", "behavior": "Contiguous"}, split(P50K)]},
 ]
@@ -85,7 +87,7 @@ def test_engines_and_bad_arguments() -> None:
     with pytest.raises(ValueError, match="not JSON"):
         _core.split_words("{", "compiled", ["a"])
     with pytest.raises(ValueError, match="not covered"):
-        _core.split_words(json.dumps({"type": "UnicodeScripts"}), "compiled", ["a"])
+        _core.split_words(json.dumps({"type": "FixedLength", "length": 3}), "compiled", ["a"])
 
 
 def byte_level_after(*steps: pre_tokenizers.PreTokenizer) -> pre_tokenizers.PreTokenizer:

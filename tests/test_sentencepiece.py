@@ -153,11 +153,16 @@ def test_other_normalizers_run_in_the_crate_per_piece() -> None:
 
 
 def test_a_pre_tokenizer_outside_the_plan_is_left_to_the_crate() -> None:
+    # (Whitespace, the example here before, is a chain of Split steps now: fast.)
     spec = json.loads(trained(True, True))
-    spec["pre_tokenizer"] = {"type": "Whitespace"}
+    spec["pre_tokenizer"] = {"type": "FixedLength", "length": 3}
     tok = gpu_tok.Tokenizer.from_str(json.dumps(spec))
     row = stages(tok)["pre_tokenize"]
     assert row["path"] == "exact", row
+    assert "FixedLength" in row["reason"], row
+    assert_matches(json.dumps(spec), TRICKY + edge_cases()[:30], "FixedLength")
+    spec["pre_tokenizer"] = {"type": "Whitespace"}
+    assert stages(gpu_tok.Tokenizer.from_str(json.dumps(spec)))["pre_tokenize"]["path"] == "fast"
     assert_matches(json.dumps(spec), TRICKY + edge_cases()[:30], "Whitespace")
 
 

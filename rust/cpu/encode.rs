@@ -241,10 +241,75 @@ fn encode_text(
     ids: &mut Vec<u32>,
     spans: Option<&mut Vec<(usize, usize)>>,
 ) -> bool {
+    let spaced;
+    let (piece, align) = match plan.word_prefix_space {
+        true => {
+            spaced = spaced_words(plan, text, align, spans.is_some());
+            let piece = Words {
+                text: &spaced.0,
+                words: Some(&spaced.2),
+            };
+            (piece, spaced.1.as_deref())
+        }
+        false => (Words { text, words: None }, align),
+    };
     match plan.one_token_per_byte() {
-        true => encode_words_batched(plan, plan_id, text, base, align, ids, spans),
-        false => encode_words_one_by_one(plan, plan_id, text, base, align, ids, spans),
+        true => encode_words_batched(plan, plan_id, piece, base, align, ids, spans),
+        false => encode_words_one_by_one(plan, plan_id, piece, base, align, ids, spans),
     }
+}
+
+/// A piece's text and its words: the plan's steps split it (None), or
+/// they are given (byte ranges in order).
+#[derive(Clone, Copy)]
+struct Words<'t> {
+    text: &'t str,
+    words: Option<&'t [(usize, usize)]>,
+}
+
+impl Words<'_> {
+    fn each(self, plan: &ByteLevelPlan, found: &mut impl FnMut(usize, usize)) {
+        match self.words {
+            Some(words) => words.iter().for_each(|&(start, end)| found(start, end)),
+            None => each_word(plan, self.text, found),
+        }
+    }
+}
+
+/// `ByteLevel(add_prefix_space=true)` closing the Sequence: the words of
+/// `text` after the steps, each after a space unless it starts with one
+/// (the crate's `prepend`: the space takes the first character's source),
+/// written out one after the other; with `spans`, each byte's source
+/// (`align`, or itself); and the words' ranges in the text written.
+fn spaced_words(
+    plan: &ByteLevelPlan,
+    text: &str,
+    align: Option<&[(u32, u32)]>,
+    spans: bool,
+) -> (String, Option<Aligns>, Vec<(usize, usize)>) {
+    let mut spaced = String::with_capacity(text.len() + text.len() / 4 + 1);
+    let mut spaced_align = spans.then(|| Vec::with_capacity(spaced.capacity()));
+    let source = |at: usize| match align {
+        Some(align) => align[at],
+        None => (at as u32, at as u32 + 1),
+    };
+    let mut words = Vec::new();
+    each_word(plan, text, &mut |start, end| {
+        let at = spaced.len();
+        let word = &text[start..end];
+        if !word.starts_with(' ') {
+            spaced.push(' ');
+            if let Some(out) = spaced_align.as_mut() {
+                out.push(source(start));
+            }
+        }
+        spaced.push_str(word);
+        if let Some(out) = spaced_align.as_mut() {
+            out.extend((start..end).map(source));
+        }
+        words.push((at, spaced.len()));
+    });
+    (spaced, spaced_align, words)
 }
 
 /// `encode_text` for a model with a token for every byte (`gt_bpe_word`):
@@ -253,12 +318,13 @@ fn encode_text(
 fn encode_words_batched(
     plan: &ByteLevelPlan,
     plan_id: u64,
-    text: &str,
+    piece: Words<'_>,
     base: usize,
     align: Option<&[(u32, u32)]>,
     ids: &mut Vec<u32>,
     spans: Option<&mut Vec<(usize, usize)>>,
 ) -> bool {
+    let text = piece.text;
     let bytes = text.as_bytes();
     ids.reserve(text.len() / 3 + 1);
     // The table holds every token of up to 15 bytes, so only longer words
@@ -294,7 +360,7 @@ fn encode_words_batched(
                 .map(|f| f as &mut word_cache::EachWord<'_>);
             cache.push_word(bytes, (start, end), vocab, &kernel, ids, each)
         };
-        each_word(plan, text, &mut found);
+        piece.each(plan, &mut found);
         let each = spans_of
             .as_mut()
             .map(|f| f as &mut word_cache::EachWord<'_>);
@@ -308,12 +374,13 @@ fn encode_words_batched(
 fn encode_words_one_by_one(
     plan: &ByteLevelPlan,
     plan_id: u64,
-    text: &str,
+    piece: Words<'_>,
     base: usize,
     align: Option<&[(u32, u32)]>,
     ids: &mut Vec<u32>,
     mut spans: Option<&mut Vec<(usize, usize)>>,
 ) -> bool {
+    let text = piece.text;
     let mut fine = true;
     word_cache::with_cache(plan_id, |cache| {
         let mut encode = |start: usize, end: usize| {
@@ -328,7 +395,7 @@ fn encode_words_one_by_one(
                 None => fine = false,
             }
         };
-        each_word(plan, text, &mut encode);
+        piece.each(plan, &mut encode);
     });
     fine
 }

@@ -9,9 +9,11 @@
 //!   offsets). Ids depend only on the normalized text.
 //! - pre-tokenizer: `ByteLevel` (GPT-2 regex, with or without the prefix
 //!   space) or a `Sequence` of Split steps (Split with any behaviour and
-//!   invert, Punctuation, Digits, Whitespace, WhitespaceSplit,
-//!   CharDelimiterSplit, nested Sequences) ending in
-//!   `ByteLevel(add_prefix_space=false)`. Each step's pattern is compiled to a
+//!   invert, Punctuation, Digits, Whitespace, WhitespaceSplit, BertPreTokenizer,
+//!   CharDelimiterSplit, UnicodeScripts, nested Sequences) ending in
+//!   `ByteLevel(add_prefix_space=false)`, or in `ByteLevel(add_prefix_space=true,
+//!   use_regex=false)` (a space before each word, on the host: `word_prefix_space`).
+//!   Each step's pattern is compiled to a
 //!   leftmost-first DFA (`plan::regex`, cuda/gt_regex.cuh) and the chain runs
 //!   in the shared kernels (cuda/gt_chain.cuh) on the CPU and the device; a
 //!   pattern the compiler cannot take runs on the crate's own `SysRegex`
@@ -170,7 +172,7 @@ impl SplitEngine {
         }
     }
 
-    fn from_env() -> SplitEngine {
+    pub(crate) fn from_env() -> SplitEngine {
         match std::env::var("GPU_TOK_PRETOKENIZER").as_deref() {
             Ok("scanner") => SplitEngine::Scanner,
             Ok("oniguruma") => SplitEngine::Oniguruma,
@@ -272,7 +274,7 @@ impl SplitStep {
     }
 
     /// Which engine runs the step, for `tok.plan`.
-    fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let engine = match &self.matcher {
             Matcher::Scanner(_) => "hand-written scanner (cuda/gt_pretok.cuh)".to_string(),
             Matcher::Compiled(c) => {
@@ -324,7 +326,7 @@ impl Family for ByteLevelPlan {
     /// Builds the plan, or says why this tokenizer is not for it.
     fn build(spec: &Value) -> Result<Self, String> {
         let normalizer = PieceNormalizer::from_spec(&spec["normalizer"])?;
-        let splits = splits(&spec["pre_tokenizer"])?;
+        let (splits, word_prefix_space) = splits(&spec["pre_tokenizer"])?;
         let prefix_space = spec["pre_tokenizer"]["type"].as_str() == Some("ByteLevel")
             && spec["pre_tokenizer"]["add_prefix_space"]
                 .as_bool()
@@ -407,6 +409,7 @@ impl Family for ByteLevelPlan {
             normalizer,
             chain: steps.and_then(|steps| GtChain::new(&steps)),
             prefix_space,
+            word_prefix_space,
             splits,
             model: view,
             merges,
@@ -467,7 +470,7 @@ impl Family for ByteLevelPlan {
     /// Split steps that are scanners or compiled patterns, and words that
     /// take a token per byte (`gt_bpe_word`).
     fn runs_on_device(&self) -> bool {
-        self.chain.is_some() && self.one_token_per_byte()
+        self.chain.is_some() && self.one_token_per_byte() && !self.word_prefix_space
     }
 }
 
@@ -490,6 +493,12 @@ pub struct ByteLevelTables {
     /// each piece of text that does not start with one (the crate does it to
     /// each piece between added tokens, before splitting it into words).
     pub prefix_space: bool,
+    /// A Sequence closed by `ByteLevel(add_prefix_space=true,
+    /// use_regex=false)`: a space is put before each word the steps make
+    /// that does not start with one (the crate prepends it to each split;
+    /// it takes the word's first character's source). The host does it
+    /// (`cpu::encode`); a device does not take such a plan.
+    pub word_prefix_space: bool,
     /// The split steps as one chain for the shared kernels (and so the
     /// GPU), when none needs Oniguruma; its tables are the steps' (host memory).
     pub chain: Option<GtChain>,
@@ -778,9 +787,13 @@ impl ByteLevelPlan {
     /// the chain runs.
     pub fn describe_splits(&self) -> String {
         let steps: Vec<String> = self.splits.iter().map(SplitStep::describe).collect();
-        let place = match self.chain {
-            Some(_) => "on the CPU and the device",
-            None => "on the CPU (the device's rows of such a plan are encoded by the host)",
+        let place = match (&self.chain, self.word_prefix_space) {
+            (Some(_), false) => "on the CPU and the device",
+            (Some(_), true) => {
+                "then a space before each word (ByteLevel add_prefix_space); on the \
+                                CPU (the device's rows of such a plan are encoded by the host)"
+            }
+            (None, _) => "on the CPU (the device's rows of such a plan are encoded by the host)",
         };
         format!("{}; {place}", steps.join(", then "))
     }
@@ -874,6 +887,31 @@ fn pre_tokenizer_steps(
             }
             return Ok(());
         }
+        // The crate's BertPreTokenizer: whitespace removed, then punctuation isolated.
+        "BertPreTokenizer" => {
+            let whitespace = charset::predicate_set("whitespace", char::is_whitespace);
+            let whitespace = compiled_regex::char_class(whitespace);
+            out.push(SplitStep::compiled(
+                "BertPreTokenizer(whitespace)",
+                whitespace,
+                Behavior::Removed,
+                false,
+            )?);
+            let class =
+                compiled_regex::char_class(charset::predicate_set("punctuation", is_punctuation));
+            SplitStep::compiled(
+                "BertPreTokenizer(punctuation)",
+                class,
+                Behavior::Isolated,
+                false,
+            )?
+        }
+        "UnicodeScripts" => SplitStep::compiled(
+            "UnicodeScripts",
+            super::scripts::compiled(),
+            Behavior::Removed,
+            true,
+        )?,
         "Punctuation" => {
             let behavior = Behavior::parse(step["behavior"].as_str().or(Some("Isolated")))?;
             let name = format!("Punctuation({behavior:?})");
@@ -939,8 +977,9 @@ fn is_plain_byte_level(step: &Value, use_regex: bool) -> bool {
 
 /// The Split steps of a byte-level pre-tokenizer: `ByteLevel` alone (the
 /// GPT-2 pattern), or a `Sequence` of steps ending in `ByteLevel` without a
-/// prefix space (its own GPT-2 split, with `use_regex`).
-fn splits(pre_tokenizer: &Value) -> Result<Vec<SplitStep>, String> {
+/// prefix space (its own GPT-2 split, with `use_regex`) or with one and
+/// without `use_regex`; and whether each word then takes a prefix space.
+fn splits(pre_tokenizer: &Value) -> Result<(Vec<SplitStep>, bool), String> {
     let engine = SplitEngine::from_env();
     let gpt2 = |out: &mut Vec<SplitStep>| -> Result<(), String> {
         out.push(SplitStep::for_pattern(
@@ -956,7 +995,7 @@ fn splits(pre_tokenizer: &Value) -> Result<Vec<SplitStep>, String> {
         && pre_tokenizer["use_regex"].as_bool().unwrap_or(true);
     if standalone {
         gpt2(&mut out)?;
-        return Ok(out);
+        return Ok((out, false));
     }
     let steps = match pre_tokenizer["type"].as_str() {
         Some("Sequence") => pre_tokenizer["pretokenizers"]
@@ -971,9 +1010,28 @@ fn splits(pre_tokenizer: &Value) -> Result<Vec<SplitStep>, String> {
     let Some((last, rest)) = steps.split_last() else {
         return Err("empty pre-tokenizer Sequence".into());
     };
+    if rest.iter().any(super::mentions_byte_level) {
+        // Its byte-to-character map changes what the later steps match.
+        return Err(
+            "ByteLevel before other steps of the Sequence: only ByteLevel as the last \
+                    step is covered"
+                .into(),
+        );
+    }
     let regex_last = is_plain_byte_level(last, true);
-    if !regex_last && !is_plain_byte_level(last, false) {
-        return Err("the Sequence does not end in ByteLevel(add_prefix_space=false)".into());
+    // ByteLevel(add_prefix_space=true, use_regex=false) puts a space before
+    // each word the steps make (`ByteLevelTables::word_prefix_space`).
+    let word_prefix_space = last["type"] == "ByteLevel"
+        && last["add_prefix_space"].as_bool().unwrap_or(true)
+        && !last["use_regex"].as_bool().unwrap_or(true);
+    if !regex_last && !word_prefix_space && !is_plain_byte_level(last, false) {
+        return Err(match last["type"] == "ByteLevel" {
+            true => "the Sequence ends in ByteLevel(add_prefix_space=true, use_regex=true), \
+                     which puts a space before every word the steps make, then splits them: \
+                     not covered"
+                .into(),
+            false => "the Sequence does not end in ByteLevel".into(),
+        });
     }
     for step in rest {
         pre_tokenizer_steps(step, engine, &mut out)?;
@@ -981,7 +1039,7 @@ fn splits(pre_tokenizer: &Value) -> Result<Vec<SplitStep>, String> {
     if regex_last {
         gpt2(&mut out)?;
     }
-    Ok(out)
+    Ok((out, word_prefix_space))
 }
 
 /// What every fast BPE plan needs of the model: BPE, no dropout, a subword
@@ -1179,8 +1237,18 @@ pub fn plan_steps(
     spec: &Value,
     engine: SplitEngine,
 ) -> Result<(Vec<SplitStep>, Option<GtChain>), String> {
+    sequence_steps(&[spec], engine)
+}
+
+/// [`plan_steps`] of the pre-tokenizers `items`, applied in turn (a Sequence's).
+pub(crate) fn sequence_steps(
+    items: &[&Value],
+    engine: SplitEngine,
+) -> Result<(Vec<SplitStep>, Option<GtChain>), String> {
     let mut steps = Vec::new();
-    pre_tokenizer_steps(spec, engine, &mut steps)?;
+    for item in items {
+        pre_tokenizer_steps(item, engine, &mut steps)?;
+    }
     let kernel: Option<Vec<GtChainStep>> = steps.iter().map(SplitStep::kernel_step).collect();
     let chain = kernel.and_then(|k| GtChain::new(&k));
     Ok((steps, chain))
@@ -1237,6 +1305,34 @@ mod tests {
             &mut out,
         );
         out
+    }
+
+    #[test]
+    fn where_byte_level_sits_in_the_sequence() {
+        let byte_level = |prefix: bool, regex: bool| serde_json::json!({"type": "ByteLevel", "add_prefix_space": prefix, "use_regex": regex});
+        let digits = serde_json::json!({"type": "Digits", "individual_digits": true});
+        let sequence =
+            |items: Vec<Value>| serde_json::json!({"type": "Sequence", "pretokenizers": items});
+        // Last, without a prefix space: the steps, then its regex when it has one.
+        let (steps, spaced) =
+            splits(&sequence(vec![digits.clone(), byte_level(false, true)])).unwrap();
+        assert_eq!((steps.len(), spaced), (2, false));
+        // Last, with a prefix space and no regex: a space before each word.
+        let (steps, spaced) =
+            splits(&sequence(vec![digits.clone(), byte_level(true, false)])).unwrap();
+        assert_eq!((steps.len(), spaced), (1, true));
+        let why = |items| splits(&sequence(items)).err().unwrap();
+        assert!(why(vec![digits.clone(), byte_level(true, true)]).contains("use_regex=true"));
+        assert!(why(vec![
+            byte_level(false, false),
+            digits.clone(),
+            byte_level(false, false)
+        ])
+        .contains("ByteLevel before other steps"));
+        assert!(
+            why(vec![digits, serde_json::json!({"type": "UnicodeScripts"})])
+                .contains("does not end in ByteLevel")
+        );
     }
 
     #[test]

@@ -4,9 +4,17 @@
 //! `split`), exactly as the crate applies them to a normalized piece
 //! (pre_tokenizers/metaspace.rs, whitespace.rs). Shared by the Unigram and
 //! SentencePiece-BPE plans; no pre-tokenizer at all is one word per piece.
+//! Any other pre-tokenizer whose steps are Split steps (`Whitespace`,
+//! `Digits`, `Punctuation`, `CharDelimiterSplit`, `BertPreTokenizer`,
+//! `Split`, Sequences of them), perhaps closed by `Metaspace`, splits each
+//! piece with the compiled chain of the byte-level plan ([`StepChain`],
+//! cuda/gt_chain.cuh) before Metaspace.
 
+use super::bytelevel::{sequence_steps, SplitEngine, SplitStep};
 use super::normalize::PieceNormalizer;
+use crate::kernels::{self, GtChain};
 use serde_json::Value;
+use std::sync::Arc;
 
 /// Where `Metaspace` puts its replacement before a piece (`prepend_scheme`).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -32,12 +40,81 @@ impl Prepend {
     }
 }
 
-/// The pre-tokenizer: optional `WhitespaceSplit`, then optional `Metaspace`.
+/// The pre-tokenizer: optional `WhitespaceSplit` or a chain of Split
+/// steps, then optional `Metaspace`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Words {
     whitespace_split: bool,
+    /// The Split steps before Metaspace, when they are not `WhitespaceSplit` alone.
+    chain: Option<StepChain>,
     /// (replacement, prepend scheme, split at the replacement)
     metaspace: Option<(char, Prepend, bool)>,
+}
+
+/// Split steps compiled for the shared kernels (`gt_chain_words`), each
+/// piece split by them as the crate's `PreTokenizedString::split` does.
+#[derive(Clone)]
+pub struct StepChain(Arc<ChainTables>);
+
+/// The steps (owning the compiled tables), their kernel chain and their
+/// description for `tok.plan`.
+struct ChainTables {
+    _steps: Vec<SplitStep>,
+    chain: GtChain,
+    name: String,
+}
+
+// SAFETY: the chain points into the steps' tables owned alongside it, never
+// mutated after construction; reading them from many threads is safe.
+unsafe impl Send for ChainTables {}
+// SAFETY: as above.
+unsafe impl Sync for ChainTables {}
+
+impl std::fmt::Debug for StepChain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0.name)
+    }
+}
+
+impl PartialEq for StepChain {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.name == other.0.name
+    }
+}
+
+impl StepChain {
+    /// The chain of pre-tokenizers `items` (as tokenizer.json writes them),
+    /// or why the kernels cannot run it.
+    fn build(items: &[&Value]) -> Result<StepChain, String> {
+        let (steps, chain) = sequence_steps(items, SplitEngine::from_env())?;
+        let chain = chain.ok_or_else(|| {
+            let why = steps.iter().find_map(|s| match &s.matcher {
+                super::bytelevel::Matcher::Oniguruma(_, why) => Some(why.clone()),
+                _ => None,
+            });
+            why.unwrap_or_else(|| {
+                format!(
+                    "{} Split steps: longer than the kernels' chain",
+                    steps.len()
+                )
+            })
+        })?;
+        let name = steps
+            .iter()
+            .map(SplitStep::describe)
+            .collect::<Vec<_>>()
+            .join(", ");
+        Ok(StepChain(Arc::new(ChainTables {
+            _steps: steps,
+            chain,
+            name,
+        })))
+    }
+
+    /// Calls `word(start, end)` with each non-empty word of `text`.
+    fn each(&self, text: &str, word: &mut dyn FnMut(usize, usize)) {
+        kernels::chain_words(&self.0.chain, text, word)
+    }
 }
 
 impl Words {
@@ -66,8 +143,28 @@ impl Words {
         items.drain(..leading);
         let mut words = Words {
             whitespace_split: false,
+            chain: None,
             metaspace: None,
         };
+        let plain = items
+            .iter()
+            .enumerate()
+            .all(|(at, item)| match item["type"].as_str() {
+                Some("WhitespaceSplit") => at == 0,
+                Some("Metaspace") => at + 1 == items.len(),
+                _ => false,
+            });
+        if !plain {
+            // Split steps, then perhaps Metaspace: the steps as one chain.
+            let split_steps = match items.last() {
+                Some(last) if last["type"] == "Metaspace" => &items[..items.len() - 1],
+                _ => &items[..],
+            };
+            let chain = StepChain::build(split_steps)
+                .map_err(|why| format!("pre-tokenizer {}: {why}", super::describe(pre)))?;
+            words.chain = Some(chain);
+            items.drain(..split_steps.len());
+        }
         for (at, item) in items.iter().enumerate() {
             match item["type"].as_str() {
                 Some("WhitespaceSplit") if at == 0 => words.whitespace_split = true,
@@ -89,10 +186,10 @@ impl Words {
                 }
                 _ => {
                     return Err(format!(
-                    "pre-tokenizer {}: covered are [WhitespaceSplit,] Metaspace, none, or a Split \
-                         the normalizer leaves nothing to split",
-                    super::describe(pre)
-                ))
+                        "pre-tokenizer {}: covered are Split steps, Metaspace last, none, or a \
+                         Split the normalizer leaves nothing to split",
+                        super::describe(pre)
+                    ))
                 }
             }
         }
@@ -121,14 +218,29 @@ impl Words {
     /// ALBERT): the form a device cuts itself (`gt_metaspace_words`).
     pub fn whitespace_metaspace(&self) -> Option<char> {
         match self.metaspace {
-            Some((r, Prepend::Always, true)) if self.whitespace_split => Some(r),
+            Some((r, Prepend::Always, true)) if self.whitespace_split && self.chain.is_none() => {
+                Some(r)
+            }
             _ => None,
         }
     }
 
     /// True when every piece is one word, as it is.
     pub fn is_identity(&self) -> bool {
-        !self.whitespace_split && self.metaspace.is_none()
+        !self.whitespace_split && self.chain.is_none() && self.metaspace.is_none()
+    }
+
+    /// The pre-tokenizer `pre` (this one's spec), with its Split steps'
+    /// engines when they run as a chain, for `tok.plan`.
+    pub fn describe(&self, pre: &Value) -> String {
+        match &self.chain {
+            Some(chain) => format!(
+                "{} as Split steps (cuda/gt_chain.cuh): {}",
+                super::describe(pre),
+                chain.0.name
+            ),
+            None => super::describe(pre),
+        }
     }
 
     /// The words of a normalized piece that starts the original text
@@ -156,13 +268,16 @@ impl Words {
                 }
             }
         };
-        match self.whitespace_split {
-            true => {
+        match (&self.chain, self.whitespace_split) {
+            (Some(chain), _) => chain.each(piece, &mut |start, end| {
+                metaspace(&piece[start..end], first && start == 0)
+            }),
+            (None, true) => {
                 for (n, (start, part)) in whitespace_words(piece).enumerate() {
                     metaspace(part, first && n == 0 && start == 0);
                 }
             }
-            false => metaspace(piece, first),
+            (None, false) => metaspace(piece, first),
         }
     }
 }
@@ -215,14 +330,17 @@ impl Words {
                     }
                 }
             };
-        match self.whitespace_split {
-            true => {
+        match (&self.chain, self.whitespace_split) {
+            (Some(chain), _) => chain.each(piece, &mut |start, end| {
+                metaspace(&piece[start..end], &align[start..end], first && start == 0)
+            }),
+            (None, true) => {
                 for (n, (start, part)) in whitespace_words(piece).enumerate() {
                     let part_align = &align[start..start + part.len()];
                     metaspace(part, part_align, first && n == 0 && start == 0);
                 }
             }
-            false => metaspace(piece, align, first),
+            (None, false) => metaspace(piece, align, first),
         }
     }
 }
@@ -275,9 +393,12 @@ mod tests {
             {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always", "split": true},
             {"type": "WhitespaceSplit"}]});
         assert!(Words::from_spec(&whitespace_last, &Value::Null).is_err());
-        assert!(
-            Words::from_spec(&serde_json::json!({"type": "Whitespace"}), &Value::Null).is_err()
-        );
+        let fixed = serde_json::json!({"type": "FixedLength", "length": 3});
+        assert!(Words::from_spec(&fixed, &Value::Null).is_err());
+        let metaspace_first = serde_json::json!({"type": "Sequence", "pretokenizers": [
+            {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always", "split": true},
+            {"type": "Digits", "individual_digits": true}]});
+        assert!(Words::from_spec(&metaspace_first, &Value::Null).is_err());
     }
 
     #[test]
@@ -287,10 +408,55 @@ mod tests {
         let replace =
             serde_json::json!({"type": "Replace", "pattern": {"String": " "}, "content": "▁"});
         assert!(Words::from_spec(&split, &replace).unwrap().is_identity());
-        assert!(Words::from_spec(&split, &Value::Null).is_err());
+        // Without the normalizer it splits: a chain step.
+        assert!(!Words::from_spec(&split, &Value::Null)
+            .unwrap()
+            .is_identity());
         let mut inverted = split.clone();
         inverted["invert"] = true.into();
-        assert!(Words::from_spec(&inverted, &replace).is_err());
+        assert!(!Words::from_spec(&inverted, &replace).unwrap().is_identity());
+    }
+
+    #[test]
+    fn split_steps_then_metaspace_split_each_piece_as_the_crate() {
+        let words = |spec: Value, text: &str, first: bool| {
+            let mut out = Vec::new();
+            Words::from_spec(&spec, &Value::Null)
+                .unwrap()
+                .each(text, first, |w| out.push(w.to_string()));
+            out
+        };
+        let whitespace = serde_json::json!({"type": "Whitespace"});
+        assert_eq!(
+            words(whitespace, "ab, c-d  e", true),
+            ["ab", ",", "c", "-", "d", "e"]
+        );
+        let bert = serde_json::json!({"type": "BertPreTokenizer"});
+        assert_eq!(words(bert, " a.b\u{3000}c", true), ["a", ".", "b", "c"]);
+        let digits = serde_json::json!({"type": "Sequence", "pretokenizers": [
+            {"type": "CharDelimiterSplit", "delimiter": "-"},
+            {"type": "Digits", "individual_digits": true},
+            {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first", "split": true}]});
+        assert_eq!(
+            words(digits.clone(), "a1 b-22", true),
+            ["▁a", "1", "▁b", "2", "2"]
+        );
+        // Only the word at the start of the original text takes "first"'s mark.
+        assert_eq!(words(digits.clone(), "-a", true), ["a"]);
+        let mut out = Vec::new();
+        Words::from_spec(&digits, &Value::Null)
+            .unwrap()
+            .each_aligned("x-9", &[(0, 1), (1, 2), (2, 3)], true, |w, a| {
+                out.push((w.to_string(), a.to_vec()))
+            });
+        let mark = (0, 1);
+        assert_eq!(
+            out,
+            [
+                ("▁x".to_string(), vec![mark, mark, mark, (0, 1)]),
+                ("9".to_string(), vec![(2, 3)])
+            ]
+        );
     }
 
     #[test]

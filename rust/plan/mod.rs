@@ -16,6 +16,7 @@ pub mod metaspace;
 pub mod normal_form;
 pub mod normalize;
 pub mod regex;
+pub mod scripts;
 pub mod spm;
 pub mod unicode;
 pub mod unigram;
@@ -97,12 +98,10 @@ impl FastPlan {
             Some("WordLevel") => Err("model WordLevel: the fast engine has no WordLevel kernel \
                                       (a lookup per pre-token; the crate runs it)"
                 .into()),
-            // BPE without a pre-tokenizer, or with Metaspace, is
-            // SentencePiece-style (the crate's BPE over characters); with
-            // another, byte-level.
-            _ if metaspace::Words::from_spec(&spec["pre_tokenizer"], &spec["normalizer"])
-                .is_ok() =>
-            {
+            // BPE whose pre-tokenizer has no ByteLevel step (none, Metaspace,
+            // Split steps) is SentencePiece-style: the crate's BPE over the
+            // characters of each word; with ByteLevel, byte-level.
+            _ if !mentions_byte_level(&spec["pre_tokenizer"]) => {
                 spm::SpmPlan::build(spec).map(FastPlan::SentencePiece)
             }
             _ => bytelevel::ByteLevelPlan::build(spec).map(FastPlan::ByteLevel),
@@ -135,6 +134,17 @@ impl FastPlan {
     /// [`Family::report`] of the family's plan.
     fn describe(&self) -> [String; 3] {
         each_family!(self, plan => plan.report())
+    }
+}
+
+/// True when a pre-tokenizer is or holds (in a Sequence) `ByteLevel`.
+pub(crate) fn mentions_byte_level(pre: &Value) -> bool {
+    match pre["type"].as_str() {
+        Some("ByteLevel") => true,
+        Some("Sequence") => pre["pretokenizers"]
+            .as_array()
+            .is_some_and(|items| items.iter().any(mentions_byte_level)),
+        _ => false,
     }
 }
 
@@ -340,7 +350,13 @@ pub struct PlainAdded {
 /// (`normalized`): an automaton over their texts and normalized texts. A
 /// piece whose normalized text holds one is split there by the crate, so the
 /// plans leave it to the exact path (a superset: the text itself counts too).
-pub struct NormalizedAdded(AhoCorasick);
+pub struct NormalizedAdded {
+    automaton: AhoCorasick,
+    /// A token normalizes to nothing: the crate's automaton then matches the
+    /// empty text at every byte, so it cuts the text at every character (and
+    /// panics inside a character of several bytes): every piece is its.
+    empty_form: bool,
+}
 
 impl NormalizedAdded {
     /// The automaton for tokenizer.json's `added_tokens` under `normalizer`;
@@ -349,7 +365,7 @@ impl NormalizedAdded {
         tokens: &Value,
         normalizer: &normalize::PieceNormalizer,
     ) -> Result<Option<NormalizedAdded>, String> {
-        let mut texts = Vec::new();
+        let (mut texts, mut empty_form) = (Vec::new(), false);
         for token in tokens.as_array().map(Vec::as_slice).unwrap_or_default() {
             let Some(content) = token["content"].as_str().filter(|c| !c.is_empty()) else {
                 continue;
@@ -360,22 +376,28 @@ impl NormalizedAdded {
             texts.push(content.to_string());
             match normalizer.normalize(content) {
                 Some(form) if !form.is_empty() => texts.push(form.into_owned()),
-                Some(_) => {}
+                Some(_) => empty_form = true,
                 None => return Err("the normalizer fails on an added token".into()),
             }
         }
         match texts.is_empty() {
             true => Ok(None),
             false => AhoCorasick::new(&texts)
-                .map(|ac| Some(NormalizedAdded(ac)))
+                .map(|automaton| {
+                    Some(NormalizedAdded {
+                        automaton,
+                        empty_form,
+                    })
+                })
                 .map_err(|e| format!("cannot index the added tokens: {e}")),
         }
     }
 
     /// True when `normalized` (a piece after the normalizer) holds one of
-    /// the tokens (`this` None: there are none).
+    /// the tokens (`this` None: there are none); always when a token
+    /// normalizes to nothing.
     pub fn held_in(this: Option<&NormalizedAdded>, normalized: &str) -> bool {
-        this.is_some_and(|added| added.0.is_match(normalized))
+        this.is_some_and(|added| added.empty_form || added.automaton.is_match(normalized))
     }
 }
 
@@ -511,5 +533,38 @@ impl PlainAdded {
             out.push((&text[at..], (at, text.len()), None));
         }
         Some(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_normalized_added_token_that_normalizes_to_nothing_sends_every_piece_away() {
+        // Strip makes "\n\n" nothing: the crate's split then cuts the text at
+        // every character, and panics inside one of several bytes.
+        let strip = serde_json::json!({"type": "Strip", "strip_left": true, "strip_right": false});
+        let normalizer = normalize::PieceNormalizer::from_spec(&strip).unwrap();
+        let tokens = serde_json::json!([
+            {"content": "\n\n", "normalized": true},
+            {"content": "hello", "normalized": true}]);
+        let added = NormalizedAdded::from_spec(&tokens, &normalizer).unwrap();
+        assert!(NormalizedAdded::held_in(added.as_ref(), "a\u{a0}b"));
+        assert!(NormalizedAdded::held_in(added.as_ref(), "a b"));
+        let tokens = serde_json::json!([{"content": "hello", "normalized": true}]);
+        let added = NormalizedAdded::from_spec(&tokens, &normalizer).unwrap();
+        assert!(!NormalizedAdded::held_in(added.as_ref(), "a b"));
+        assert!(NormalizedAdded::held_in(added.as_ref(), "a hello"));
+    }
+
+    #[test]
+    fn bpe_without_byte_level_in_its_pre_tokenizer_is_sentencepiece_style() {
+        let seq = |items: Value| serde_json::json!({"type": "Sequence", "pretokenizers": items});
+        assert!(mentions_byte_level(&seq(serde_json::json!([
+            {"type": "Digits"}, {"type": "ByteLevel"}]))));
+        assert!(!mentions_byte_level(&seq(serde_json::json!([
+            {"type": "Digits"}, {"type": "Whitespace"}]))));
+        assert!(!mentions_byte_level(&Value::Null));
     }
 }

@@ -99,7 +99,7 @@ impl Family for SpmPlan {
         });
         let split = match words.is_identity() {
             true => super::describe(&spec["normalizer"]),
-            false => super::describe(&spec["pre_tokenizer"]),
+            false => words.describe(&spec["pre_tokenizer"]),
         };
         let description = match cuts {
             Some(_) => format!(

@@ -87,7 +87,7 @@ impl Family for UnigramPlan {
         });
         let description = format!(
             "{}; each word's Viterbi path through the per-thread word cache",
-            super::describe(&spec["pre_tokenizer"])
+            words.describe(&spec["pre_tokenizer"])
         );
         let shared = Arc::new(UnigramTables {
             normalizer,
