@@ -91,9 +91,12 @@ impl Engine {
     }
 
     /// A per-word plan's tokens of one pre-token, with their spans and token
-    /// strings (`maps`); None for other plans or when the spans cannot be told.
-    pub(super) fn per_word_tokens(&self, pre_token: &str) -> Option<Vec<Token>> {
-        let model = self.word_model()?;
+    /// strings (`maps`); None when the spans cannot be told.
+    pub(super) fn per_word_tokens(
+        &self,
+        model: WordModel<'_>,
+        pre_token: &str,
+    ) -> Option<Vec<Token>> {
         let lens = self.token_lens(model);
         self.fast_tokens(model, lens, pre_token, true)
     }

@@ -117,7 +117,6 @@ impl Family for SpmPlan {
         })
     }
 
-
     fn report(&self) -> [String; 3] {
         [
             format!(

@@ -96,7 +96,6 @@ impl Family for UnigramPlan {
         })
     }
 
-
     fn report(&self) -> [String; 3] {
         [
             format!(

@@ -103,7 +103,6 @@ impl Family for WordPiecePlan {
         })
     }
 
-
     fn report(&self) -> [String; 3] {
         [
             self.describe_normalizer(),
