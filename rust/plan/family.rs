@@ -8,7 +8,8 @@
 //! WordPiece, Unigram): its tables shared, its added tokens' split
 //! ([`AddedTokens`]) and normalizer per piece ([`PerWord`]) written once
 //! here. Adding a family: its module(s), a variant of `FastPlan`, an arm of
-//! `each_family!` and of `FastPlan::build`.
+//! `each_family!` and of `FastPlan::build`; then its CPU encoder and the
+//! engine's and the device's traits (docs/ARCHITECTURE.md, "A model family").
 //!
 //! [`FastPlan`]: super::FastPlan
 
