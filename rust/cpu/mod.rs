@@ -54,6 +54,12 @@ pub trait FastEncode {
         text: &str,
         offsets: bool,
     ) -> Option<Encoded>;
+
+    /// The plan as a per-word plan ([`WordPlan`]), for the engine's aligned
+    /// offsets; None for the other families.
+    fn word_plan(&self) -> Option<&dyn WordPlan> {
+        None
+    }
 }
 
 /// What the CPU backend (and the engine's aligned offsets,

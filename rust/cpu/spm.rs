@@ -71,6 +71,10 @@ impl FastEncode for SpmPlan {
             false => encode(self, plan_id, text, None),
         }
     }
+
+    fn word_plan(&self) -> Option<&dyn WordPlan> {
+        Some(self)
+    }
 }
 
 impl WordPlan for SpmPlan {

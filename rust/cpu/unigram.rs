@@ -49,6 +49,10 @@ impl FastEncode for UnigramPlan {
             false => encode(self, plan_id, text, None),
         }
     }
+
+    fn word_plan(&self) -> Option<&dyn WordPlan> {
+        Some(self)
+    }
 }
 
 impl WordPlan for UnigramPlan {

@@ -23,7 +23,10 @@ use crate::kernels::{
 use crate::layout::{narrow, row_layout, Batch, Dtype, Outputs};
 use crate::layout::{ATTENTION_MASK, INPUT_IDS, SPECIAL_TOKENS_MASK, TOKEN_TYPE_IDS};
 use crate::plan::bytelevel::{ByteLevelPlan, Matcher, MergeTable};
-use crate::plan::FastPlan;
+use crate::plan::spm::SpmPlan;
+use crate::plan::unigram::UnigramPlan;
+use crate::plan::wordpiece::WordPiecePlan;
+use crate::plan::{each_family, FastPlan};
 use std::borrow::Cow;
 use std::ops::Range;
 use tokenizers::{PaddingDirection, PaddingParams};
@@ -183,20 +186,200 @@ fn export_all(
         .collect()
 }
 
-/// The model a device call runs per word, its pointers on that device.
+/// The model a device call runs per word, its pointers on that device; its
+/// family's launches are [`DeviceWords`] ([`DeviceModel::words`], the one
+/// dispatch over the families).
 #[derive(Clone, Copy)]
 pub enum DeviceModel {
     /// Byte-level BPE over the device's own pre-tokenization (`gt_bpe_words`).
     ByteLevel(GtBpeModel),
-    /// SentencePiece-style BPE (`gt_spm_words`) on the words of its cuts
-    /// (`gt_spm_cut_words`, tables on the device).
-    SentencePiece(GtSpmModel, GtSpmCuts),
-    /// Unigram (`gt_unigram_words`) over its Metaspace words
-    /// (`gt_metaspace_words`, at this replacement) or, with 0, the words the host cut.
-    Unigram(GtUnigramModel, u32),
-    /// WordPiece over pieces of raw text the host cut (`gt_wordpiece_words`),
-    /// with the most bytes of normalized text per input byte.
-    WordPiece(GtWordPieceModel, u64),
+    SentencePiece(SpmDevice),
+    Unigram(UnigramDevice),
+    WordPiece(WordPieceDevice),
+}
+
+/// SentencePiece-style BPE (`gt_spm_words`) on the words of its cuts
+/// (`gt_spm_cut_words`, tables on the device).
+#[derive(Clone, Copy)]
+pub struct SpmDevice {
+    model: GtSpmModel,
+    cuts: GtSpmCuts,
+}
+
+/// Unigram (`gt_unigram_words`) over its Metaspace words
+/// (`gt_metaspace_words`, at this replacement) or, with 0, the words the host cut.
+#[derive(Clone, Copy)]
+pub struct UnigramDevice {
+    model: GtUnigramModel,
+    metaspace: u32,
+}
+
+/// WordPiece over pieces of raw text the host cut (`gt_wordpiece_words`),
+/// with the most bytes of normalized text per input byte.
+#[derive(Clone, Copy)]
+pub struct WordPieceDevice {
+    model: GtWordPieceModel,
+    growth: u64,
+}
+
+impl DeviceModel {
+    /// The family's launches.
+    fn words(&self) -> &dyn DeviceWords {
+        match self {
+            DeviceModel::ByteLevel(model) => model,
+            DeviceModel::SentencePiece(model) => model,
+            DeviceModel::Unigram(model) => model,
+            DeviceModel::WordPiece(model) => model,
+        }
+    }
+}
+
+/// A family's part of a chunk's launches (`tokenize_chunk`): what the
+/// pre-tokenizer's pass and the word ordering read of it, and its per-word
+/// kernels.
+trait DeviceWords {
+    /// The device's SentencePiece cut tables and Metaspace's replacement,
+    /// for the pre-tokenizer's pass (`GtPretokArgs`).
+    fn pretok(&self) -> (GtSpmCuts, u32) {
+        (GtSpmCuts::disabled(), 0)
+    }
+    /// Where its rows' pieces may be cut, when the family says
+    /// (`PieceCuts::of`); None: as the Split chain allows.
+    fn piece_cuts(&self, _spm_cuts: GtSpmCuts) -> Option<PieceCuts> {
+        None
+    }
+    /// The vocabulary the word ordering's shortcut reads (byte-level BPE's).
+    fn shortcut(&self) -> GtBytesTable {
+        GtBpeModel::null().vocab
+    }
+    /// Queues the model over the chunk's words; the scratch its kernels
+    /// use, kept until they are queued.
+    fn run_words(&self, launch: &WordLaunch<'_>) -> Result<Vec<DevBuf>>;
+}
+
+/// What the per-word kernels of a chunk get.
+struct WordLaunch<'d> {
+    dev: &'d dyn DeviceStream,
+    words: GtWords,
+    word_threads: u32,
+    text_len: usize,
+    n_words: u32,
+    /// The long words' schedule (gt_bpe_rounds) and blocks.
+    round_share: u32,
+    long_blocks: u32,
+}
+
+impl WordLaunch<'_> {
+    /// Scratch of `bytes_per_byte` for each byte of the chunk's text.
+    fn scratch(&self, bytes_per_byte: usize) -> Result<DevBuf> {
+        self.dev.alloc(bytes_per_byte * self.text_len)
+    }
+
+    /// The BPE families' merge scratch (see gt_bpe_words).
+    fn merge_scratch(&self) -> Result<(Vec<DevBuf>, GtMergeScratch)> {
+        let heap = self.scratch(2 * std::mem::size_of::<GtMergeEntry>())?;
+        let bufs = vec![self.scratch(4)?, self.scratch(4)?, self.scratch(4)?, heap];
+        let merge = GtMergeScratch {
+            ids: bufs[0].ptr(),
+            prev: bufs[1].ptr(),
+            next: bufs[2].ptr(),
+            heap: bufs[3].ptr(),
+        };
+        Ok((bufs, merge))
+    }
+}
+
+impl DeviceWords for GtBpeModel {
+    fn shortcut(&self) -> GtBytesTable {
+        self.vocab
+    }
+
+    fn run_words(&self, launch: &WordLaunch<'_>) -> Result<Vec<DevBuf>> {
+        let (bufs, scratch) = launch.merge_scratch()?;
+        let args = GtBpeArgs {
+            model: *self,
+            words: launch.words,
+            scratch,
+            round_share: launch.round_share,
+            long_blocks: launch.long_blocks,
+        };
+        let dev = launch.dev;
+        run_long_words(dev, Kernel::BpeLongWords, &args, launch.long_blocks)?;
+        dev.run(Kernel::BpeWords, &args, launch.word_threads)?;
+        Ok(bufs)
+    }
+}
+
+impl DeviceWords for SpmDevice {
+    fn pretok(&self) -> (GtSpmCuts, u32) {
+        (self.cuts, 0)
+    }
+
+    fn piece_cuts(&self, spm_cuts: GtSpmCuts) -> Option<PieceCuts> {
+        Some(PieceCuts::Spm(spm_cuts))
+    }
+
+    fn run_words(&self, launch: &WordLaunch<'_>) -> Result<Vec<DevBuf>> {
+        let (bufs, scratch) = launch.merge_scratch()?;
+        let args = GtSpmArgs {
+            model: self.model,
+            words: launch.words,
+            scratch,
+            round_share: launch.round_share,
+            long_blocks: launch.long_blocks,
+        };
+        let dev = launch.dev;
+        run_long_words(dev, Kernel::SpmLongWords, &args, launch.long_blocks)?;
+        dev.run(Kernel::SpmWords, &args, launch.word_threads)?;
+        Ok(bufs)
+    }
+}
+
+impl DeviceWords for UnigramDevice {
+    fn pretok(&self) -> (GtSpmCuts, u32) {
+        (GtSpmCuts::disabled(), self.metaspace)
+    }
+
+    /// Metaspace words never span a space: pieces may start at one.
+    fn piece_cuts(&self, _spm_cuts: GtSpmCuts) -> Option<PieceCuts> {
+        (self.metaspace != 0).then_some(PieceCuts::Spaces)
+    }
+
+    fn run_words(&self, launch: &WordLaunch<'_>) -> Result<Vec<DevBuf>> {
+        let dev = launch.dev;
+        // n + 1 entries per word of n bytes (see gt_unigram_words).
+        let entries = launch.text_len + launch.n_words as usize + 1;
+        let (best, from, id) = (
+            dev.alloc(8 * entries)?,
+            dev.alloc(4 * entries)?,
+            dev.alloc(4 * entries)?,
+        );
+        let args = GtUnigramArgs {
+            model: self.model,
+            words: launch.words,
+            best: best.ptr(),
+            from: from.ptr(),
+            id: id.ptr(),
+        };
+        dev.run(Kernel::UnigramWords, &args, launch.word_threads)?;
+        Ok(vec![best, from, id])
+    }
+}
+
+impl DeviceWords for WordPieceDevice {
+    fn run_words(&self, launch: &WordLaunch<'_>) -> Result<Vec<DevBuf>> {
+        let norm = launch.scratch(self.growth as usize)?;
+        let args = GtWordPieceArgs {
+            model: self.model,
+            words: launch.words,
+            norm: norm.ptr(),
+            growth: self.growth,
+        };
+        launch
+            .dev
+            .run(Kernel::WordPieceWords, &args, launch.word_threads)?;
+        Ok(vec![norm])
+    }
 }
 
 /// A fast plan's tables on one device: the model view points into `_buffers`.
@@ -214,58 +397,11 @@ unsafe impl Send for DeviceTables {}
 unsafe impl Sync for DeviceTables {}
 
 /// Uploads a plan's tables (once per tokenizer per device; the engine caches
-/// it).
+/// it): its family's [`UploadTables`].
 pub fn upload_tables(dev: &dyn DeviceStream, plan: &FastPlan) -> Result<DeviceTables> {
     let mut bufs = Vec::new();
     let mut chain = GtChain::default();
-    let model = match plan {
-        FastPlan::ByteLevel(plan) => {
-            chain = upload_chain(dev, plan, &mut bufs)?;
-            DeviceModel::ByteLevel(byte_level_model(dev, plan, &mut bufs)?)
-        }
-        FastPlan::SentencePiece(plan) => {
-            let (merges, vocab) = plan.tables();
-            let (mut model, mut cuts) = plan.device_views();
-            model.merges = upload_pairs(dev, merges, &mut bufs)?;
-            model.vocab = upload_bytes(dev, vocab, &mut bufs)?;
-            if let Some(host) = &plan.cuts {
-                let (bits, joined) = host.arrays();
-                let (bits, slots) = (dev.upload_new(bits)?, dev.upload_new(joined)?);
-                cuts.bits = bits.ptr() as *const u32;
-                cuts.joined.slots = slots.ptr() as *const GtPairSlot;
-                bufs.extend([bits, slots]);
-            }
-            DeviceModel::SentencePiece(model, cuts)
-        }
-        FastPlan::Unigram(plan) => {
-            let (pieces, scores) = plan.tables();
-            let (mut model, metaspace) = plan.device_views();
-            model.pieces = upload_bytes(dev, pieces, &mut bufs)?;
-            bufs.push(dev.upload_new(scores)?);
-            model.scores = bufs[bufs.len() - 1].ptr() as *const f64;
-            DeviceModel::Unigram(model, metaspace)
-        }
-        FastPlan::WordPiece(plan) => {
-            let (chars, first, rest) = plan.tables();
-            let (blocks, entries, blob) = chars.arrays();
-            let mut model = *plan.model();
-            bufs.extend([
-                dev.upload_new(blocks)?,
-                dev.upload_new(entries)?,
-                dev.upload_new(blob)?,
-            ]);
-            let at = |i: usize| bufs[i].ptr();
-            model.chars = GtCharTable {
-                blocks: at(0) as *const u16,
-                entries: at(1) as *const u32,
-                blob: at(2) as *const u8,
-                exact_prefixes: std::ptr::null(), // the host's question
-            };
-            model.first = upload_bytes(dev, first, &mut bufs)?;
-            model.rest = upload_bytes(dev, rest, &mut bufs)?;
-            DeviceModel::WordPiece(model, plan.growth() as u64)
-        }
-    };
+    let model = each_family!(plan, plan => plan.upload(dev, &mut bufs, &mut chain)?);
     // Every call reads them from here on (and the emulator checks that none writes them).
     for buf in &bufs {
         dev.read_only(buf);
@@ -275,6 +411,98 @@ pub fn upload_tables(dev: &dyn DeviceStream, plan: &FastPlan) -> Result<DeviceTa
         chain,
         _buffers: bufs,
     })
+}
+
+/// A family's tables on a device: it uploads them into `bufs` (byte-level
+/// BPE its Split chain into `chain` too) and gives the model view into them.
+trait UploadTables {
+    fn upload(
+        &self,
+        dev: &dyn DeviceStream,
+        bufs: &mut Vec<DevBuf>,
+        chain: &mut GtChain,
+    ) -> Result<DeviceModel>;
+}
+
+impl UploadTables for ByteLevelPlan {
+    fn upload(
+        &self,
+        dev: &dyn DeviceStream,
+        bufs: &mut Vec<DevBuf>,
+        chain: &mut GtChain,
+    ) -> Result<DeviceModel> {
+        *chain = upload_chain(dev, self, bufs)?;
+        Ok(DeviceModel::ByteLevel(byte_level_model(dev, self, bufs)?))
+    }
+}
+
+impl UploadTables for SpmPlan {
+    fn upload(
+        &self,
+        dev: &dyn DeviceStream,
+        bufs: &mut Vec<DevBuf>,
+        _: &mut GtChain,
+    ) -> Result<DeviceModel> {
+        let (merges, vocab) = self.tables();
+        let (mut model, mut cuts) = self.device_views();
+        model.merges = upload_pairs(dev, merges, bufs)?;
+        model.vocab = upload_bytes(dev, vocab, bufs)?;
+        if let Some(host) = &self.cuts {
+            let (bits, joined) = host.arrays();
+            let (bits, slots) = (dev.upload_new(bits)?, dev.upload_new(joined)?);
+            cuts.bits = bits.ptr() as *const u32;
+            cuts.joined.slots = slots.ptr() as *const GtPairSlot;
+            bufs.extend([bits, slots]);
+        }
+        Ok(DeviceModel::SentencePiece(SpmDevice { model, cuts }))
+    }
+}
+
+impl UploadTables for UnigramPlan {
+    fn upload(
+        &self,
+        dev: &dyn DeviceStream,
+        bufs: &mut Vec<DevBuf>,
+        _: &mut GtChain,
+    ) -> Result<DeviceModel> {
+        let (pieces, scores) = self.tables();
+        let (mut model, metaspace) = self.device_views();
+        model.pieces = upload_bytes(dev, pieces, bufs)?;
+        bufs.push(dev.upload_new(scores)?);
+        model.scores = bufs[bufs.len() - 1].ptr() as *const f64;
+        Ok(DeviceModel::Unigram(UnigramDevice { model, metaspace }))
+    }
+}
+
+impl UploadTables for WordPiecePlan {
+    fn upload(
+        &self,
+        dev: &dyn DeviceStream,
+        bufs: &mut Vec<DevBuf>,
+        _: &mut GtChain,
+    ) -> Result<DeviceModel> {
+        let (chars, first, rest) = self.tables();
+        let (blocks, entries, blob) = chars.arrays();
+        let mut model = *self.model();
+        bufs.extend([
+            dev.upload_new(blocks)?,
+            dev.upload_new(entries)?,
+            dev.upload_new(blob)?,
+        ]);
+        let at = |i: usize| bufs[i].ptr();
+        model.chars = GtCharTable {
+            blocks: at(0) as *const u16,
+            entries: at(1) as *const u32,
+            blob: at(2) as *const u8,
+            exact_prefixes: std::ptr::null(), // the host's question
+        };
+        model.first = upload_bytes(dev, first, bufs)?;
+        model.rest = upload_bytes(dev, rest, bufs)?;
+        Ok(DeviceModel::WordPiece(WordPieceDevice {
+            model,
+            growth: self.growth() as u64,
+        }))
+    }
 }
 
 /// The byte-level plan's Split chain with its compiled tables on the device
@@ -674,12 +902,10 @@ impl PieceCuts {
     /// The cuts for rows of a job whose device `model` and `chain` are
     /// these, with SentencePiece's host tables `spm_cuts`.
     pub fn of(model: &DeviceModel, chain: &GtChain, spm_cuts: GtSpmCuts) -> PieceCuts {
-        match model {
-            DeviceModel::SentencePiece(..) => PieceCuts::Spm(spm_cuts),
-            // Metaspace words never span a space: pieces may start at one.
-            DeviceModel::Unigram(_, replacement) if *replacement != 0 => PieceCuts::Spaces,
-            _ if chain.can_cut() => PieceCuts::Spaces,
-            _ => PieceCuts::Whole,
+        match model.words().piece_cuts(spm_cuts) {
+            Some(cuts) => cuts,
+            None if chain.can_cut() => PieceCuts::Spaces,
+            None => PieceCuts::Whole,
         }
     }
 
@@ -860,11 +1086,7 @@ fn tokenize_chunk(
     first_kernel: &mut Option<Mark>,
 ) -> Result<Chunk> {
     let clock = std::time::Instant::now();
-    let (device_cuts, metaspace) = match job.model {
-        DeviceModel::SentencePiece(_, device) => (device, 0),
-        DeviceModel::Unigram(_, replacement) => (GtSpmCuts::disabled(), replacement),
-        _ => (GtSpmCuts::disabled(), 0),
-    };
+    let (device_cuts, metaspace) = job.model.words().pretok();
     let emulated_before = dev.emulated_device_ms().unwrap_or(0.0);
     let layout = lay_out(chunk_rows, cuts)?;
     let inputs = StagedInputs::upload(dev, chunk_rows, &layout)?;
@@ -913,10 +1135,7 @@ fn tokenize_chunk(
         word_starts: word_starts.ptr(),
         word_lens: word_lens.ptr(),
         n_words: word_total,
-        shortcut: match job.model {
-            DeviceModel::ByteLevel(model) => model.vocab,
-            _ => GtBpeModel::null().vocab,
-        },
+        shortcut: job.model.words().shortcut(),
         class_counts: inputs.class_counts,
         order: order.ptr(),
         blocks: word_threads.div_ceil(LANES),
@@ -928,8 +1147,7 @@ fn tokenize_chunk(
     // The model per word into scratch indexed by byte offset, then compaction.
     let tok_counts = dev.alloc(4 * (n_words as usize + 1))?;
     let raw_ids = {
-        let scratch = |bytes_per_byte: usize| dev.alloc(bytes_per_byte * text_len);
-        let model_out = scratch(4)?;
+        let model_out = dev.alloc(4 * text_len)?;
         let words = GtWords {
             text: inputs.text,
             word_starts: word_starts.ptr(),
@@ -942,79 +1160,18 @@ fn tokenize_chunk(
             stride: word_threads,
             _pad: 0,
         };
-        // The long words' schedule (gt_bpe_rounds): the GPU's, unless a test sets another.
-        let round_share = crate::kernels::round_shares().1;
-        let long_blocks = long_word_blocks(text_len);
-        // The BPE families' merge scratch (see gt_bpe_words).
-        let merge_scratch = || -> Result<(Vec<DevBuf>, GtMergeScratch)> {
-            let heap = scratch(2 * std::mem::size_of::<GtMergeEntry>())?;
-            let bufs = vec![scratch(4)?, scratch(4)?, scratch(4)?, heap];
-            let merge = GtMergeScratch {
-                ids: bufs[0].ptr(),
-                prev: bufs[1].ptr(),
-                next: bufs[2].ptr(),
-                heap: bufs[3].ptr(),
-            };
-            Ok((bufs, merge))
+        let launch = WordLaunch {
+            dev,
+            words,
+            word_threads,
+            text_len,
+            n_words,
+            // The long words' schedule (gt_bpe_rounds): the GPU's, unless a test sets another.
+            round_share: crate::kernels::round_shares().1,
+            long_blocks: long_word_blocks(text_len),
         };
         // Kept until the kernels that use them are queued (freed in stream order).
-        let _scratch: Vec<DevBuf> = match job.model {
-            DeviceModel::WordPiece(model, growth) => {
-                let norm = dev.alloc(growth as usize * text_len)?;
-                let args = GtWordPieceArgs {
-                    model,
-                    words,
-                    norm: norm.ptr(),
-                    growth,
-                };
-                dev.run(Kernel::WordPieceWords, &args, word_threads)?;
-                vec![norm]
-            }
-            DeviceModel::Unigram(model, _) => {
-                // n + 1 entries per word of n bytes (see gt_unigram_words).
-                let entries = text_len + n_words as usize + 1;
-                let (best, from, id) = (
-                    dev.alloc(8 * entries)?,
-                    dev.alloc(4 * entries)?,
-                    dev.alloc(4 * entries)?,
-                );
-                let args = GtUnigramArgs {
-                    model,
-                    words,
-                    best: best.ptr(),
-                    from: from.ptr(),
-                    id: id.ptr(),
-                };
-                dev.run(Kernel::UnigramWords, &args, word_threads)?;
-                vec![best, from, id]
-            }
-            DeviceModel::SentencePiece(model, _) => {
-                let (bufs, scratch) = merge_scratch()?;
-                let args = GtSpmArgs {
-                    model,
-                    words,
-                    scratch,
-                    round_share,
-                    long_blocks,
-                };
-                run_long_words(dev, Kernel::SpmLongWords, &args, long_blocks)?;
-                dev.run(Kernel::SpmWords, &args, word_threads)?;
-                bufs
-            }
-            DeviceModel::ByteLevel(model) => {
-                let (bufs, scratch) = merge_scratch()?;
-                let args = GtBpeArgs {
-                    model,
-                    words,
-                    scratch,
-                    round_share,
-                    long_blocks,
-                };
-                run_long_words(dev, Kernel::BpeLongWords, &args, long_blocks)?;
-                dev.run(Kernel::BpeWords, &args, word_threads)?;
-                bufs
-            }
-        };
+        let _scratch = job.model.words().run_words(&launch)?;
         scan_counted(dev, &tok_counts, n_words, word_total)?;
         // No read of the token count either: no model makes more ids than
         // its word has bytes (WordPiece's plan proves it for the device).

@@ -18,9 +18,10 @@ use super::Engine;
 use crate::cpu::encode::crate_char_offsets;
 use crate::cpu::token_spans::{self, push_spans, CrateWord, SpanSource};
 use crate::cpu::word_cache;
+use crate::cpu::FastEncode;
 use crate::cpu::WordPlan;
 use crate::error::{Error, Result};
-use crate::plan::FastPlan;
+use crate::plan::each_family;
 use tokenizers::{Encoding, Model, OffsetType, PreTokenizedString, Token};
 
 /// The model of a per-word plan, one word at a time.
@@ -36,11 +37,8 @@ impl Engine {
 
     /// The plan's per-word model; None for the other families.
     pub(super) fn word_model(&self) -> Option<WordModel<'_>> {
-        match &self.fast {
-            Ok(FastPlan::SentencePiece(plan)) => Some(plan),
-            Ok(FastPlan::Unigram(plan)) => Some(plan),
-            _ => None,
-        }
+        let fast = self.fast.as_ref().ok()?;
+        each_family!(fast, plan => plan.word_plan())
     }
 
     fn encode_with_model(
@@ -91,9 +89,12 @@ impl Engine {
     }
 
     /// A per-word plan's tokens of one pre-token, with their spans and token
-    /// strings (`maps`); None for other plans or when the spans cannot be told.
-    pub(super) fn per_word_tokens(&self, pre_token: &str) -> Option<Vec<Token>> {
-        let model = self.word_model()?;
+    /// strings (`maps`); None when the spans cannot be told.
+    pub(super) fn per_word_tokens(
+        &self,
+        model: WordModel<'_>,
+        pre_token: &str,
+    ) -> Option<Vec<Token>> {
         let lens = self.token_lens(model);
         self.fast_tokens(model, lens, pre_token, true)
     }

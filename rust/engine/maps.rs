@@ -19,7 +19,11 @@ use crate::cpu::word_cache;
 use crate::error::{Error, Result};
 use crate::kernels;
 use crate::layout::Batch;
-use crate::plan::FastPlan;
+use crate::plan::bytelevel::ByteLevelPlan;
+use crate::plan::each_family;
+use crate::plan::spm::SpmPlan;
+use crate::plan::unigram::UnigramPlan;
+use crate::plan::wordpiece::WordPiecePlan;
 use crate::pool;
 use std::sync::OnceLock;
 use tokenizers::{AddedVocabulary, Encoding, Model, PreTokenizer, Token};
@@ -337,84 +341,115 @@ impl Engine {
     }
 
     /// The tokens of one pre-token with their byte spans in it and their
-    /// strings, on the fast model; None where the plan has none or cannot
-    /// tell (the crate's model then takes the pre-token).
+    /// strings, on the fast model of the plan's family
+    /// ([`PreTokenTokens`]); None where the plan has none or cannot tell
+    /// (the crate's model then takes the pre-token).
     fn split_tokens(&self, pre_token: &str) -> Option<Vec<Token>> {
-        let value = |id: u32| self.hf.id_to_token(id).unwrap_or_default();
-        let tokens = |ids: &[u32], spans: &mut dyn Iterator<Item = (usize, usize)>| {
-            ids.iter()
-                .zip(spans)
-                .map(|(&id, span)| Token::new(id, value(id), span))
-                .collect()
-        };
-        match &self.fast {
-            Ok(FastPlan::ByteLevel(plan)) => {
-                // The pre-token is written in byte-level characters: back to bytes.
-                let bytes = byte_level_bytes(pre_token)?;
-                let mut ids = Vec::new();
-                word_cache::with_cache(self.id, |cache| {
-                    cache.encode_word(&bytes, &mut ids, |w, s, o| {
-                        kernels::bpe_word(plan.model(), w, &mut s.bpe, o);
-                        true
-                    })
-                });
-                // A token of n bytes spans n byte-level characters of the pre-token.
-                let mut chars = pre_token
-                    .char_indices()
-                    .map(|(at, _)| at)
-                    .chain([pre_token.len()]);
-                let mut at = chars.next()?;
-                let mut spans = Vec::with_capacity(ids.len());
-                for &id in &ids {
-                    let n = plan.token_len(id);
-                    let end = match n {
-                        0 => return None,
-                        n => chars.nth(n - 1)?,
-                    };
-                    spans.push((at, end));
-                    at = end;
-                }
-                (at == pre_token.len()).then(|| tokens(&ids, &mut spans.into_iter()))
-            }
-            Ok(FastPlan::WordPiece(plan)) => {
-                let (prefix, unk) = self
-                    .rich
-                    .wordpiece
-                    .get_or_init(|| wordpiece_of(self))
-                    .as_ref()?;
-                let unk = *unk;
-                let mut ids = Vec::new();
-                kernels::wordpiece_word(plan.model(), pre_token.as_bytes(), &mut ids);
-                if ids.len() == 1 && Some(ids[0]) == unk {
-                    return Some(vec![Token::new(
-                        ids[0],
-                        value(ids[0]),
-                        (0, pre_token.len()),
-                    )]);
-                }
-                // A piece after the first is its text behind the continuing prefix.
-                let mut spans = Vec::with_capacity(ids.len());
-                let mut at = 0;
-                for (k, &id) in ids.iter().enumerate() {
-                    let token = value(id);
-                    let n = match k {
-                        0 => token.len(),
-                        _ => token.strip_prefix(prefix.as_str())?.len(),
-                    };
-                    let end = at + n;
-                    if n == 0 || pre_token.get(at..end)? != &token[token.len() - n..] {
-                        return None;
-                    }
-                    spans.push((at, end));
-                    at = end;
-                }
-                (at == pre_token.len()).then(|| tokens(&ids, &mut spans.into_iter()))
-            }
-            Ok(FastPlan::SentencePiece(_) | FastPlan::Unigram(_)) => {
-                self.per_word_tokens(pre_token)
-            }
-            Err(_) => None,
+        let fast = self.fast.as_ref().ok()?;
+        each_family!(fast, plan => plan.pre_token_tokens(self, pre_token))
+    }
+}
+
+/// A family's tokens of one of the crate's pre-tokens, with their byte spans
+/// in it and their strings (`Engine::split_tokens`); None when they cannot
+/// be told.
+trait PreTokenTokens {
+    fn pre_token_tokens(&self, engine: &Engine, pre_token: &str) -> Option<Vec<Token>>;
+}
+
+/// The `Token`s of `ids` at `spans`, named by the crate's vocabulary.
+fn named_tokens(
+    engine: &Engine,
+    ids: &[u32],
+    spans: impl IntoIterator<Item = (usize, usize)>,
+) -> Vec<Token> {
+    let value = |id: u32| engine.hf.id_to_token(id).unwrap_or_default();
+    ids.iter()
+        .zip(spans)
+        .map(|(&id, span)| Token::new(id, value(id), span))
+        .collect()
+}
+
+impl PreTokenTokens for ByteLevelPlan {
+    fn pre_token_tokens(&self, engine: &Engine, pre_token: &str) -> Option<Vec<Token>> {
+        // The pre-token is written in byte-level characters: back to bytes.
+        let bytes = byte_level_bytes(pre_token)?;
+        let mut ids = Vec::new();
+        word_cache::with_cache(engine.id, |cache| {
+            cache.encode_word(&bytes, &mut ids, |w, s, o| {
+                kernels::bpe_word(self.model(), w, &mut s.bpe, o);
+                true
+            })
+        });
+        // A token of n bytes spans n byte-level characters of the pre-token.
+        let mut chars = pre_token
+            .char_indices()
+            .map(|(at, _)| at)
+            .chain([pre_token.len()]);
+        let mut at = chars.next()?;
+        let mut spans = Vec::with_capacity(ids.len());
+        for &id in &ids {
+            let n = self.token_len(id);
+            let end = match n {
+                0 => return None,
+                n => chars.nth(n - 1)?,
+            };
+            spans.push((at, end));
+            at = end;
         }
+        (at == pre_token.len()).then(|| named_tokens(engine, &ids, spans))
+    }
+}
+
+impl PreTokenTokens for WordPiecePlan {
+    fn pre_token_tokens(&self, engine: &Engine, pre_token: &str) -> Option<Vec<Token>> {
+        let value = |id: u32| engine.hf.id_to_token(id).unwrap_or_default();
+        let (prefix, unk) = engine
+            .rich
+            .wordpiece
+            .get_or_init(|| wordpiece_of(engine))
+            .as_ref()?;
+        let unk = *unk;
+        let mut ids = Vec::new();
+        kernels::wordpiece_word(self.model(), pre_token.as_bytes(), &mut ids);
+        if ids.len() == 1 && Some(ids[0]) == unk {
+            return Some(vec![Token::new(
+                ids[0],
+                value(ids[0]),
+                (0, pre_token.len()),
+            )]);
+        }
+        // A piece after the first is its text behind the continuing prefix.
+        let mut spans = Vec::with_capacity(ids.len());
+        let mut at = 0;
+        for (k, &id) in ids.iter().enumerate() {
+            let token = value(id);
+            let n = match k {
+                0 => token.len(),
+                _ => token.strip_prefix(prefix.as_str())?.len(),
+            };
+            let end = at + n;
+            if n == 0 || pre_token.get(at..end)? != &token[token.len() - n..] {
+                return None;
+            }
+            spans.push((at, end));
+            at = end;
+        }
+        (at == pre_token.len()).then(|| named_tokens(engine, &ids, spans))
+    }
+}
+
+/// The per-word families: their tokens from the engine's aligned path
+/// (`engine/aligned.rs`).
+impl PreTokenTokens for SpmPlan {
+    fn pre_token_tokens(&self, engine: &Engine, pre_token: &str) -> Option<Vec<Token>> {
+        engine.per_word_tokens(self, pre_token)
+    }
+}
+
+impl PreTokenTokens for UnigramPlan {
+    fn pre_token_tokens(&self, engine: &Engine, pre_token: &str) -> Option<Vec<Token>> {
+        engine.per_word_tokens(self, pre_token)
     }
 }
 

@@ -20,8 +20,10 @@ use crate::error::{Error, Result};
 use crate::kernels::{GtBpeModel, GtSpmCuts, GtTemplate};
 use crate::layout::Dtype;
 use crate::plan::bytelevel::ByteLevelPlan;
+use crate::plan::spm::SpmPlan;
+use crate::plan::unigram::UnigramPlan;
 use crate::plan::wordpiece::WordPiecePlan;
-use crate::plan::{DevicePiece, FastPlan, PlainAdded};
+use crate::plan::{each_family, DevicePiece, FastPlan, PlainAdded};
 use crate::pool;
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
@@ -63,10 +65,10 @@ impl Engine {
             .as_ref()
             .map_or(DeviceModel::ByteLevel(GtBpeModel::null()), |t| t.model);
         let chain = tables.as_ref().map_or_else(Default::default, |t| t.chain);
-        let spm_cuts = match plan {
-            Some(FastPlan::SentencePiece(plan)) => plan.device_views().1,
-            _ => GtSpmCuts::disabled(),
-        };
+        let spm_cuts = plan.map_or(
+            GtSpmCuts::disabled(),
+            |plan| each_family!(plan, plan => plan.host_cuts()),
+        );
         let piece_cuts = PieceCuts::of(&model, &chain, spm_cuts);
         let added = if settings.add_special_tokens {
             self.added_special_tokens(false)
@@ -157,29 +159,7 @@ impl Engine {
         plan: Option<&FastPlan>,
         settings: &Settings,
     ) -> Result<(Row<'t>, bool)> {
-        let row = match plan {
-            Some(FastPlan::ByteLevel(plan)) => match plan.prepare(text) {
-                Some(normalized) => Some(Row::Text(normalized)),
-                None if plan.has_added_token(text) => {
-                    byte_level_parts(plan, self.hf.get_added_vocabulary(), text)
-                }
-                None => None,
-            },
-            // Without a pre-tokenizer the device cuts the words (gt_spm_cut_words).
-            Some(FastPlan::SentencePiece(plan)) if plan.words.is_identity() => {
-                text_row(plan, text, |piece| plan.device_piece(piece))
-            }
-            Some(FastPlan::SentencePiece(plan)) => {
-                words_row(|part| cpu::each_part(plan, text, part))
-            }
-            // WhitespaceSplit + Metaspace: the device cuts the words (gt_metaspace_words).
-            Some(FastPlan::Unigram(plan)) if plan.device_cuts_words() => {
-                text_row(plan, text, |piece| plan.device_piece(piece))
-            }
-            Some(FastPlan::Unigram(plan)) => words_row(|part| cpu::each_part(plan, text, part)),
-            Some(FastPlan::WordPiece(plan)) => wordpiece_row(plan, text),
-            None => None,
-        };
+        let row = plan.and_then(|plan| each_family!(plan, plan => plan.device_row(self, text)));
         match row {
             Some(row) => Ok((row, false)),
             None => {
@@ -200,6 +180,61 @@ impl Engine {
         dev.synchronize()?;
         cache.push((dev.location(), tables.clone()));
         Ok(tables)
+    }
+}
+
+/// A family's part of a device call on the host: its rows (`Engine::device_row`)
+/// and the host tables the device's piece cuts read.
+trait DeviceRows {
+    /// `text` as a device row, or None when only the host can encode it.
+    fn device_row<'t>(&self, engine: &Engine, text: &'t str) -> Option<Row<'t>>;
+
+    /// The host's tables of where pieces may be cut (`PieceCuts`);
+    /// SentencePiece's, disabled for the others.
+    fn host_cuts(&self) -> GtSpmCuts {
+        GtSpmCuts::disabled()
+    }
+}
+
+impl DeviceRows for ByteLevelPlan {
+    fn device_row<'t>(&self, engine: &Engine, text: &'t str) -> Option<Row<'t>> {
+        match self.prepare(text) {
+            Some(normalized) => Some(Row::Text(normalized)),
+            None if self.has_added_token(text) => {
+                byte_level_parts(self, engine.hf.get_added_vocabulary(), text)
+            }
+            None => None,
+        }
+    }
+}
+
+impl DeviceRows for SpmPlan {
+    fn device_row<'t>(&self, _: &Engine, text: &'t str) -> Option<Row<'t>> {
+        match self.words.is_identity() {
+            // Without a pre-tokenizer the device cuts the words (gt_spm_cut_words).
+            true => text_row(self, text, |piece| self.device_piece(piece)),
+            false => words_row(|part| cpu::each_part(self, text, part)),
+        }
+    }
+
+    fn host_cuts(&self) -> GtSpmCuts {
+        self.device_views().1
+    }
+}
+
+impl DeviceRows for UnigramPlan {
+    fn device_row<'t>(&self, _: &Engine, text: &'t str) -> Option<Row<'t>> {
+        match self.device_cuts_words() {
+            // WhitespaceSplit + Metaspace: the device cuts the words (gt_metaspace_words).
+            true => text_row(self, text, |piece| self.device_piece(piece)),
+            false => words_row(|part| cpu::each_part(self, text, part)),
+        }
+    }
+}
+
+impl DeviceRows for WordPiecePlan {
+    fn device_row<'t>(&self, _: &Engine, text: &'t str) -> Option<Row<'t>> {
+        wordpiece_row(self, text)
     }
 }
 

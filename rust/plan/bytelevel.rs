@@ -32,7 +32,7 @@
 //! Why not: each refusal is a reason string shown by `tok.plan`.
 
 use super::alphabet::alphabet;
-use super::family::Family;
+use super::family::{AddedTokens, Family};
 use super::normalize::PieceNormalizer;
 use super::regex::charset::{self, CharSet};
 use super::regex::{self as compiled_regex, CompiledRegex};
@@ -433,24 +433,6 @@ impl Family for ByteLevelPlan {
         })
     }
 
-    /// This plan with other added tokens: the tables shared, the rest built.
-    fn with_added_tokens(&self, added_tokens: &Value) -> Result<Self, String> {
-        let (added, normalized_added) = self::added_tokens(added_tokens, &self.normalizer)?;
-        Ok(ByteLevelPlan {
-            shared: Arc::clone(&self.shared),
-            added,
-            normalized_added,
-            plain_added: PlainAdded::from_spec(added_tokens),
-        })
-    }
-
-    /// Gives the plain added tokens the ids the crate gave them (`id_of`, e.g.
-    /// its `token_to_id`); without an id for each, the crate's split is used.
-    fn resolve_added_ids(&mut self, id_of: impl Fn(&str) -> Option<u32>) -> Result<(), String> {
-        PlainAdded::resolve(&mut self.plain_added, id_of);
-        Ok(())
-    }
-
     fn report(&self) -> [String; 3] {
         [
             format!(
@@ -471,6 +453,26 @@ impl Family for ByteLevelPlan {
     /// take a token per byte (`gt_bpe_word`).
     fn runs_on_device(&self) -> bool {
         self.chain.is_some() && self.one_token_per_byte() && !self.word_prefix_space
+    }
+}
+
+impl AddedTokens for ByteLevelPlan {
+    /// This plan with other added tokens: the tables shared, the rest built.
+    fn with_added_tokens(&self, added_tokens: &Value) -> Result<Self, String> {
+        let (added, normalized_added) = self::added_tokens(added_tokens, &self.normalizer)?;
+        Ok(ByteLevelPlan {
+            shared: Arc::clone(&self.shared),
+            added,
+            normalized_added,
+            plain_added: PlainAdded::from_spec(added_tokens),
+        })
+    }
+
+    /// Gives the plain added tokens the ids the crate gave them (`id_of`, e.g.
+    /// its `token_to_id`); without an id for each, the crate's split is used.
+    fn resolve_added_ids(&mut self, id_of: impl Fn(&str) -> Option<u32>) -> Result<(), String> {
+        PlainAdded::resolve(&mut self.plain_added, id_of);
+        Ok(())
     }
 }
 

@@ -22,7 +22,7 @@ pub mod unicode;
 pub mod unigram;
 pub mod wordpiece;
 
-pub use family::{Family, PerWord};
+pub use family::{AddedTokens, Family, PerWord};
 
 use aho_corasick::AhoCorasick;
 use serde_json::Value;

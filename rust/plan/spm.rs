@@ -22,7 +22,7 @@
 use super::bytelevel::{
     affix_bytes, affixes, check_bpe_model, merge_table, special_ids, unk_and_byte_ids, MergeTable,
 };
-use super::family::{Family, PerWord};
+use super::family::{Family, PerWord, PerWordPlan, WordTables};
 use super::metaspace::Words;
 use super::normalize::PieceNormalizer;
 use super::{DevicePiece, NormalizedAdded, PlainAdded};
@@ -31,16 +31,8 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use serde_json::Value;
 use std::sync::Arc;
 
-/// The plan: its tables (shared by the tokenizers that differ only in their
-/// added tokens; read through `Deref`) and the split of its added tokens.
-pub struct SpmPlan {
-    shared: Arc<SpmTables>,
-    /// When every added token is plain: the crate's split, without its alignments.
-    pub plain_added: Option<PlainAdded>,
-    /// The added tokens matched after the normalizer: a piece holding one
-    /// goes to the exact path (`normalize` gives None).
-    normalized_added: Option<NormalizedAdded>,
-}
+/// The plan: its tables and the split of its added tokens.
+pub type SpmPlan = PerWordPlan<SpmTables>;
 
 impl Family for SpmPlan {
     /// The plan, or why this tokenizer is not for it.
@@ -125,20 +117,6 @@ impl Family for SpmPlan {
         })
     }
 
-    /// This plan with other added tokens: the tables shared, the split built.
-    fn with_added_tokens(&self, added_tokens: &Value) -> Result<Self, String> {
-        Ok(SpmPlan {
-            shared: Arc::clone(&self.shared),
-            plain_added: PlainAdded::for_word_plan(added_tokens)?,
-            normalized_added: NormalizedAdded::from_spec(added_tokens, &self.normalizer)?,
-        })
-    }
-
-    /// Gives the plain added tokens the crate's ids; an error when one has none.
-    fn resolve_added_ids(&mut self, id_of: impl Fn(&str) -> Option<u32>) -> Result<(), String> {
-        PlainAdded::resolve_all(&mut self.plain_added, id_of)
-    }
-
     fn report(&self) -> [String; 3] {
         [
             format!(
@@ -158,30 +136,14 @@ impl Family for SpmPlan {
     }
 }
 
-impl PerWord for SpmPlan {
-    fn plain_added(&self) -> Option<&PlainAdded> {
-        self.plain_added.as_ref()
-    }
-
-    fn normalized_added(&self) -> Option<&NormalizedAdded> {
-        self.normalized_added.as_ref()
-    }
-
+impl WordTables for SpmTables {
     fn normalizer(&self) -> &PieceNormalizer {
         &self.normalizer
     }
 }
 
-impl std::ops::Deref for SpmPlan {
-    type Target = SpmTables;
-
-    fn deref(&self) -> &SpmTables {
-        &self.shared
-    }
-}
-
 /// What the plan builds from the model, normalizer and pre-tokenizer: the
-/// same for every set of added tokens ([`SpmPlan::with_added_tokens`]).
+/// same for every set of added tokens (`AddedTokens::with_added_tokens`).
 pub struct SpmTables {
     normalizer: PieceNormalizer,
     /// The pre-tokenizer's words (one per piece without one).

@@ -15,7 +15,7 @@
 //! On a device, `WhitespaceSplit` + `Metaspace` words are cut there
 //! (`gt_metaspace_words`): the host only normalizes (`device_piece`).
 
-use super::family::{Family, PerWord};
+use super::family::{Family, PerWord, PerWordPlan, WordTables};
 use super::metaspace::Words;
 use super::normalize::PieceNormalizer;
 use super::{DevicePiece, NormalizedAdded, PlainAdded};
@@ -24,16 +24,8 @@ use rustc_hash::FxHashMap;
 use serde_json::Value;
 use std::sync::Arc;
 
-/// The plan: its tables (shared by the tokenizers that differ only in their
-/// added tokens; read through `Deref`) and the split of its added tokens.
-pub struct UnigramPlan {
-    shared: Arc<UnigramTables>,
-    /// When every added token is plain: the crate's split, without its alignments.
-    pub plain_added: Option<PlainAdded>,
-    /// The added tokens matched after the normalizer: a piece holding one
-    /// goes to the exact path (`normalize` gives None).
-    normalized_added: Option<NormalizedAdded>,
-}
+/// The plan: its tables and the split of its added tokens.
+pub type UnigramPlan = PerWordPlan<UnigramTables>;
 
 impl Family for UnigramPlan {
     /// The plan, or why this tokenizer is not for it.
@@ -104,20 +96,6 @@ impl Family for UnigramPlan {
         })
     }
 
-    /// This plan with other added tokens: the tables shared, the split built.
-    fn with_added_tokens(&self, added_tokens: &Value) -> Result<Self, String> {
-        Ok(UnigramPlan {
-            shared: Arc::clone(&self.shared),
-            plain_added: PlainAdded::for_word_plan(added_tokens)?,
-            normalized_added: NormalizedAdded::from_spec(added_tokens, &self.normalizer)?,
-        })
-    }
-
-    /// Gives the plain added tokens the crate's ids; an error when one has none.
-    fn resolve_added_ids(&mut self, id_of: impl Fn(&str) -> Option<u32>) -> Result<(), String> {
-        PlainAdded::resolve_all(&mut self.plain_added, id_of)
-    }
-
     fn report(&self) -> [String; 3] {
         [
             format!(
@@ -138,30 +116,14 @@ impl Family for UnigramPlan {
     }
 }
 
-impl PerWord for UnigramPlan {
-    fn plain_added(&self) -> Option<&PlainAdded> {
-        self.plain_added.as_ref()
-    }
-
-    fn normalized_added(&self) -> Option<&NormalizedAdded> {
-        self.normalized_added.as_ref()
-    }
-
+impl WordTables for UnigramTables {
     fn normalizer(&self) -> &PieceNormalizer {
         &self.normalizer
     }
 }
 
-impl std::ops::Deref for UnigramPlan {
-    type Target = UnigramTables;
-
-    fn deref(&self) -> &UnigramTables {
-        &self.shared
-    }
-}
-
 /// What the plan builds from the model, normalizer and pre-tokenizer: the
-/// same for every set of added tokens ([`UnigramPlan::with_added_tokens`]).
+/// same for every set of added tokens (`AddedTokens::with_added_tokens`).
 pub struct UnigramTables {
     normalizer: PieceNormalizer,
     words: Words,

@@ -11,7 +11,7 @@
 //! crate's alignments for offsets) for a kernel whose table only splits.
 
 use super::char_table::{CharStep, CharTable, Splitter};
-use super::family::Family;
+use super::family::{Family, PerWordPlan, WordTables};
 use super::normalize::{Aligns, PieceNormalizer};
 use super::{NormalizedAdded, PlainAdded};
 use crate::kernels::{BytesTable, GtWordPieceModel};
@@ -19,15 +19,8 @@ use serde_json::Value;
 use std::borrow::Cow;
 use std::sync::Arc;
 
-/// The plan: its tables (shared by the tokenizers that differ only in their
-/// added tokens; read through `Deref`) and the split of its added tokens.
-pub struct WordPiecePlan {
-    shared: Arc<WordPieceTables>,
-    /// When every added token is plain: the crate's split, without its alignments.
-    pub plain_added: Option<PlainAdded>,
-    /// The `normalized` added tokens, looked for in each normalized piece.
-    normalized_added: Option<NormalizedAdded>,
-}
+/// The plan: its tables and the split of its added tokens.
+pub type WordPiecePlan = PerWordPlan<WordPieceTables>;
 
 impl Family for WordPiecePlan {
     /// The plan, or why this tokenizer is not for it.
@@ -110,22 +103,6 @@ impl Family for WordPiecePlan {
         })
     }
 
-    /// This plan with other added tokens: the tables shared, the split built.
-    fn with_added_tokens(&self, added_tokens: &Value) -> Result<Self, String> {
-        Ok(WordPiecePlan {
-            shared: Arc::clone(&self.shared),
-            plain_added: PlainAdded::for_word_plan(added_tokens)?,
-            normalized_added: NormalizedAdded::from_spec(added_tokens, &self.normalizer)?,
-        })
-    }
-
-    /// Gives the plain added tokens the crate's ids (see
-    /// [`PlainAdded::resolve`]); an error when one has none (the plan then
-    /// cannot split text at them).
-    fn resolve_added_ids(&mut self, id_of: impl Fn(&str) -> Option<u32>) -> Result<(), String> {
-        PlainAdded::resolve_all(&mut self.plain_added, id_of)
-    }
-
     fn report(&self) -> [String; 3] {
         [
             self.describe_normalizer(),
@@ -141,16 +118,14 @@ impl Family for WordPiecePlan {
     }
 }
 
-impl std::ops::Deref for WordPiecePlan {
-    type Target = WordPieceTables;
-
-    fn deref(&self) -> &WordPieceTables {
-        &self.shared
+impl WordTables for WordPieceTables {
+    fn normalizer(&self) -> &PieceNormalizer {
+        &self.normalizer
     }
 }
 
 /// What the plan builds from the model, normalizer and pre-tokenizer: the
-/// same for every set of added tokens ([`WordPiecePlan::with_added_tokens`]).
+/// same for every set of added tokens (`AddedTokens::with_added_tokens`).
 pub struct WordPieceTables {
     /// The kernel's table when it normalizes: the normalizer's steps and the
     /// pre-tokenizer's classes; None when some step does not map code points alone.
