@@ -185,8 +185,9 @@ def _encode(state: TokenizerState, text: Any, pair: Any, max_length: int | None,
     attention_mask = "attention_mask" in names if o.return_attention_mask is None else o.return_attention_mask
     n_sequences = 1 if pairs is None else 2
     # What the core computes, written once for both of its paths below.
-    fields = dict(attention_mask=attention_mask, type_ids=type_ids, special_tokens_mask=o.return_special_tokens_mask,
-                  offsets=o.return_offsets_mapping, dtype=o.dtype)
+    fields: dict[str, Any] = dict(attention_mask=attention_mask, type_ids=type_ids,
+                                  special_tokens_mask=o.return_special_tokens_mask,
+                                  offsets=o.return_offsets_mapping, dtype=o.dtype)
     options = dict(add_special_tokens=o.add_special_tokens, truncation=trunc, padding=pad,
                    pretokenized=o.is_split_into_words, split_special_tokens=split_special_tokens)
     if o.is_split_into_words or o.return_overflowing_tokens or split_special_tokens:
