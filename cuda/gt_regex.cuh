@@ -91,3 +91,54 @@ GT_HD_CALL gt_u32 gt_rx_find(const GtRegex* rx, const gt_u8* s, gt_u32 end, gt_u
         pos += len;
     }
 }
+
+// Consecutive matches from `pos` (where a match may start: 0 or the end of
+// the last one) over ASCII text, in one loop: on_end(start, end) for each
+// (the first starts at pos, each next one where the one before ended);
+// returns where the last one ended (pos: none). It saves gt_rx_find's call,
+// restart and second reading of each word's first character. Where a match
+// dies (GT_RX_DEAD) with one ending just before the dead character
+// (GT_RX_MATCH on the same entry), the next starts on that character; where
+// it ended earlier (a backtrack, e.g. `\s+(?!\S)` giving back a run's last
+// space), the reading goes on from there. It stops, leaving the rest to
+// gt_rx_find, before anything it does not decide: a non-ASCII byte, the end
+// of the subject, a position where no match or an empty one may start, a
+// backtrack with no match; patterns with a lookbehind are left to it whole.
+// Same matches as gt_rx_find by construction (rust/plan/regex/tests.rs
+// checks both against Oniguruma).
+template <class OnEnd>
+GT_HD gt_u32 gt_rx_scan_ascii(const GtRegex* rx, const gt_u8* s, gt_u32 end, gt_u32 pos, OnEnd& on_end) {
+    if (pos >= end || s[pos] >= 0x80 || (rx->flags & GT_RX_LOOKBEHIND)) return pos;
+    const gt_u32* trans = rx->trans;
+    const gt_u8* blocks = rx->blocks;
+    const gt_u32 start_row = rx->starts[rx->n_classes];
+    gt_u32 row = trans[start_row + blocks[s[pos]]];
+    if (row & (GT_RX_DEAD | GT_RX_MATCH)) return pos;
+    // last: the current match's last MATCH (0: none; a match is never empty).
+    gt_u32 done = pos, last = 0;
+    for (gt_u32 p = pos + 1; p < end;) {
+        gt_u32 b = s[p];
+        if (b >= 0x80) break;
+        gt_u32 c = blocks[b];
+        gt_u32 e = trans[(row & GT_RX_ROW) + c];
+        if (!(e & GT_RX_DEAD)) {
+            if (e & GT_RX_MATCH) last = p;
+            row = e;
+            ++p;
+            continue;
+        }
+        if (!(e & GT_RX_MATCH)) {
+            if (!last) break;
+            p = last;  // the match ended before its dead character: read on from there
+            c = blocks[s[p]];
+        }
+        gt_u32 r = trans[start_row + c];  // the first entry of a match starting at p
+        if (r & (GT_RX_DEAD | GT_RX_MATCH)) break;
+        on_end(done, p);
+        done = p;
+        row = r;
+        last = 0;
+        ++p;
+    }
+    return done;
+}

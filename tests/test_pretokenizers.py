@@ -7,6 +7,7 @@ device pipeline (host emulator)."""
 from __future__ import annotations
 
 import json
+import random
 from functools import cache
 
 import gpu_tok
@@ -67,6 +68,25 @@ def test_words_match_the_crate(spec: dict) -> None:
     for engine in ENGINES:
         for text, got, want in zip(texts, _core.split_words(json.dumps(spec), engine, texts), expected, strict=True):
             assert got == want, (engine, text)
+
+
+def long_texts() -> list[str]:
+    """Hundreds of short ASCII words, now and then a non-ASCII one: the compiled
+    scanner reads ASCII runs across word ends (cuda/gt_regex.cuh,
+    gt_rx_scan_ascii), so its stops before non-ASCII and its hand-backs (a
+    space run before a word) fall after every kind of word."""
+    pieces = ["the", " cat", "  ", "   ", "\n", "'s", "'LL", "1", "1234", ".", " (", "\t", "Hello", "é", "東",
+              "  x", "\r\n", "\u00a0", "-"]
+    rng = random.Random(64)
+    return ["".join(rng.choice(pieces) for _ in range(n)) for n in range(50, 400, 9)]
+
+
+@pytest.mark.parametrize("spec", PRE_TOKENIZERS, ids=lambda s: json.dumps(s)[:60])
+def test_words_match_the_crate_across_scan_blocks(spec: dict) -> None:
+    texts = long_texts()
+    expected = [crate_words(spec, text) for text in texts]
+    for text, got, want in zip(texts, _core.split_words(json.dumps(spec), "compiled", texts), expected, strict=True):
+        assert got == want, text
 
 
 TEXT = st.text(st.sampled_from(list(" \t\n\r\u00a0\u3000'sStTlLdDſK\u212aaé東あ1٣²!.,-/😀\u0301")), max_size=30)

@@ -301,6 +301,43 @@ fn real_patterns_match_oniguruma_on_runs() {
     }
 }
 
+/// Long subjects of short ASCII pieces (hundreds of words), now and then a
+/// character of the pattern's own classes or a tricky one: the ASCII run
+/// scan (`gt_rx_scan_ascii`) goes on across hundreds of word ends of every
+/// kind, stops before non-ASCII, backtracks (space runs before a word, `'s`
+/// after one) and meets the end of the subject at every offset.
+fn long_word_texts(rng: &mut Rng, alphabet: &[char], count: usize) -> Vec<String> {
+    const PIECES: [&str; 24] = [
+        "the", " cat", "a", " ", "  ", "   ", "\n", "\n\n", " \n", "'s", "'T", "'ll", "1", "42",
+        "1234567", ".", " (", "?!", "--", "\t", " x", "Hello", "\r\n", "_",
+    ];
+    (0..count)
+        .map(|_| {
+            let mut text = String::new();
+            for _ in 0..rng.below(400) {
+                if rng.below(40) == 0 {
+                    text.push(*rng.pick(alphabet));
+                } else {
+                    text.push_str(*rng.pick(&PIECES));
+                }
+            }
+            text
+        })
+        .collect()
+}
+
+#[test]
+fn real_patterns_match_oniguruma_on_long_word_runs() {
+    let mut rng = Rng(0x64_0064);
+    for (name, pattern) in real_patterns() {
+        let regex = CompiledRegex::compile(&pattern).unwrap();
+        let mut alphabet = representatives(&regex);
+        alphabet.extend(TRICKY.chars());
+        let texts = long_word_texts(&mut rng, &alphabet, 300);
+        assert_same(&name, &pattern, &regex, &texts);
+    }
+}
+
 /// A random pattern from a small grammar of what tokenizer patterns use:
 /// alternations of sequences of classes, literals, groups, quantifiers
 /// (greedy, lazy, possessive, counted), (?i) groups, lookarounds, anchors.
