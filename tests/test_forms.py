@@ -346,6 +346,7 @@ WORDPIECE_FORMS = {
                                                                      pre_tokenizers.Punctuation()]),
     "whitespace-split-metaspace": lambda: pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(),
                                                                    pre_tokenizers.Metaspace()]),
+    "metaspace": pre_tokenizers.Metaspace,
     # no pre-tokenizer: each piece between added tokens is one word (long ones the unknown token)
     "none": lambda: None,
 }
