@@ -327,3 +327,66 @@ def test_byte_level_with_a_prefix_space_before_each_word(steps: list, normalizer
     texts = SPLIT_TEXTS + ["  a b  ", "ÉtÉ é\u0301 x<sep>y <sep> Hello hello"] + edge_cases() + corpus_sample()[60:100]
     assert_matches(json_text, texts, "prefix space before each word")
     assert_device_rows_equal_the_cpu(tok, texts)
+
+
+# Issue #33: WordPiece under any pre-tokenizer of Split steps (not BertPreTokenizer or WhitespaceSplit
+# alone, which the kernel's table cuts): the host normalizes each piece, the compiled chain cuts its words,
+# the WordPiece kernel reads each word whole.
+WORDPIECE_FORMS = {
+    "punctuation": pre_tokenizers.Punctuation,
+    "bert-then-punctuation": lambda: pre_tokenizers.Sequence([pre_tokenizers.BertPreTokenizer(),
+                                                              pre_tokenizers.Punctuation()]),
+    "punctuation-then-bert": lambda: pre_tokenizers.Sequence([pre_tokenizers.Punctuation(),
+                                                              pre_tokenizers.BertPreTokenizer()]),
+    "split-regex-digits": lambda: pre_tokenizers.Sequence([
+        pre_tokenizers.Split(tokenizers.Regex(r"\s+|[^\s\p{L}]"), behavior="isolated"),
+        pre_tokenizers.Digits(individual_digits=True)]),
+    "unicode-scripts": pre_tokenizers.UnicodeScripts,
+    "whitespace-split-punctuation": lambda: pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(),
+                                                                     pre_tokenizers.Punctuation()]),
+    "whitespace-split-metaspace": lambda: pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(),
+                                                                   pre_tokenizers.Metaspace()]),
+    "metaspace": pre_tokenizers.Metaspace,
+    # no pre-tokenizer: each piece between added tokens is one word (long ones the unknown token)
+    "none": lambda: None,
+}
+
+
+@cache
+def wordpiece_form(name: str, lowercase: bool) -> str:
+    """A WordPiece trained under the pre-tokenizer WORDPIECE_FORMS[name], with
+    BERT's lowercasing normalizer (accents stripped: host alignments) or none,
+    and added tokens."""
+    hf = tokenizers.Tokenizer(models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=40))
+    if lowercase:
+        hf.normalizer = normalizers.BertNormalizer(lowercase=True)
+    pre = WORDPIECE_FORMS[name]()
+    # Trained on Whitespace words when the form keeps long words (none, Punctuation): a vocabulary of pieces.
+    hf.pre_tokenizer = pre if name not in ("none", "punctuation") else pre_tokenizers.Whitespace()
+    trainer = trainers.WordPieceTrainer(vocab_size=1500, special_tokens=["[UNK]"], show_progress=False,
+                                        limit_alphabet=200)
+    hf.train_from_iterator([t[:2000] for t in corpus_sample()[:60]], trainer=trainer)
+    hf.pre_tokenizer = pre
+    # "<sep>" plain (split on the fast path, the pieces after it start later), "Hello" normalized
+    hf.add_tokens([tokenizers.AddedToken("<sep>", normalized=False), tokenizers.AddedToken("Hello", normalized=True)])
+    return hf.to_str()
+
+
+@pytest.mark.parametrize("lowercase", [False, True], ids=["no-normalizer", "bert-lowercase"])
+@pytest.mark.parametrize("name", list(WORDPIECE_FORMS))
+def test_wordpiece_with_split_step_pre_tokenizers_runs_fast_with_identical_ids_and_offsets(
+        name: str, lowercase: bool) -> None:
+    json_text = wordpiece_form(name, lowercase)
+    tok = gpu_tok.Tokenizer.from_str(json_text)
+    plan = stages(tok)
+    assert [plan[s]["path"] for s in ("normalize", "pre_tokenize", "model")] == FAST, plan
+    assert "on the host only" in plan["pre_tokenize"]["reason"], plan["pre_tokenize"]
+    # Rows split at the plain added token take the fast path whole, offsets too.
+    added_rows = ["x<sep>", "<sep>", "ÉtÉ, the cat<sep>the DOG's 12 東京<sep> x-y", "a" * 45 + "<sep> b" + "c" * 41]
+    assert tok._core.fast_path_share(added_rows, True) == 1.0
+    texts = SPLIT_TEXTS + added_rows + ["ÉtÉ é\u0301 x<sep>y <sep> Hello hello HELLO"]
+    texts += edge_cases() + [t[:3000] for t in corpus_sample()[60:100]]
+    assert tok._core.fast_path_share(corpus_sample()[60:100], True) >= 0.9
+    assert tok._core.fast_path_share(corpus_sample()[60:100], False) >= 0.9
+    assert_matches(json_text, texts, f"WordPiece {name}")
+    assert_device_rows_equal_the_cpu(tok, texts)

@@ -151,13 +151,13 @@ def test_normalizers_the_kernel_cannot_take_run_on_the_host(variant: str) -> Non
 
 
 def test_components_the_plan_does_not_cover_run_exactly() -> None:
-    """A pre-tokenizer the WordPiece plan does not cover (Metaspace): the
-    whole tokenizer runs in the crate, and the plan says why."""
-    json_text = with_components({"type": "Lowercase"}, {"type": "Metaspace", "replacement": "▁",
-                                                        "prepend_scheme": "always", "split": True})
+    """A pre-tokenizer the WordPiece plan does not cover (FixedLength: not a
+    Split step; Metaspace and Split steps are, see test_forms.py): the whole
+    tokenizer runs in the crate, and the plan says why."""
+    json_text = with_components({"type": "Lowercase"}, {"type": "FixedLength", "length": 3})
     tok = gpu_tok.Tokenizer.from_str(json_text)
     row = next(r for r in tok.plan if r["stage"] == "pre_tokenize")
-    assert row["path"] == "exact" and "BertPreTokenizer" in row["reason"]
+    assert row["path"] == "exact" and "FixedLength" in row["reason"], row
     assert_matches(json_text, TRICKY + edge_cases()[:40], "exact path")
 
 

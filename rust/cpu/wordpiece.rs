@@ -32,6 +32,9 @@ impl FastEncode for WordPiecePlan {
         let plan = self;
         // None: an added token that strips spaces or matches single words.
         let pieces = PlainAdded::pieces(plan.plain_added.as_ref(), text)?;
+        if plan.chain_words().is_some() {
+            return encode_chain(plan, plan_id, text, &pieces, offsets);
+        }
         if !offsets {
             return encode_ids(plan, plan_id, &pieces);
         }
@@ -122,6 +125,89 @@ fn encode_ids(plan: &WordPiecePlan, plan_id: u64, pieces: &[Piece<'_>]) -> Optio
         ids,
         offsets: None,
         added: Vec::new(),
+    })
+}
+
+/// A text whose pre-tokenizer is a chain of Split steps: each piece
+/// normalized on the host, cut into words by the chain (`Words`), each word
+/// whole through the kernel (its table splits nothing): ids behind the word
+/// cache, or with offsets each word's spans through its alignments.
+fn encode_chain(
+    plan: &WordPiecePlan,
+    plan_id: u64,
+    text: &str,
+    pieces: &[Piece<'_>],
+    offsets: bool,
+) -> Option<Encoded> {
+    let words = plan.chain_words()?;
+    let model = plan.model();
+    let mut ids = Vec::with_capacity(text.len() / 4 + 1);
+    let mut spans = offsets.then(Vec::new);
+    let mut added = Vec::new();
+    let fine = SCRATCH.with(|cell| {
+        let scratch = &mut *cell.borrow_mut();
+        word_cache::with_cache(plan_id, |cache| {
+            for &(piece, (start, end), token) in pieces {
+                if let Some((id, value)) = token {
+                    push_added(
+                        &mut ids,
+                        spans.as_mut(),
+                        &mut added,
+                        id,
+                        (start, end),
+                        value,
+                    );
+                    continue;
+                }
+                let Some(spans) = spans.as_mut() else {
+                    let Some(normalized) = plan.kernel_text(piece) else {
+                        return false;
+                    };
+                    words.each(&normalized, start == 0, |w| {
+                        // An empty piece (no pre-tokenizer) has no tokens.
+                        if w.is_empty() {
+                            return;
+                        }
+                        cache.encode_word(w.as_bytes(), &mut ids, |w, _, out| {
+                            kernels::wordpiece_word(model, w, out);
+                            true
+                        });
+                    });
+                    continue;
+                };
+                let Some((normalized, Some(align))) = plan.kernel_text_aligned(piece) else {
+                    return false;
+                };
+                let mut fine = true;
+                words.each_aligned(&normalized, &align, start == 0, |w, w_align| {
+                    if w.is_empty() {
+                        return;
+                    }
+                    let first = spans.len();
+                    fine &= kernels::wordpiece_text(
+                        model,
+                        plan.growth(),
+                        w.as_bytes(),
+                        scratch,
+                        &mut ids,
+                        Some(spans),
+                        0,
+                    );
+                    for span in &mut spans[first..] {
+                        *span = original_span(*span, w_align, start);
+                    }
+                });
+                if !fine {
+                    return false;
+                }
+            }
+            true
+        })
+    });
+    fine.then(|| Encoded {
+        ids,
+        offsets: spans.map(|spans| char_offsets(text, &spans)),
+        added,
     })
 }
 

@@ -1,6 +1,7 @@
 //! The fast plan for BERT-style WordPiece tokenizers: any normalizer,
-//! `BertPreTokenizer` or `WhitespaceSplit`, a `WordPiece` model, and added
-//! tokens. The tables behind `GtWordPieceModel` (cuda/gt_wordpiece.cuh): the
+//! `BertPreTokenizer` or `WhitespaceSplit` (classes of the kernel's table),
+//! or any other pre-tokenizer of Split steps (the compiled chain of
+//! `metaspace::Words`, on the host), a `WordPiece` model, and added tokens. The tables behind `GtWordPieceModel` (cuda/gt_wordpiece.cuh): the
 //! per-code-point table ([`CharTable`]) and two hashes of the vocabulary
 //! (whole tokens; continuing pieces without their prefix).
 //!
@@ -12,6 +13,7 @@
 
 use super::char_table::{CharStep, CharTable, Splitter};
 use super::family::{Family, PerWordPlan, WordTables};
+use super::metaspace::Words;
 use super::normalize::{Aligns, PieceNormalizer};
 use super::{NormalizedAdded, PlainAdded};
 use crate::kernels::{BytesTable, GtWordPieceModel};
@@ -31,14 +33,16 @@ impl Family for WordPiecePlan {
         }
         let steps = char_steps(&spec["normalizer"]);
         let normalizer = PieceNormalizer::from_spec(&spec["normalizer"])?;
-        let splitter = match spec["pre_tokenizer"]["type"].as_str() {
-            Some("BertPreTokenizer") => Splitter::Bert,
-            Some("WhitespaceSplit") => Splitter::Whitespace,
+        // BertPreTokenizer and WhitespaceSplit: classes of the kernel's table
+        // (the faster route); any other Split steps: the compiled chain cuts
+        // the host-normalized piece and the kernel reads each word whole.
+        let (splitter, words) = match spec["pre_tokenizer"]["type"].as_str() {
+            Some("BertPreTokenizer") => (Splitter::Bert, None),
+            Some("WhitespaceSplit") => (Splitter::Whitespace, None),
             _ => {
-                return Err(format!(
-                "pre_tokenizer {}: the WordPiece plan covers BertPreTokenizer and WhitespaceSplit",
-                super::describe(&spec["pre_tokenizer"])
-            ))
+                let words = Words::from_spec(&spec["pre_tokenizer"], &spec["normalizer"])?;
+                words.check_normalizer(&normalizer)?;
+                (Splitter::None, Some(words))
             }
         };
         let plain_added = PlainAdded::for_word_plan(&spec["added_tokens"])?;
@@ -67,7 +71,10 @@ impl Family for WordPiecePlan {
         let (first_max, rest_max) = (longest(&tokens), longest(&rest));
         let split_chars = CharTable::shared(&[], splitter)?;
         // Steps the table cannot hold (a blob over its offsets) are the host's too.
-        let chars = steps.and_then(|steps| CharTable::shared(&steps, splitter).ok());
+        // Chain words: the host normalizes (the table would split nothing).
+        let chars = steps
+            .filter(|_| words.is_none())
+            .and_then(|steps| CharTable::shared(&steps, splitter).ok());
         let first = BytesTable::build(tokens.into_iter());
         let rest = BytesTable::build(rest.into_iter());
         let split_model = GtWordPieceModel {
@@ -83,10 +90,17 @@ impl Family for WordPiecePlan {
             chars: chars.as_ref().map_or(split_model.chars, |c| c.view()),
             ..split_model
         };
-        let description = format!(
-            "{} as classes in the per-code-point table (cuda/gt_wordpiece.cuh)",
-            super::describe(&spec["pre_tokenizer"]),
-        );
+        let description = match &words {
+            None => format!(
+                "{} as classes in the per-code-point table (cuda/gt_wordpiece.cuh)",
+                super::describe(&spec["pre_tokenizer"]),
+            ),
+            Some(words) => format!(
+                "{}; each word whole through the WordPiece kernel, on the host only \
+                 (the device kernel cuts words by its table's classes)",
+                words.describe(&spec["pre_tokenizer"]),
+            ),
+        };
         let shared = Arc::new(WordPieceTables {
             chars,
             split_chars,
@@ -94,6 +108,7 @@ impl Family for WordPiecePlan {
             model,
             split_model,
             normalizer,
+            words,
             description,
         });
         Ok(WordPiecePlan {
@@ -112,9 +127,10 @@ impl Family for WordPiecePlan {
         ]
     }
 
-    /// True when a text of n bytes has at most n tokens (the device's room).
+    /// True when a text of n bytes has at most n tokens (the device's room)
+    /// and the kernel's table cuts the words (not the host's chain).
     fn runs_on_device(&self) -> bool {
-        self.kernel_chars().tokens_fit
+        self.words.is_none() && self.kernel_chars().tokens_fit
     }
 }
 
@@ -140,6 +156,9 @@ pub struct WordPieceTables {
     split_model: GtWordPieceModel,
     /// The normalizer as the host runs it, piece by piece.
     normalizer: PieceNormalizer,
+    /// The pre-tokenizer when it is not a class of the table (Split steps,
+    /// perhaps Metaspace: `Words`): the host cuts each normalized piece.
+    words: Option<Words>,
     description: String,
 }
 
@@ -224,7 +243,9 @@ impl WordPiecePlan {
     /// pieces' tokens are the text's), or None when a code point needs the
     /// exact path.
     pub fn piece_ends(&self, text: &str, piece_bytes: usize) -> Option<Vec<u32>> {
-        if crate::kernels::wordpiece_needs_exact(self.model(), text.as_bytes()) {
+        if self.words.is_some()
+            || crate::kernels::wordpiece_needs_exact(self.model(), text.as_bytes())
+        {
             return None;
         }
         let bytes = text.as_bytes();
@@ -242,6 +263,12 @@ impl WordPiecePlan {
         }
         ends.push(u32::try_from(bytes.len()).ok()?);
         Some(ends)
+    }
+
+    /// The host's words of a normalized piece when the pre-tokenizer is a
+    /// chain of Split steps (`Words`); None when the kernel's table cuts them.
+    pub fn chain_words(&self) -> Option<&Words> {
+        self.words.as_ref()
     }
 
     /// How the plan normalizes, for `tok.plan`.
