@@ -318,7 +318,7 @@ fn long_word_texts(rng: &mut Rng, alphabet: &[char], count: usize) -> Vec<String
                 if rng.below(40) == 0 {
                     text.push(*rng.pick(alphabet));
                 } else {
-                    text.push_str(*rng.pick(&PIECES));
+                    text.push_str(rng.pick::<&str>(&PIECES));
                 }
             }
             text
