@@ -178,6 +178,9 @@ impl Engine {
     /// One sequence on the fast path, or None when the plan or the document
     /// leaves it to the exact path.
     fn encode_fast(&self, text: &str, offsets: bool) -> Option<cpu::Encoded> {
+        if !fits_the_kernels(text.len()) {
+            return None;
+        }
         let plan = self.fast.as_ref().ok()?;
         if offsets && self.word_model().is_some() {
             return self.encode_word_offsets(text);
@@ -201,7 +204,7 @@ impl Engine {
             });
             return Ok(fast_encoding(done.ids, done.offsets, tokens, type_id));
         }
-        if offsets {
+        if offsets && fits_the_kernels(text.len()) {
             if let Some(encoding) = self.encode_aligned(text, type_id) {
                 return encoding;
             }
@@ -505,9 +508,22 @@ fn classify_load_error(json: &str, err: impl std::fmt::Display) -> Error {
     }
 }
 
+/// The kernels count a text's bytes in u32 (`kernels::chain_words` asserts
+/// it): a text of 4 GiB or more takes the exact path, which has no such limit.
+fn fits_the_kernels(len: usize) -> bool {
+    len < u32::MAX as usize
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_text_of_4_gib_or_more_is_left_to_the_exact_path() {
+        assert!(fits_the_kernels(u32::MAX as usize - 1));
+        assert!(!fits_the_kernels(u32::MAX as usize));
+        assert!(!fits_the_kernels(u32::MAX as usize + 1));
+    }
 
     const WORDLEVEL: &str = r#"{
       "version": "1.0", "truncation": null, "padding": null,
