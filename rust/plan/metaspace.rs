@@ -417,15 +417,17 @@ mod tests {
         assert!(!Words::from_spec(&inverted, &replace).unwrap().is_identity());
     }
 
+    /// The words of `text` under pre-tokenizer `spec`, without a normalizer.
+    fn words(spec: Value, text: &str, first: bool) -> Vec<String> {
+        let mut out = Vec::new();
+        Words::from_spec(&spec, &Value::Null)
+            .unwrap()
+            .each(text, first, |w| out.push(w.to_string()));
+        out
+    }
+
     #[test]
     fn split_steps_then_metaspace_split_each_piece_as_the_crate() {
-        let words = |spec: Value, text: &str, first: bool| {
-            let mut out = Vec::new();
-            Words::from_spec(&spec, &Value::Null)
-                .unwrap()
-                .each(text, first, |w| out.push(w.to_string()));
-            out
-        };
         let whitespace = serde_json::json!({"type": "Whitespace"});
         assert_eq!(
             words(whitespace, "ab, c-d  e", true),
@@ -461,13 +463,6 @@ mod tests {
 
     #[test]
     fn words_follow_each_prepend_scheme() {
-        let words = |spec: Value, text: &str, first: bool| {
-            let mut out = Vec::new();
-            Words::from_spec(&spec, &Value::Null)
-                .unwrap()
-                .each(text, first, |w| out.push(w.to_string()));
-            out
-        };
         let metaspace = |scheme: &str, split: bool| {
             serde_json::json!({"type": "Metaspace", "replacement": "▁",
                                "prepend_scheme": scheme, "split": split})
