@@ -84,7 +84,7 @@ impl Cache {
             }
             if !slot.1.is_null() {
                 // SAFETY: the slot owns one reference to this object.
-                unsafe { ffi::Py_DecRef(slot.1) };
+                unsafe { ffi::Py_DECREF(slot.1) };
             }
             *slot = (key, made);
         }
@@ -98,7 +98,7 @@ impl Drop for Cache {
             if !obj.is_null() {
                 // SAFETY: each slot owns one reference; a cache lives within a
                 // call that holds the GIL (it is never sent to another thread).
-                unsafe { ffi::Py_DecRef(obj) };
+                unsafe { ffi::Py_DECREF(obj) };
             }
         }
     }
@@ -185,7 +185,7 @@ unsafe fn pack(ints: &mut Ints, start: i64, end: i64) -> *mut ffi::PyObject {
             return first;
         }
         if collide {
-            ffi::Py_IncRef(first);
+            ffi::Py_INCREF(first);
         }
         let second = ints.get(end);
         let tuple = if second.is_null() {
@@ -195,7 +195,7 @@ unsafe fn pack(ints: &mut Ints, start: i64, end: i64) -> *mut ffi::PyObject {
             ffi::PyTuple_Pack(2, first, second)
         };
         if collide {
-            ffi::Py_DecRef(first);
+            ffi::Py_DECREF(first);
         }
         if !tuple.is_null() {
             // A tuple of two ints is in no cycle: untracked, as the collector
@@ -214,7 +214,7 @@ unsafe fn pack(ints: &mut Ints, start: i64, end: i64) -> *mut ffi::PyObject {
 unsafe fn owned(obj: *mut ffi::PyObject) -> *mut ffi::PyObject {
     if !obj.is_null() {
         // SAFETY: a live object, with the GIL (the caller's promise).
-        unsafe { ffi::Py_IncRef(obj) };
+        unsafe { ffi::Py_INCREF(obj) };
     }
     obj
 }
@@ -238,13 +238,34 @@ unsafe fn list_of(
         let value = item(i);
         if value.is_null() {
             // SAFETY: the list is ours (a new reference), its unset items are null.
-            unsafe { ffi::Py_DecRef(list) };
+            unsafe { ffi::Py_DECREF(list) };
             return Err(PyErr::fetch(py));
         }
-        // SAFETY: i < n, the list's length; SetItem steals the new reference.
-        unsafe { ffi::PyList_SetItem(list, i as ffi::Py_ssize_t, value) };
+        // SAFETY: i < n, the list's length, and slot i unset; it steals the new reference.
+        unsafe { set_item(list, i, value) };
     }
     Ok(list)
+}
+
+/// Puts `value` (a new reference, taken over) into the unset slot `i` of a
+/// new list: a plain store where the build may read CPython's own structs
+/// (version-specific builds), `PyList_SetItem` under the stable ABI.
+///
+/// # Safety
+/// The GIL must be held; `list` is a new list of more than `i` items whose
+/// slot `i` is unset (null); `value` is alive.
+#[inline]
+unsafe fn set_item(list: *mut ffi::PyObject, i: usize, value: *mut ffi::PyObject) {
+    #[cfg(not(Py_LIMITED_API))]
+    // SAFETY: the caller's promise: in bounds, the slot unset (nothing to drop).
+    unsafe {
+        ffi::PyList_SET_ITEM(list, i as ffi::Py_ssize_t, value)
+    };
+    #[cfg(Py_LIMITED_API)]
+    // SAFETY: the caller's promise; it cannot fail in bounds.
+    unsafe {
+        ffi::PyList_SetItem(list, i as ffi::Py_ssize_t, value)
+    };
 }
 
 /// `[v] * n` as a new list (CPython fills it without a call per item), or the error.
@@ -262,7 +283,7 @@ unsafe fn repeated(
     // SAFETY: with the GIL; `one` is a list of ours, dropped after.
     let list = unsafe { ffi::PySequence_Repeat(one, n as ffi::Py_ssize_t) };
     // SAFETY: our reference to `one`.
-    unsafe { ffi::Py_DecRef(one) };
+    unsafe { ffi::Py_DECREF(one) };
     if list.is_null() {
         return Err(PyErr::fetch(py));
     }
@@ -301,14 +322,14 @@ unsafe fn runs_list(
         let tail = match repeated(py, ints, b, len - n) {
             Ok(tail) => tail,
             Err(err) => {
-                ffi::Py_DecRef(head);
+                ffi::Py_DECREF(head);
                 return Err(err);
             }
         };
         // `head += tail`: extends `head` in place, returning it (a new reference).
         let joined = ffi::PySequence_InPlaceConcat(head, tail);
-        ffi::Py_DecRef(tail);
-        ffi::Py_DecRef(head);
+        ffi::Py_DECREF(tail);
+        ffi::Py_DECREF(head);
         if joined.is_null() {
             return Err(PyErr::fetch(py));
         }
