@@ -597,9 +597,11 @@ pub(crate) fn behaved_pieces(step: &SplitStep, text: &str) -> Vec<(usize, usize)
 mod tests {
     use super::*;
 
+    type Offsets = Vec<(usize, usize)>;
+
     /// (`char_offsets`, `crate_char_offsets`) through a map of each byte's
     /// character (what `CharsOfBytes` was), for every span.
-    fn by_map(text: &str, spans: &[(usize, usize)]) -> (Vec<(usize, usize)>, Vec<(usize, usize)>) {
+    fn by_map(text: &str, spans: &[(usize, usize)]) -> (Offsets, Offsets) {
         let mut char_of_byte = vec![0usize; text.len()];
         for (index, (at, c)) in text.char_indices().enumerate() {
             char_of_byte[at..at + c.len_utf8()].fill(index);
