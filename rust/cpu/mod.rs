@@ -227,7 +227,7 @@ pub fn encode_with_offsets(
         true
     });
     fine.then(|| Encoded {
-        offsets: Some(char_offsets(text, &spans)),
+        offsets: Some(char_offsets(text, spans)),
         ids,
         added,
     })

@@ -133,9 +133,9 @@ enum Found {
 pub type BatchKernel<'k> =
     dyn Fn(&[u8], &[(usize, usize)], &mut WordScratch, &mut Vec<u32>, &mut Vec<u32>) + 'k;
 
-/// Called with each word's start in the text and its ids, in order (for
+/// Called with each word's span in the text and its ids, in order (for
 /// the token spans of offsets).
-pub type EachWord<'e> = dyn FnMut(usize, &[u32]) + 'e;
+pub type EachWord<'e> = dyn FnMut((usize, usize), &[u32]) + 'e;
 
 /// The ids of a text a per-word model sees as parts (`each_part` gives
 /// added-token ids and words, false when only the exact path can encode the
@@ -294,7 +294,7 @@ impl WordCache {
     }
 
     /// Encodes the words taken since the last chunk: appends their ids to
-    /// `out` in order, and calls `each(start, ids)` for each word when
+    /// `out` in order, and calls `each((start, end), ids)` for each word when
     /// given. A word the cache lacks is looked up in `vocab` (a word of up
     /// to 15 bytes in it has the ids it holds), else encoded by `kernel`
     /// with the chunk's other new words.
@@ -479,20 +479,20 @@ impl Chunk {
         debug_assert_eq!(read_end, write_end);
     }
 
-    /// Calls `each(start, ids)` for the chunk's words in order, their ids
+    /// Calls `each((start, end), ids)` for the chunk's words in order, their ids
     /// in `out` from `base` (after `fill_holes`).
     fn each_word(&self, out: &[u32], base: usize, each: &mut EachWord<'_>) {
         // A word's ids: what it wrote in the first pass (`ends`, nothing for
         // a hole), then its hole's.
         let (mut written, mut at) = (base, base);
         let mut holes = self.holes.iter().peekable();
-        for (i, (&(start, _, _), &end)) in self.words.iter().zip(&self.ends).enumerate() {
+        for (i, (&(start, word_end, _), &end)) in self.words.iter().zip(&self.ends).enumerate() {
             let mut len = end - written;
             written = end;
             if let Some(hole) = holes.next_if(|h| h.word as usize == i) {
                 len += self.hole_ids(hole.found).len();
             }
-            each(start, &out[at..at + len]);
+            each((start, word_end), &out[at..at + len]);
             at += len;
         }
     }
@@ -562,7 +562,8 @@ mod tests {
             let with_each = n % 2 == 0;
             let mut out = vec![7];
             let mut seen = Vec::new();
-            let mut record = |start: usize, ids: &[u32]| seen.push((start, ids.to_vec()));
+            let mut record =
+                |(start, _): (usize, usize), ids: &[u32]| seen.push((start, ids.to_vec()));
             for &span in call {
                 let each = with_each.then_some(&mut record as &mut EachWord<'_>);
                 cache.push_word(text, span, Some(vocab), &kernel, &mut out, each);

@@ -78,7 +78,7 @@ impl FastEncode for WordPiecePlan {
             }
             Some(Encoded {
                 ids,
-                offsets: spans.map(|spans| char_offsets(text, &spans)),
+                offsets: spans.map(|spans| char_offsets(text, spans)),
                 added,
             })
         })
@@ -206,7 +206,7 @@ fn encode_chain(
     });
     fine.then(|| Encoded {
         ids,
-        offsets: spans.map(|spans| char_offsets(text, &spans)),
+        offsets: spans.map(|spans| char_offsets(text, spans)),
         added,
     })
 }

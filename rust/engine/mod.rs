@@ -29,6 +29,7 @@ use crate::error::{Error, Result};
 use crate::layout::{Batch, Outputs};
 use crate::plan::{each_family, FastPlan, PlanReport};
 use crate::pool;
+use pack::Sequence;
 use tokenizers::{AddedToken, Encoding, PaddingParams, PostProcessor, Tokenizer, TruncationParams};
 
 /// Per-call settings.
@@ -73,6 +74,8 @@ pub struct Engine {
     /// `single_template` without and with special tokens, asked once (the
     /// post-processor is fixed for the engine's life).
     single_templates: [std::sync::OnceLock<Option<crate::kernels::GtTemplate>>; 2],
+    /// `offsets_template`'s answer without and with special tokens, asked once.
+    offsets_templates: [std::sync::OnceLock<Option<crate::kernels::GtTemplate>>; 2],
 }
 
 static NEXT_ENGINE_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -139,6 +142,7 @@ impl Engine {
             rich: Default::default(),
             decode_forms: Default::default(),
             single_templates: Default::default(),
+            offsets_templates: Default::default(),
         }
     }
 
@@ -215,26 +219,53 @@ impl Engine {
     /// The ids of a single sequence, cut as the crate's truncation cuts one
     /// sequence alone (for rows packed from ids, see `template`).
     fn sequence_ids(&self, text: &str, settings: &Settings) -> Result<Vec<u32>> {
-        let mut ids = match self.encode_fast(text, false) {
-            Some(done) => done.ids,
-            None => exact::encode_sequence(&self.hf, text, 0, false)?
-                .get_ids()
-                .to_vec(),
+        Ok(self.sequence_row(text, settings, false)?.ids)
+    }
+
+    /// The ids of a single sequence and, with `offsets`, each token's
+    /// character offsets (as `encode_sequence` gives them), cut as the
+    /// crate's truncation cuts one sequence alone (for rows packed from ids
+    /// and offsets, see `template`).
+    fn sequence_row(&self, text: &str, settings: &Settings, offsets: bool) -> Result<Sequence> {
+        let mut row = match self.encode_fast(text, offsets) {
+            Some(done) => Sequence {
+                ids: done.ids,
+                offsets: done.offsets,
+            },
+            None => {
+                let aligned = match offsets && fits_the_kernels(text.len()) {
+                    true => self.encode_aligned(text, 0),
+                    false => None,
+                };
+                let encoding = match aligned {
+                    Some(encoding) => encoding?,
+                    None => exact::encode_sequence(&self.hf, text, 0, offsets)?,
+                };
+                Sequence {
+                    ids: encoding.get_ids().to_vec(),
+                    offsets: offsets.then(|| encoding.get_offsets().to_vec()),
+                }
+            }
         };
         if let Some(trunc) = &settings.truncation {
+            let len = row.ids.len();
             let params = self.room_params(trunc, false, settings.add_special_tokens);
             let special = trunc.max_length - params.max_length;
-            if let (Some(to), None) = overflow::targets(ids.len(), None, &params, special)? {
+            if let (Some(to), None) = overflow::targets(len, None, &params, special)? {
                 let main = overflow::Windows {
-                    len: ids.len(),
+                    len,
                     to: Some(to),
                     stride: trunc.stride,
                     direction: trunc.direction,
                 };
-                ids = ids[main.range(0)].to_vec();
+                let range = main.range(0);
+                row.ids = row.ids[range.clone()].to_vec();
+                if let Some(offsets) = row.offsets.as_mut() {
+                    *offsets = offsets[range].to_vec();
+                }
             }
         }
-        Ok(ids)
+        Ok(row)
     }
 
     /// `trunc` with the room a row leaves its text as max_length (the crate
@@ -316,7 +347,19 @@ impl Engine {
         if let Some(template) = self.packable_template(inputs, settings) {
             // No per-document Encoding: ids, then the template around them.
             let rows = pool.map_sized(inputs.len(), bytes, |i| {
-                self.sequence_ids(inputs[i].0, settings)
+                self.sequence_row(inputs[i].0, settings, false)
+            })?;
+            return pack::pack_sequences(
+                &rows,
+                &template,
+                settings.padding.as_ref(),
+                settings.outputs,
+            );
+        }
+        if let Some(template) = self.offsets_template(inputs, settings) {
+            // The same with each token's offsets.
+            let rows = pool.map_sized(inputs.len(), bytes, |i| {
+                self.sequence_row(inputs[i].0, settings, true)
             })?;
             return pack::pack_sequences(
                 &rows,

@@ -44,24 +44,35 @@ pub fn pack(
     Ok(batch)
 }
 
-/// Packs single sequences given as ids (truncated, not post-processed) with
-/// `template`'s special tokens around each: what [`pack`] gives for the
-/// encodings the post-processor would make of them, without making them.
+/// A single sequence (truncated, not post-processed): its ids and, when the
+/// call asks for offsets, each token's character offsets.
+pub struct Sequence {
+    pub ids: Vec<u32>,
+    pub offsets: Option<Vec<(usize, usize)>>,
+}
+
+/// Packs single sequences given as ids (and offsets) with `template`'s
+/// special tokens around each: what [`pack`] gives for the encodings the
+/// post-processor would make of them, without making them (the special
+/// tokens' offsets are (0, 0), as the crate's post-processors give them).
 pub fn pack_sequences(
-    rows: &[Vec<u32>],
+    rows: &[Sequence],
     template: &GtTemplate,
     padding: Option<&PaddingParams>,
     want: Outputs,
 ) -> Result<Batch> {
     let (n_prefix, n_suffix) = (template.n_prefix as usize, template.n_suffix as usize);
-    let lengths: Vec<usize> = rows.iter().map(|r| n_prefix + r.len() + n_suffix).collect();
+    let lengths: Vec<usize> = rows
+        .iter()
+        .map(|r| n_prefix + r.ids.len() + n_suffix)
+        .collect();
     let mut batch = laid_out(&lengths, padding, want)?;
     let left = padding.is_some_and(|p| matches!(p.direction, PaddingDirection::Left));
     let (prefix, suffix) = (0..n_prefix, n_prefix..n_prefix + n_suffix);
     let wide = |values: &[u32]| values.iter().map(|&v| i64::from(v)).collect::<Vec<i64>>();
     let (ids, type_ids) = (wide(&template.ids), wide(&template.type_ids));
     let seq_type = i64::from(template.seq_type_id);
-    for (i, row) in rows.iter().enumerate() {
+    for (i, Sequence { ids: row, offsets }) in rows.iter().enumerate() {
         let pad = batch.padding_of(i);
         if left {
             push_padding(&mut batch, pad, padding);
@@ -83,6 +94,17 @@ pub fn pack_sequences(
             v.resize(v.len() + n_prefix, 1);
             v.resize(v.len() + row.len(), 0);
             v.resize(v.len() + n_suffix, 1);
+        }
+        if let Some(v) = batch.offsets.as_mut() {
+            let offsets = offsets.as_deref().unwrap_or_default();
+            debug_assert_eq!(
+                offsets.len(),
+                row.len(),
+                "a row with offsets has one per id"
+            );
+            v.resize(v.len() + 2 * n_prefix, 0);
+            v.extend(offsets.iter().flat_map(|&(s, e)| [s as i64, e as i64]));
+            v.resize(v.len() + 2 * (n - offsets.len() - n_prefix), 0);
         }
         if !left {
             push_padding(&mut batch, pad, padding);

@@ -3,7 +3,7 @@
 //! [`GtTemplate`], so rows can be packed straight from their ids (on the CPU
 //! by `pack::pack_sequences`, on a device by the pipeline's pack kernel).
 
-use super::{encoding_from_ids, Engine, Input, Settings};
+use super::{encoding_from_ids, fast_encoding, Engine, Input, Settings};
 use crate::kernels::{GtTemplate, MAX_TEMPLATE};
 use tokenizers::TruncationStrategy;
 
@@ -23,6 +23,50 @@ impl Engine {
                 .as_ref()
                 .is_none_or(|t| t.strategy != TruncationStrategy::OnlySecond);
         packable.then(|| self.cached_single_template(settings.add_special_tokens))?
+    }
+
+    /// The template for a call with offsets whose rows can be packed from
+    /// ids and offsets: as `packable_template`, for a post-processor that
+    /// reads no token strings, leaves the sequence's offsets as they are and
+    /// gives the special tokens it adds (0, 0) (`keeps_offsets`).
+    pub fn offsets_template(
+        &self,
+        inputs: &[Input<'_>],
+        settings: &Settings,
+    ) -> Option<GtTemplate> {
+        let packable = settings.outputs.offsets
+            && !self.tokens_for_offsets
+            && inputs.iter().all(|(_, pair)| pair.is_none())
+            && settings
+                .truncation
+                .as_ref()
+                .is_none_or(|t| t.strategy != TruncationStrategy::OnlySecond);
+        let add_special_tokens = settings.add_special_tokens;
+        packable.then(|| {
+            *self.offsets_templates[usize::from(add_special_tokens)].get_or_init(|| {
+                let template = self.cached_single_template(add_special_tokens)?;
+                self.keeps_offsets(&template, add_special_tokens)
+                    .then_some(template)
+            })
+        })?
+    }
+
+    /// True when the post-processor, asked with offsets, gives a single
+    /// sequence's offsets back as they were, between `template`'s special
+    /// tokens at (0, 0) (what the crate's processors do, unless they trim).
+    fn keeps_offsets(&self, template: &GtTemplate, add_special_tokens: bool) -> bool {
+        const SEQ: [u32; 3] = [u32::MAX - 3, u32::MAX - 2, u32::MAX - 1];
+        let offsets = vec![(1, 2), (3, 6), (7, 9)];
+        let encoding = fast_encoding(SEQ.to_vec(), Some(offsets.clone()), None, 0);
+        let Ok(done) = self.post_process(encoding, None, add_special_tokens) else {
+            return false;
+        };
+        let specials = |n: u32| std::iter::repeat_n((0, 0), n as usize);
+        let expected: Vec<(usize, usize)> = specials(template.n_prefix)
+            .chain(offsets)
+            .chain(specials(template.n_suffix))
+            .collect();
+        done.get_offsets() == expected.as_slice()
     }
 
     /// `single_template`, asked of the post-processor once per engine.
@@ -114,5 +158,72 @@ mod tests {
         // Without special tokens the crate still gives the sequence $A's type id.
         let bare = engine.single_template(false).unwrap();
         assert_eq!((bare.n_prefix, bare.n_suffix, bare.seq_type_id), (0, 0, 1));
+    }
+
+    /// Rows with offsets packed from ids and offsets are the rows packed
+    /// from the post-processor's encodings, truncated and padded alike.
+    #[test]
+    fn rows_with_offsets_from_the_template_are_the_encodings_rows() {
+        use crate::engine::pack;
+        use tokenizers::{PaddingParams, TruncationParams};
+        let engine = Engine::from_json(BERTISH).unwrap();
+        let texts = [("a b c", None), ("c", None), ("b x a", None)];
+        for (add_special_tokens, truncation, padding) in [
+            (true, None, None),
+            (false, None, Some(PaddingParams::default())),
+            (true, Some(3), Some(PaddingParams::default())),
+        ] {
+            let mut settings = Settings {
+                add_special_tokens,
+                truncation: truncation.map(|max_length| TruncationParams {
+                    max_length,
+                    ..Default::default()
+                }),
+                padding,
+                ..Settings::default()
+            };
+            settings.outputs.offsets = true;
+            settings.outputs.attention_mask = true;
+            settings.outputs.type_ids = true;
+            settings.outputs.special_tokens_mask = true;
+            assert!(engine.offsets_template(&texts, &settings).is_some());
+            let packed = engine.encode_batch(&texts, &settings).unwrap();
+            let encodings: Vec<_> = texts
+                .iter()
+                .map(|&input| engine.encode_one(input, &settings).unwrap())
+                .collect();
+            let expected =
+                pack::pack(&encodings, settings.padding.as_ref(), settings.outputs).unwrap();
+            assert_eq!(packed.ids, expected.ids);
+            assert_eq!(packed.offsets, expected.offsets);
+            assert_eq!(packed.type_ids, expected.type_ids);
+            assert_eq!(packed.special_tokens_mask, expected.special_tokens_mask);
+            assert_eq!(packed.attention_mask, expected.attention_mask);
+            assert_eq!(packed.row_starts, expected.row_starts);
+        }
+    }
+
+    /// A post-processor that trims offsets (it reads the token strings) keeps
+    /// the per-document encodings.
+    #[test]
+    fn a_post_processor_that_trims_offsets_is_not_packed_from_offsets() {
+        let trimming = BERTISH.replace(
+            &BERTISH[BERTISH.find("\"post_processor\"").unwrap()..BERTISH.find("\"decoder\"").unwrap()],
+            r#""post_processor": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true,
+                                  "use_regex": false},
+      "#,
+        );
+        let engine = Engine::from_json(&trimming).unwrap();
+        let mut settings = Settings::default();
+        settings.outputs.offsets = true;
+        assert!(engine
+            .offsets_template(&[("a b", None)], &settings)
+            .is_none());
+        // Without trimming, the same processor adds nothing and keeps offsets.
+        let kept = Engine::from_json(
+            &trimming.replace(r#""trim_offsets": true"#, r#""trim_offsets": false"#),
+        )
+        .unwrap();
+        assert!(kept.offsets_template(&[("a b", None)], &settings).is_some());
     }
 }

@@ -84,7 +84,7 @@ impl Cache {
             }
             if !slot.1.is_null() {
                 // SAFETY: the slot owns one reference to this object.
-                unsafe { ffi::Py_DecRef(slot.1) };
+                unsafe { ffi::Py_DECREF(slot.1) };
             }
             *slot = (key, made);
         }
@@ -98,7 +98,7 @@ impl Drop for Cache {
             if !obj.is_null() {
                 // SAFETY: each slot owns one reference; a cache lives within a
                 // call that holds the GIL (it is never sent to another thread).
-                unsafe { ffi::Py_DecRef(obj) };
+                unsafe { ffi::Py_DECREF(obj) };
             }
         }
     }
@@ -140,10 +140,19 @@ struct Pairs {
     ints: Ints,
 }
 
+/// Slots per start of the tuple cache: pairs with one start and token
+/// lengths that differ modulo this share no slot.
+const ENDS_PER_START: u64 = 8;
+/// The most slots of the tuple cache (512 KiB): every pair of a batch of
+/// chats up to 4k characters each has a slot of its own.
+const MOST_PAIR_SLOTS: usize = 1 << 15;
+
 impl Pairs {
-    fn new(tokens: usize) -> Self {
+    /// The cache for a field of `tokens` pairs, none starting after `last_start`.
+    fn new(tokens: usize, last_start: usize) -> Self {
+        let wanted = tokens.min((last_start + 1).saturating_mul(ENDS_PER_START as usize));
         Pairs {
-            tuples: Cache::new(tokens, MOST_SLOTS),
+            tuples: Cache::new(wanted, MOST_PAIR_SLOTS),
             ints: Ints::new(tokens),
         }
     }
@@ -162,9 +171,10 @@ impl Pairs {
         };
         let key = u64::from(s) | (u64::from(e) << 32);
         // Start-major: a row's offsets, in order, walk the table forwards
-        // (hashed slots were slower); four pairs by start (a token's length,
-        // modulo 4) before a conflict.
-        let spot = (u64::from(s) << 2) | (u64::from(e.wrapping_sub(s)) & 3);
+        // (hashed slots were slower); eight pairs by start (a token's
+        // length, modulo 8) before a conflict: with four, a batch of 256
+        // chats made 100k tuples for its 30k distinct pairs.
+        let spot = u64::from(s) * ENDS_PER_START + (u64::from(e.wrapping_sub(s)) % ENDS_PER_START);
         // SAFETY: with the GIL (the caller's promise).
         unsafe { owned(self.tuples.get(spot, key, || pack(ints, start, end))) }
     }
@@ -185,7 +195,7 @@ unsafe fn pack(ints: &mut Ints, start: i64, end: i64) -> *mut ffi::PyObject {
             return first;
         }
         if collide {
-            ffi::Py_IncRef(first);
+            ffi::Py_INCREF(first);
         }
         let second = ints.get(end);
         let tuple = if second.is_null() {
@@ -195,7 +205,7 @@ unsafe fn pack(ints: &mut Ints, start: i64, end: i64) -> *mut ffi::PyObject {
             ffi::PyTuple_Pack(2, first, second)
         };
         if collide {
-            ffi::Py_DecRef(first);
+            ffi::Py_DECREF(first);
         }
         if !tuple.is_null() {
             // A tuple of two ints is in no cycle: untracked, as the collector
@@ -214,7 +224,7 @@ unsafe fn pack(ints: &mut Ints, start: i64, end: i64) -> *mut ffi::PyObject {
 unsafe fn owned(obj: *mut ffi::PyObject) -> *mut ffi::PyObject {
     if !obj.is_null() {
         // SAFETY: a live object, with the GIL (the caller's promise).
-        unsafe { ffi::Py_IncRef(obj) };
+        unsafe { ffi::Py_INCREF(obj) };
     }
     obj
 }
@@ -238,13 +248,34 @@ unsafe fn list_of(
         let value = item(i);
         if value.is_null() {
             // SAFETY: the list is ours (a new reference), its unset items are null.
-            unsafe { ffi::Py_DecRef(list) };
+            unsafe { ffi::Py_DECREF(list) };
             return Err(PyErr::fetch(py));
         }
-        // SAFETY: i < n, the list's length; SetItem steals the new reference.
-        unsafe { ffi::PyList_SetItem(list, i as ffi::Py_ssize_t, value) };
+        // SAFETY: i < n, the list's length, and slot i unset; it steals the new reference.
+        unsafe { set_item(list, i, value) };
     }
     Ok(list)
+}
+
+/// Puts `value` (a new reference, taken over) into the unset slot `i` of a
+/// new list: a plain store where the build may read CPython's own structs
+/// (version-specific builds), `PyList_SetItem` under the stable ABI.
+///
+/// # Safety
+/// The GIL must be held; `list` is a new list of more than `i` items whose
+/// slot `i` is unset (null); `value` is alive.
+#[inline]
+unsafe fn set_item(list: *mut ffi::PyObject, i: usize, value: *mut ffi::PyObject) {
+    #[cfg(not(Py_LIMITED_API))]
+    // SAFETY: the caller's promise: in bounds, the slot unset (nothing to drop).
+    unsafe {
+        ffi::PyList_SET_ITEM(list, i as ffi::Py_ssize_t, value)
+    };
+    #[cfg(Py_LIMITED_API)]
+    // SAFETY: the caller's promise; it cannot fail in bounds.
+    unsafe {
+        ffi::PyList_SetItem(list, i as ffi::Py_ssize_t, value)
+    };
 }
 
 /// `[v] * n` as a new list (CPython fills it without a call per item), or the error.
@@ -262,7 +293,7 @@ unsafe fn repeated(
     // SAFETY: with the GIL; `one` is a list of ours, dropped after.
     let list = unsafe { ffi::PySequence_Repeat(one, n as ffi::Py_ssize_t) };
     // SAFETY: our reference to `one`.
-    unsafe { ffi::Py_DecRef(one) };
+    unsafe { ffi::Py_DECREF(one) };
     if list.is_null() {
         return Err(PyErr::fetch(py));
     }
@@ -301,14 +332,14 @@ unsafe fn runs_list(
         let tail = match repeated(py, ints, b, len - n) {
             Ok(tail) => tail,
             Err(err) => {
-                ffi::Py_DecRef(head);
+                ffi::Py_DECREF(head);
                 return Err(err);
             }
         };
         // `head += tail`: extends `head` in place, returning it (a new reference).
         let joined = ffi::PySequence_InPlaceConcat(head, tail);
-        ffi::Py_DecRef(tail);
-        ffi::Py_DecRef(head);
+        ffi::Py_DECREF(tail);
+        ffi::Py_DECREF(head);
         if joined.is_null() {
             return Err(PyErr::fetch(py));
         }
@@ -327,7 +358,14 @@ pub fn rows<'py>(
     let n_rows = starts.len().saturating_sub(1);
     let tokens = starts.last().map_or(0, |&t| t as usize);
     let mut ints = Ints::new(if per_token == 2 { 0 } else { tokens });
-    let mut pairs = (per_token == 2).then(|| Pairs::new(tokens));
+    let mut pairs = (per_token == 2).then(|| {
+        let last_start = values
+            .iter()
+            .step_by(2)
+            .max()
+            .map_or(0, |&s| s.max(0) as usize);
+        Pairs::new(tokens, last_start)
+    });
     // SAFETY: `py` proves the GIL is held for every C API call below.
     let outer = unsafe {
         list_of(py, n_rows, |r| {
