@@ -29,6 +29,8 @@ struct GtRegex {
     const gt_u8* blocks;     // 128 classes per block; block 0 is code points 0..127
     gt_u32 n_classes;
     gt_u32 flags;            // GT_RX_LOOKBEHIND
+    const gt_u8* bclass;     // host only, or null: the block class of each byte (gt_rx_scan_blocks)
+    const gt_u8* bounds;     // host only, or null: 1 << 16 window entries GT_RX_NO / _YES / _UNDECIDED
 };
 
 // The class of the code point at `pos` (< end); its byte length in *len.
@@ -106,8 +108,10 @@ GT_HD_CALL gt_u32 gt_rx_find(const GtRegex* rx, const gt_u8* s, gt_u32 end, gt_u
 // backtrack with no match; patterns with a lookbehind are left to it whole.
 // Same matches as gt_rx_find by construction (rust/plan/regex/tests.rs
 // checks both against Oniguruma).
+// With `until`, it returns after the first end at or after it.
 template <class OnEnd>
-GT_HD gt_u32 gt_rx_scan_ascii(const GtRegex* rx, const gt_u8* s, gt_u32 end, gt_u32 pos, OnEnd& on_end) {
+GT_HD gt_u32 gt_rx_scan_ascii(const GtRegex* rx, const gt_u8* s, gt_u32 end, gt_u32 pos, OnEnd& on_end,
+                              gt_u32 until = GT_NONE) {
     if (pos >= end || s[pos] >= 0x80 || (rx->flags & GT_RX_LOOKBEHIND)) return pos;
     const gt_u32* trans = rx->trans;
     const gt_u8* blocks = rx->blocks;
@@ -136,9 +140,110 @@ GT_HD gt_u32 gt_rx_scan_ascii(const GtRegex* rx, const gt_u8* s, gt_u32 end, gt_
         if (r & (GT_RX_DEAD | GT_RX_MATCH)) break;
         on_end(done, p);
         done = p;
+        if (p >= until) break;
         row = r;
         last = 0;
         ++p;
     }
     return done;
 }
+
+#ifndef __CUDA_ARCH__
+// The block scan (host only): word ends over ASCII read from a table, 64
+// positions at a time, without a branch per word. rust/plan/regex/bounds.rs
+// derives the table from the DFA: bclass maps a byte to its block class (low
+// 4 bits; 15: non-ASCII) and flags (GT_RX_RARE, GT_RX_WHITE); bounds[a << 12 |
+// b << 8 | c << 4 | d] says whether a match ends between b and c in the
+// bytes a b c d (GT_RX_YES), does not (GT_RX_NO), or the table cannot tell
+// (GT_RX_UNDECIDED: the DFA decides). The table holds only for windows
+// that start GT_RX_SAFE counted bytes (not GT_RX_WHITE) after the last rare
+// one (`'`, `\n`: a contraction, `\s*[\r\n]` giving back a run).
+//
+// Example, GPT-2's pattern on "ab cd": the window "b cd" says yes (a match
+// ends before the space), "ab c" no, " cd" with what follows no.
+#define GT_RX_NO 0u
+#define GT_RX_YES 1u
+#define GT_RX_UNDECIDED 2u
+#define GT_RX_RARE 0x10u
+#define GT_RX_WHITE 0x20u
+#define GT_RX_SAFE 3u
+
+// Counted bytes (up to GT_RX_SAFE) since the last rare one before `pos`
+// (GT_RX_SAFE where there is none).
+inline gt_u32 gt_rx_count_before(const gt_u8* cls, const gt_u8* s, gt_u32 pos) {
+    gt_u32 d = 0;
+    while (pos > 0 && d < GT_RX_SAFE) {
+        gt_u32 k = cls[s[--pos]];
+        if (k & GT_RX_RARE) return d;
+        d += (k & GT_RX_WHITE) ? 0u : 1u;
+    }
+    return GT_RX_SAFE;
+}
+
+// Word ends from `done` (> 0, the end of a match) as the table decides
+// them, in order, up to the first position it does not decide: on_end(a, b)
+// for each; returns the last end (done: none) and sets *stop to that
+// position (end: the table went as far as it can, to end - 2).
+template <class OnEnd>
+inline gt_u32 gt_rx_scan_blocks(const GtRegex* rx, const gt_u8* s, gt_u32 end, gt_u32 done, OnEnd& on_end,
+                                gt_u32* stop) {
+    const gt_u8* cls = rx->bclass;
+    const gt_u8* bounds = rx->bounds;
+    // Position q's window is s[q - 2, q + 2); the first is done + 1's.
+    gt_u32 q = done + 1;
+    gt_u32 count = q + 1 < end ? gt_rx_count_before(cls, s, q - 2) : 0u;
+    while (q + 1 < end) {
+        gt_u32 m = end - 1 - q < 64u ? end - 1 - q : 64u;
+        gt_u64 yes = 0, und = 0;
+        gt_u32 rare = 0;
+        const gt_u8* w = s + q - 2;
+        for (gt_u32 i = 0; i < m; ++i) {
+            gt_u32 a = cls[w[i]], b = cls[w[i + 1]], c = cls[w[i + 2]], d = cls[w[i + 3]];
+            gt_u32 v = bounds[(a & 15u) << 12 | (b & 15u) << 8 | (c & 15u) << 4 | (d & 15u)];
+            yes |= (gt_u64)(v & 1u) << i;
+            und |= (gt_u64)(v >> 1) << i;
+            rare |= a;
+        }
+        if ((rare & GT_RX_RARE) || count < GT_RX_SAFE) {
+            // A zone: windows starting within GT_RX_SAFE counted bytes of a rare one.
+            for (gt_u32 i = 0; i < m; ++i) {
+                if (count < GT_RX_SAFE) und |= (gt_u64)1 << i;
+                gt_u32 a = cls[w[i]];
+                count = (a & GT_RX_RARE) ? 0u : count + ((a & GT_RX_WHITE) ? 0u : 1u);
+            }
+            if (count > GT_RX_SAFE) count = GT_RX_SAFE;
+        }
+        gt_u64 take = und ? yes & ((und & (0 - und)) - 1) : yes;
+        while (take) {
+            gt_u32 e = q + (gt_u32)__builtin_ctzll(take);
+            on_end(done, e);
+            done = e;
+            take &= take - 1;
+        }
+        if (und) {
+            *stop = q + (gt_u32)__builtin_ctzll(und);
+            return done;
+        }
+        q += m;
+    }
+    *stop = end;
+    return done;
+}
+
+// Consecutive matches from `pos` as gt_rx_scan_ascii finds them, with the
+// block scan wherever the pattern has a table: the table from each known
+// end, the DFA from where it stops to the first end past that.
+template <class OnEnd>
+inline gt_u32 gt_rx_scan_fast(const GtRegex* rx, const gt_u8* s, gt_u32 end, gt_u32 pos, OnEnd& on_end) {
+    if (!rx->bounds) return gt_rx_scan_ascii(rx, s, end, pos, on_end);
+    gt_u32 done = pos;
+    for (;;) {
+        gt_u32 stop = done;
+        if (done > 0) done = gt_rx_scan_blocks(rx, s, end, done, on_end, &stop);
+        gt_u32 until = stop >= end ? GT_NONE : (stop > done ? stop : done + 1);
+        gt_u32 next = gt_rx_scan_ascii(rx, s, end, done, on_end, until);
+        if (next == done || until == GT_NONE) return next;
+        done = next;
+    }
+}
+#endif
