@@ -25,11 +25,13 @@
 //! Rare classes: a class of ASCII bytes only, none a letter, a digit or a
 //! space (`'` of the contractions, `\r` and `\n` where the pattern names
 //! them) starts a zone in which the table does not hold: the configurations
-//! are only those whose last `SAFE` characters that are not white space
+//! are only those whose last `SAFE` counted characters that are not white space
 //! hold no rare one (after `\n` and any white space, `\s*[\r\n]` may still
 //! give back the whole run; after `'`, `'ll` may still match). The scan
 //! keeps that count (`GT_RX_RARE`, `GT_RX_WHITE` in the byte's class) and
-//! takes no word end from a window that starts inside a zone. A class that
+//! takes no word end from a window that starts inside a zone. `SAFE` is
+//! the fewest counted characters (0 to `MAX_SAFE`) that decide as many
+//! windows as `MAX_SAFE` does. A class that
 //! holds a non-ASCII character counts as the scan counts its bytes: white
 //! space (no count) if it holds no ASCII byte that counts.
 //!
@@ -54,8 +56,10 @@ pub const ENTRIES: usize = 1 << 16;
 /// non-ASCII).
 pub const RARE: u8 = 0x10;
 pub const WHITE: u8 = 0x20;
-/// Counted characters after a rare one before the table holds (`GT_RX_SAFE`).
-pub const SAFE: u8 = 3;
+/// Counted characters after a rare one before the table holds, at most
+/// (each pattern takes the fewest that decide as many windows; the scan
+/// reads its count at `class_of[256]`).
+pub const MAX_SAFE: u8 = 3;
 
 /// How a class moves the count since the last rare character.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,7 +74,8 @@ const MAX_HIST: usize = 12;
 /// Reachable configurations at most.
 const MAX_CFGS: usize = 50_000;
 
-/// The block classifier of a pattern: the block class of each byte, and the
+/// The block classifier of a pattern: the block class of each byte (and at
+/// 256 the count of counted bytes after a rare one it needs), and the
 /// entry (NO / YES / UNDECIDED) of each window a b | c d at
 /// `a << 12 | b << 8 | c << 4 | d`.
 #[derive(Clone, Debug)]
@@ -159,8 +164,8 @@ impl Sim<'_> {
 /// class); a match starts with any count (the scan may start anywhere). A
 /// backtrack from Far adds nothing: what it reads again is a string read
 /// from Start, which the search reads too.
-fn reachable(sim: &Sim, kinds: &[Kind]) -> Option<HashSet<Cfg>> {
-    let mut seen: HashSet<(Cfg, u8)> = (0..=SAFE).map(|d| (Cfg::Start, d)).collect();
+fn reachable(sim: &Sim, kinds: &[Kind], safe: u8) -> Option<HashSet<Cfg>> {
+    let mut seen: HashSet<(Cfg, u8)> = (0..=safe).map(|d| (Cfg::Start, d)).collect();
     let mut todo: Vec<(Cfg, u8)> = seen.iter().cloned().collect();
     let mut ends = Vec::new();
     while let Some((cfg, d)) = todo.pop() {
@@ -168,7 +173,7 @@ fn reachable(sim: &Sim, kinds: &[Kind]) -> Option<HashSet<Cfg>> {
             let d = match kind {
                 Kind::Rare => 0,
                 Kind::White => d,
-                Kind::Counted => (d + 1).min(SAFE),
+                Kind::Counted => (d + 1).min(safe),
             };
             ends.clear();
             if let Some(next) = sim.feed(&cfg, c as u8, 0, &mut ends) {
@@ -183,7 +188,7 @@ fn reachable(sim: &Sim, kinds: &[Kind]) -> Option<HashSet<Cfg>> {
     }
     Some(
         seen.into_iter()
-            .filter(|&(_, d)| d == SAFE)
+            .filter(|&(_, d)| d == safe)
             .map(|(cfg, _)| cfg)
             .collect(),
     )
@@ -286,18 +291,29 @@ pub fn derive(trans: &[u32], start: u32, ascii: &[u8], kinds: &[Kind]) -> Option
         }
     }
     let sim = Sim { trans, start };
-    let cfgs = reachable(&sim, kinds)?;
-    let mut windows = Windows {
-        sim: &sim,
-        members,
-        bounds: vec![UNDECIDED; ENTRIES],
+    let table = |safe: u8| -> Option<Vec<u8>> {
+        let cfgs = reachable(&sim, kinds, safe)?;
+        let mut windows = Windows {
+            sim: &sim,
+            members: members.clone(),
+            bounds: vec![UNDECIDED; ENTRIES],
+        };
+        windows.fill(0, 0, &cfgs, 0);
+        Some(windows.bounds)
     };
-    windows.fill(0, 0, &cfgs, 0);
-    if windows.bounds.iter().all(|&v| v == UNDECIDED) {
+    let decided = |b: &[u8]| b.iter().filter(|&&v| v != UNDECIDED).count();
+    let most = table(MAX_SAFE)?;
+    let best = decided(&most);
+    if best == 0 {
         return None;
     }
-    Some(BlockTable {
-        class_of,
-        bounds: windows.bounds,
-    })
+    let (safe, bounds) = (0..MAX_SAFE)
+        .find_map(|safe| {
+            table(safe)
+                .filter(|b| decided(b) == best)
+                .map(|b| (safe, b))
+        })
+        .unwrap_or((MAX_SAFE, most));
+    class_of.push(safe);
+    Some(BlockTable { class_of, bounds })
 }
