@@ -65,11 +65,12 @@ GT_HD void gt_step_ranges(const GtChainStep* step, const gt_u8* s, gt_u32 n, Sin
         gt_u32 last_end = 0, last_match_end = GT_NONE;
         while (last_end <= n) {
 #ifndef __CUDA_ARCH__
-            // Runs of ASCII words first, each handed on as it ends;
-            // gt_rx_find for the word where that stops.
+            // Runs of ASCII words first (the block table, the DFA where it
+            // cannot tell), each handed on as it ends; gt_rx_find for the
+            // word where that stops.
             if (prev == last_end) {
                 auto on_end = [&sink](gt_u32 a, gt_u32 b) { sink.range(a, b, 1); };
-                gt_u32 done = gt_rx_scan_ascii(&step->regex, s, n, last_end, on_end);
+                gt_u32 done = gt_rx_scan_fast(&step->regex, s, n, last_end, on_end);
                 if (done != last_end) prev = last_end = last_match_end = done;
             }
 #endif

@@ -29,6 +29,8 @@ struct GtRegex {
     const gt_u8* blocks;     // 128 classes per block; block 0 is code points 0..127
     gt_u32 n_classes;
     gt_u32 flags;            // GT_RX_LOOKBEHIND
+    const gt_u8* bclass;     // host only, or null: each byte's block class and flags, then the zone's count (gt_rx_scan_blocks)
+    const gt_u8* bounds;     // host only, or null: 1 << 16 window entries GT_RX_NO / _YES / _UNDECIDED
 };
 
 // The class of the code point at `pos` (< end); its byte length in *len.
@@ -106,8 +108,10 @@ GT_HD_CALL gt_u32 gt_rx_find(const GtRegex* rx, const gt_u8* s, gt_u32 end, gt_u
 // backtrack with no match; patterns with a lookbehind are left to it whole.
 // Same matches as gt_rx_find by construction (rust/plan/regex/tests.rs
 // checks both against Oniguruma).
+// With `until`, it returns after the first end at or after it.
 template <class OnEnd>
-GT_HD gt_u32 gt_rx_scan_ascii(const GtRegex* rx, const gt_u8* s, gt_u32 end, gt_u32 pos, OnEnd& on_end) {
+GT_HD gt_u32 gt_rx_scan_ascii(const GtRegex* rx, const gt_u8* s, gt_u32 end, gt_u32 pos, OnEnd& on_end,
+                              gt_u32 until = GT_NONE) {
     if (pos >= end || s[pos] >= 0x80 || (rx->flags & GT_RX_LOOKBEHIND)) return pos;
     const gt_u32* trans = rx->trans;
     const gt_u8* blocks = rx->blocks;
@@ -136,9 +140,155 @@ GT_HD gt_u32 gt_rx_scan_ascii(const GtRegex* rx, const gt_u8* s, gt_u32 end, gt_
         if (r & (GT_RX_DEAD | GT_RX_MATCH)) break;
         on_end(done, p);
         done = p;
+        if (p >= until) break;
         row = r;
         last = 0;
         ++p;
     }
     return done;
 }
+
+#ifndef __CUDA_ARCH__
+// The block scan (host only): word ends over ASCII read from a table, 64
+// positions at a time, without a branch per word. rust/plan/regex/bounds.rs
+// derives the table from the DFA: bclass maps a byte to its block class (low
+// 4 bits; 15: non-ASCII) and flags (GT_RX_RARE, GT_RX_WHITE); bounds[a << 12 |
+// b << 8 | c << 4 | d] says whether a match ends between b and c in the
+// bytes a b c d (GT_RX_YES), does not (GT_RX_NO), or the table cannot tell
+// (GT_RX_UNDECIDED: the DFA decides). The table holds only for windows
+// that start bclass[256] counted bytes (not GT_RX_WHITE) after the last
+// rare one (`'`, `\n`: a contraction, `\s*[\r\n]` giving back a run).
+//
+// Example, GPT-2's pattern on "ab cd": the window "b cd" says yes (a match
+// ends before the space), "ab c" no, " cd" with what follows no.
+#define GT_RX_NO 0u
+#define GT_RX_YES 1u
+#define GT_RX_UNDECIDED 2u
+#define GT_RX_RARE 0x10u
+#define GT_RX_WHITE 0x20u
+#ifndef GT_RX_DFA_RUN
+#define GT_RX_DFA_RUN 16u
+#endif
+
+// Counted bytes (up to `safe`) since the last rare one before `pos` (`safe`
+// where there is none), looking back 32 bytes at most (0 past them: fewer
+// than the truth only makes more windows undecided).
+inline gt_u32 gt_rx_count_before(const gt_u8* cls, const gt_u8* s, gt_u32 pos, gt_u32 safe) {
+    gt_u32 d = 0, floor = pos > 32u ? pos - 32u : 0u;
+    while (d < safe) {
+        if (pos == floor) return floor == 0 ? safe : 0u;
+        gt_u32 k = cls[s[--pos]];
+        if (k & GT_RX_RARE) return d;
+        d += (k & GT_RX_WHITE) ? 0u : 1u;
+    }
+    return safe;
+}
+
+// Word ends from `done` (> 0, the end of a match) as the table decides
+// them, in order, up to the first position it does not decide: on_end(a, b)
+// for each; returns the last end (done: none) and sets *stop to that
+// position (end: the table went as far as it can, to end - 2). Positions go
+// 16 at a time (a stop wastes at most 15 lookups).
+template <class OnEnd>
+inline gt_u32 gt_rx_scan_blocks(const GtRegex* rx, const gt_u8* s, gt_u32 end, gt_u32 done, OnEnd& on_end,
+                                gt_u32* stop) {
+    const gt_u8* cls = rx->bclass;
+    const gt_u8* bounds = rx->bounds;
+    const gt_u32 safe = cls[256];
+    // Position q's window is s[q - 2, q + 2); the first is done + 1's.
+    gt_u32 q = done + 1;
+    gt_u32 count = q + 1 < end ? gt_rx_count_before(cls, s, q - 2, safe) : 0u;
+    while (q + 1 < end) {
+        gt_u32 m = end - 1 - q < 16u ? end - 1 - q : 16u;
+        const gt_u8* w = s + q - 2;
+        // Windows that hold a byte >= 0x80 are undecided: stop before them
+        // without their lookups (text that is not ASCII costs one test).
+        gt_u32 j = m + 3;  // the first byte >= 0x80 is w[j] (m + 3: none)
+        if (m == 16) {
+            const gt_u64 hi = 0x8080808080808080ull;
+            gt_u64 w0, w1, w2;
+            __builtin_memcpy(&w0, w, 8);
+            __builtin_memcpy(&w1, w + 8, 8);
+            __builtin_memcpy(&w2, w + 11, 8);
+            if (w0 & hi) {
+                j = (gt_u32)__builtin_ctzll(w0 & hi) >> 3;
+            } else if (w1 & hi) {
+                j = 8 + ((gt_u32)__builtin_ctzll(w1 & hi) >> 3);
+            } else if (w2 & hi) {
+                j = 11 + ((gt_u32)__builtin_ctzll(w2 & hi) >> 3);
+            }
+        } else {
+            for (gt_u32 i = 0; i < m + 3; ++i) {
+                if (w[i] >= 0x80) {
+                    j = i;
+                    break;
+                }
+            }
+        }
+        if (j < m + 3) {
+            if (j <= 3) {  // window 0 holds it
+                *stop = q;
+                return done;
+            }
+            m = j - 3 < m ? j - 3 : m;
+        }
+        // pair[i]: the classes of w[i] and w[i + 1]; window i is pair[i], pair[i + 2].
+        gt_u32 pair[18], flags = 0;
+        gt_u32 k0 = cls[w[0]];
+        for (gt_u32 i = 0; i < m + 2; ++i) {
+            gt_u32 k1 = cls[w[i + 1]];
+            pair[i] = (k0 & 15u) << 4 | (k1 & 15u);
+            flags |= i < m ? k0 : 0u;
+            k0 = k1;
+        }
+        gt_u32 yes = 0, und = 0;
+        for (gt_u32 i = 0; i < m; ++i) {
+            gt_u32 v = bounds[pair[i] << 8 | pair[i + 2]];
+            yes |= (v & 1u) << i;
+            und |= (v >> 1) << i;
+        }
+        if ((flags & GT_RX_RARE) || count < safe) {
+            // A zone: windows starting within `safe` counted bytes of a rare one.
+            for (gt_u32 i = 0; i < m; ++i) {
+                if (count < safe) und |= 1u << i;
+                gt_u32 k = cls[w[i]];
+                count = (k & GT_RX_RARE) ? 0u : count + ((k & GT_RX_WHITE) ? 0u : 1u);
+            }
+            if (count > safe) count = safe;
+        }
+        gt_u32 take = und ? yes & ((und & (0u - und)) - 1u) : yes;
+        while (take) {
+            gt_u32 e = q + (gt_u32)__builtin_ctz(take);
+            on_end(done, e);
+            done = e;
+            take &= take - 1u;
+        }
+        if (und) {
+            *stop = q + (gt_u32)__builtin_ctz(und);
+            return done;
+        }
+        q += m;
+    }
+    *stop = end;
+    return done;
+}
+
+// Consecutive matches from `pos` as gt_rx_scan_ascii finds them, with the
+// block scan wherever the pattern has a table: the table from each known
+// end, the DFA from where it stops to the first end past that.
+template <class OnEnd>
+inline gt_u32 gt_rx_scan_fast(const GtRegex* rx, const gt_u8* s, gt_u32 end, gt_u32 pos, OnEnd& on_end) {
+    if (!rx->bounds) return gt_rx_scan_ascii(rx, s, end, pos, on_end);
+    gt_u32 done = pos;
+    for (;;) {
+        gt_u32 stop = done;
+        if (done > 0 && (s[done - 1] | s[done]) < 0x80) done = gt_rx_scan_blocks(rx, s, end, done, on_end, &stop);
+        // The DFA past the undecided position and a little further (a zone
+        // or a run of undecided windows is rarely alone).
+        gt_u32 until = stop >= end ? GT_NONE : (stop > done ? stop : done + 1) + GT_RX_DFA_RUN;
+        gt_u32 next = gt_rx_scan_ascii(rx, s, end, done, on_end, until);
+        if (next == done || until == GT_NONE) return next;
+        done = next;
+    }
+}
+#endif

@@ -531,6 +531,9 @@ fn upload_chain(
         step.regex.starts = bufs[at + 1].ptr() as *const u32;
         step.regex.block_of = bufs[at + 2].ptr() as *const u16;
         step.regex.blocks = bufs[at + 3].ptr() as *const u8;
+        // The block scan is host only.
+        step.regex.bclass = std::ptr::null();
+        step.regex.bounds = std::ptr::null();
     }
     Ok(chain)
 }

@@ -307,6 +307,8 @@ c_mirror! {
         pub blocks: *const u8,
         pub n_classes: u32,
         pub flags: u32,
+        pub bclass: *const u8,
+        pub bounds: *const u8,
     }
 }
 
@@ -319,6 +321,8 @@ impl Default for GtRegex {
             blocks: std::ptr::null(),
             n_classes: 0,
             flags: 0,
+            bclass: std::ptr::null(),
+            bounds: std::ptr::null(),
         }
     }
 }

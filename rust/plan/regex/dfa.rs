@@ -162,6 +162,38 @@ impl Classes {
         out
     }
 
+    /// How each class moves the block scan's count since a rare class
+    /// (`bounds::Kind`): rare if it holds ASCII characters only, none a
+    /// letter, digit or space; white if none of its ASCII characters would
+    /// count (white space; a class without ASCII); counted otherwise.
+    fn kinds(&self) -> Vec<super::bounds::Kind> {
+        use super::bounds::Kind;
+        let mut ascii_only = vec![true; self.n];
+        for (cp, &k) in self.class_of.iter().enumerate().skip(128) {
+            if ascii_only[k as usize] && char::from_u32(cp as u32).is_some() {
+                ascii_only[k as usize] = false;
+            }
+        }
+        (0..self.n)
+            .map(|k| {
+                let members: Vec<u8> = (0..128u8)
+                    .filter(|&b| self.class_of[b as usize] as usize == k)
+                    .collect();
+                let plain = |b: &u8| b.is_ascii_alphanumeric() || *b == b' ';
+                if ascii_only[k] && !members.is_empty() && !members.iter().any(plain) {
+                    Kind::Rare
+                } else if members
+                    .iter()
+                    .all(|b| b.is_ascii_whitespace() || *b == 0x0b)
+                {
+                    Kind::White
+                } else {
+                    Kind::Counted
+                }
+            })
+            .collect()
+    }
+
     /// The two-level table: a block index per 128 code points, and the
     /// distinct blocks (the first is code points 0..128).
     fn table(&self) -> (Vec<u16>, Vec<u8>) {
@@ -428,6 +460,8 @@ pub struct Tables {
     /// ... and a match always starts at such a cut.
     pub bounds_cuts: bool,
     pub states: usize,
+    /// Word ends over ASCII by table (`bounds::derive`), where derivable.
+    pub block: Option<super::bounds::BlockTable>,
 }
 
 /// Compiles a parsed pattern.
@@ -643,10 +677,17 @@ fn tables(
             let (after, _) = edges[starts[k] as usize][space];
             after != 0 && edges[after as usize].iter().all(|&(_, m)| m)
         });
+    let starts: Vec<u32> = starts.iter().map(|&s| s * width).collect();
+    let block = if lookbehind || nullable {
+        None
+    } else {
+        let ascii: Vec<u8> = (0..128).map(|b| classes.of_cp(b) as u8).collect();
+        super::bounds::derive(&trans, starts[n], &ascii, &classes.kinds())
+    };
     Tables {
         n_classes: n as u32,
         trans,
-        starts: starts.iter().map(|&s| s * width).collect(),
+        starts,
         block_of,
         blocks,
         lookbehind,
@@ -654,5 +695,6 @@ fn tables(
         keeps_cuts,
         bounds_cuts,
         states: edges.len(),
+        block,
     }
 }

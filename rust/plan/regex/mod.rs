@@ -10,6 +10,7 @@
 //! (`\w+|[^\w\s]+` in the `regex` crate's reading) compile to the same
 //! tables from the crate's own predicates ([`char_class`], [`whitespace_words`]).
 
+pub mod bounds;
 pub mod charset;
 pub mod dfa;
 pub mod parse;
@@ -48,7 +49,20 @@ impl CompiledRegex {
             blocks: t.blocks.as_ptr(),
             n_classes: t.n_classes,
             flags: u32::from(t.lookbehind),
+            bclass: t
+                .block
+                .as_ref()
+                .map_or(std::ptr::null(), |b| b.class_of.as_ptr()),
+            bounds: t
+                .block
+                .as_ref()
+                .map_or(std::ptr::null(), |b| b.bounds.as_ptr()),
         }
+    }
+
+    /// The block classifier (`bounds`), where the pattern has one.
+    pub fn block_table(&self) -> Option<&bounds::BlockTable> {
+        self.tables.block.as_ref()
     }
 
     /// The arrays behind the view, for copying to a device: (trans, starts,

@@ -599,3 +599,70 @@ fn behaviours_and_splitting_pre_tokenizers_match_the_crate() {
         }
     }
 }
+
+/// The block table (`bounds`) against Oniguruma position by position: on
+/// ASCII texts of words of every kind, every window the table decides
+/// (outside a rare byte's zone, starting inside a match) says what
+/// Oniguruma's matches say: a match ends there (yes) or does not (no). The
+/// texts are long (the scan's 64-position blocks end at every offset) and the
+/// end-to-end tests above run the same texts through the scan itself.
+#[test]
+fn block_tables_agree_with_oniguruma() {
+    use crate::plan::regex::bounds::{RARE, UNDECIDED, WHITE, YES};
+    let mut rng = Rng(0x5ca7);
+    let mut tables = 0;
+    for (name, pattern) in real_patterns() {
+        let regex = CompiledRegex::compile(&pattern).unwrap();
+        let Some(table) = regex.block_table() else {
+            continue;
+        };
+        tables += 1;
+        let oniguruma = SysRegex::new(&pattern).unwrap();
+        let (mut decided, mut all) = (0usize, 0usize);
+        let texts: Vec<String> = long_word_texts(&mut rng, &['x'], 200)
+            .into_iter()
+            .chain(runs_texts(&mut rng, &['x'], 2000))
+            .collect();
+        for text in &texts {
+            let s = text.as_bytes();
+            let matches = oniguruma_matches(&oniguruma, text);
+            let mut ends = vec![false; s.len() + 1];
+            let mut covered = vec![false; s.len() + 1];
+            for &(a, b) in &matches {
+                ends[b] = true;
+                covered[a..b].iter_mut().for_each(|c| *c = true);
+            }
+            let class = |p: usize| table.class_of[s[p] as usize];
+            let safe_after = table.class_of[256];
+            let mut count = safe_after;
+            for q in 2..s.len().saturating_sub(1) {
+                let safe = count >= safe_after;
+                let a = class(q - 2);
+                count = if a & RARE != 0 {
+                    0
+                } else {
+                    (count + u8::from(a & WHITE == 0)).min(safe_after)
+                };
+                let idx = (0..4).fold(0, |i, k| i << 4 | usize::from(class(q - 2 + k) & 15));
+                let v = table.bounds[idx];
+                all += 1;
+                if !safe || v == UNDECIDED || !covered[q - 2] {
+                    continue;
+                }
+                decided += 1;
+                assert_eq!(
+                    v == YES,
+                    ends[q],
+                    "{name} ({pattern}) on {text:?} at {q}: the table says {v}"
+                );
+            }
+        }
+        // GPT-2's family: most positions from the table.
+        let family = ["scanner 1", "p50k"];
+        assert!(
+            decided * 2 > all || !family.contains(&name.as_str()),
+            "{name}: the table decides {decided} of {all} positions"
+        );
+    }
+    assert!(tables >= 2, "{tables} patterns have a table");
+}
