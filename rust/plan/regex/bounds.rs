@@ -39,7 +39,10 @@
 //! 16-bit index): the DFA's ASCII classes grouped by their first transition
 //! (so `s` and `a`, which only `'s` tells apart, share one; a window whose
 //! answer depends on which is undecided). Patterns with a lookbehind, an
-//! empty match, more than 15 groups or a search past its budget get no table.
+//! empty match, more than 15 groups or a search past its budget get no table;
+//! so do those it would not speed up: a rare class of white space (every
+//! newline a zone: cl100k, Qwen) or more than 10% of the ASCII windows
+//! undecided (benches/README.md, "The scan7 round").
 
 use super::dfa::{DEAD, MATCH, ROW};
 use std::collections::{HashMap, HashSet};
