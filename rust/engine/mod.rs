@@ -309,15 +309,13 @@ impl Engine {
     pub fn encode_batch(&self, inputs: &[Input<'_>], settings: &Settings) -> Result<Batch> {
         self.check_settings(inputs, settings)?;
         let pool = pool::current();
-        let bytes = inputs
+        let sizes: Vec<usize> = inputs
             .iter()
             .map(|(a, b)| a.len() + b.map_or(0, str::len))
-            .sum();
+            .collect();
         if let Some(template) = self.packable_template(inputs, settings) {
             // No per-document Encoding: ids, then the template around them.
-            let rows = pool.map_sized(inputs.len(), bytes, |i| {
-                self.sequence_ids(inputs[i].0, settings)
-            })?;
+            let rows = pool.map_by_size(&sizes, |i| self.sequence_ids(inputs[i].0, settings))?;
             return pack::pack_sequences(
                 &rows,
                 &template,
@@ -325,9 +323,8 @@ impl Engine {
                 settings.outputs,
             );
         }
-        let encodings: Vec<Encoding> = pool.map_sized(inputs.len(), bytes, |i| {
-            self.encode_one(inputs[i], settings)
-        })?;
+        let encodings: Vec<Encoding> =
+            pool.map_by_size(&sizes, |i| self.encode_one(inputs[i], settings))?;
         pack::pack(&encodings, settings.padding.as_ref(), settings.outputs)
     }
 
