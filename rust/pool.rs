@@ -12,7 +12,7 @@
 //! Read when the pool is built: at first use and again in each forked child.
 
 use rayon::prelude::*;
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 
 /// A thread pool bound to the process that built it.
 pub struct Pool {
@@ -113,6 +113,67 @@ impl Pool {
         }
     }
 
+    /// `f(0..n)` for items of `sizes[i]` bytes of text, results in index
+    /// order: largest first, each worker taking the next item when it is
+    /// done with one (a shared counter), so the call ends with the small
+    /// items and no worker waits on another's long queue. `map` splits by
+    /// count into halves and quarters that run to their end on one worker:
+    /// on fresh text a half holding the set's long documents kept one core
+    /// busy while the other waited (the batch9 round in benches/README).
+    /// Below `INLINE_BYTES` in all it runs on the caller's thread. After an
+    /// error the workers take no new item; the error of the lowest index
+    /// among those computed wins.
+    pub fn map_by_size<T, E, F>(&self, sizes: &[usize], f: F) -> Result<Vec<T>, E>
+    where
+        T: Send,
+        E: Send,
+        F: Fn(usize) -> Result<T, E> + Sync + Send,
+    {
+        let n = sizes.len();
+        let bytes = sizes.iter().fold(0usize, |sum, &b| sum.saturating_add(b));
+        let pool = match &self.rayon {
+            Some(pool) if n > 1 && bytes >= INLINE_BYTES => pool,
+            _ => return (0..n).map(f).collect(),
+        };
+        let mut order: Vec<usize> = (0..n).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(sizes[i]));
+        let next = AtomicUsize::new(0);
+        let failed = AtomicBool::new(false);
+        let done: Vec<Vec<(usize, Result<T, E>)>> = pool.broadcast(|_| {
+            let mut mine = Vec::new();
+            while !failed.load(Ordering::Relaxed) {
+                let Some(&i) = order.get(next.fetch_add(1, Ordering::Relaxed)) else {
+                    break;
+                };
+                let result = f(i);
+                if result.is_err() {
+                    failed.store(true, Ordering::Relaxed);
+                }
+                mine.push((i, result));
+            }
+            mine
+        });
+        let mut slots: Vec<Option<T>> = std::iter::repeat_with(|| None).take(n).collect();
+        let mut first_error: Option<(usize, E)> = None;
+        for (i, result) in done.into_iter().flatten() {
+            match result {
+                Ok(value) => slots[i] = Some(value),
+                Err(err) if first_error.as_ref().is_none_or(|(j, _)| i < *j) => {
+                    first_error = Some((i, err))
+                }
+                Err(_) => {}
+            }
+        }
+        if let Some((_, err)) = first_error {
+            return Err(err);
+        }
+        // Without an error every index was taken once.
+        Ok(slots
+            .into_iter()
+            .map(|slot| slot.expect("every item computed"))
+            .collect())
+    }
+
     /// `f(0..n)` in parallel, results in index order; the first error wins.
     pub fn map<T, E, F>(&self, n: usize, f: F) -> Result<Vec<T>, E>
     where
@@ -162,6 +223,43 @@ mod tests {
         assert!(on_caller(INLINE_BYTES - 1).iter().all(|&here| here));
         if current().threads() > 1 {
             // The pool's workers take large work (the caller waits for them).
+            assert!(on_caller(INLINE_BYTES).iter().all(|&here| !here));
+        }
+    }
+
+    #[test]
+    fn map_by_size_keeps_order_and_propagates_errors() {
+        let pool = current();
+        let sizes: Vec<usize> = (0..1000).map(|i| (i * 7919) % 1000 * 100).collect();
+        let squares: Result<Vec<usize>, ()> = pool.map_by_size(&sizes, |i| Ok(i * i));
+        assert_eq!(
+            squares.unwrap(),
+            (0..1000).map(|i| i * i).collect::<Vec<_>>()
+        );
+        let failed: Result<Vec<usize>, String> = pool.map_by_size(&sizes, |i| {
+            if i == 37 {
+                Err(format!("bad {i}"))
+            } else {
+                Ok(i)
+            }
+        });
+        assert_eq!(failed.unwrap_err(), "bad 37");
+        let none: Result<Vec<usize>, ()> = pool.map_by_size(&[], Ok);
+        assert!(none.unwrap().is_empty());
+    }
+
+    #[test]
+    fn map_by_size_runs_small_work_on_the_callers_thread() {
+        let caller = std::thread::current().id();
+        let on_caller = |size| -> Vec<bool> {
+            current()
+                .map_by_size(&[size, 0], |_| {
+                    Ok::<_, ()>(std::thread::current().id() == caller)
+                })
+                .unwrap()
+        };
+        assert!(on_caller(INLINE_BYTES - 1).iter().all(|&here| here));
+        if current().threads() > 1 {
             assert!(on_caller(INLINE_BYTES).iter().all(|&here| !here));
         }
     }

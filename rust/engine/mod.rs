@@ -340,15 +340,14 @@ impl Engine {
     pub fn encode_batch(&self, inputs: &[Input<'_>], settings: &Settings) -> Result<Batch> {
         self.check_settings(inputs, settings)?;
         let pool = pool::current();
-        let bytes = inputs
+        let sizes: Vec<usize> = inputs
             .iter()
             .map(|(a, b)| a.len() + b.map_or(0, str::len))
-            .sum();
+            .collect();
         if let Some(template) = self.packable_template(inputs, settings) {
             // No per-document Encoding: ids, then the template around them.
-            let rows = pool.map_sized(inputs.len(), bytes, |i| {
-                self.sequence_row(inputs[i].0, settings, false)
-            })?;
+            let rows =
+                pool.map_by_size(&sizes, |i| self.sequence_row(inputs[i].0, settings, false))?;
             return pack::pack_sequences(
                 &rows,
                 &template,
@@ -358,9 +357,8 @@ impl Engine {
         }
         if let Some(template) = self.offsets_template(inputs, settings) {
             // The same with each token's offsets.
-            let rows = pool.map_sized(inputs.len(), bytes, |i| {
-                self.sequence_row(inputs[i].0, settings, true)
-            })?;
+            let rows =
+                pool.map_by_size(&sizes, |i| self.sequence_row(inputs[i].0, settings, true))?;
             return pack::pack_sequences(
                 &rows,
                 &template,
@@ -368,9 +366,8 @@ impl Engine {
                 settings.outputs,
             );
         }
-        let encodings: Vec<Encoding> = pool.map_sized(inputs.len(), bytes, |i| {
-            self.encode_one(inputs[i], settings)
-        })?;
+        let encodings: Vec<Encoding> =
+            pool.map_by_size(&sizes, |i| self.encode_one(inputs[i], settings))?;
         pack::pack(&encodings, settings.padding.as_ref(), settings.outputs)
     }
 
