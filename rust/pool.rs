@@ -139,7 +139,10 @@ impl Pool {
         order.sort_by_key(|&i| std::cmp::Reverse(sizes[i]));
         let next = AtomicUsize::new(0);
         let failed = AtomicBool::new(false);
-        let done: Vec<Vec<(usize, Result<T, E>)>> = pool.broadcast(|_| {
+        // As many takers as items or threads, whichever is fewer: a small
+        // batch does not wait for every thread of a large pool to be scheduled.
+        let takers = n.min(self.threads.max(1));
+        let take = |_| {
             let mut mine = Vec::new();
             while !failed.load(Ordering::Relaxed) {
                 let Some(&i) = order.get(next.fetch_add(1, Ordering::Relaxed)) else {
@@ -152,7 +155,9 @@ impl Pool {
                 mine.push((i, result));
             }
             mine
-        });
+        };
+        let done: Vec<Vec<(usize, Result<T, E>)>> =
+            pool.install(|| (0..takers).into_par_iter().map(take).collect());
         let mut slots: Vec<Option<T>> = std::iter::repeat_with(|| None).take(n).collect();
         let mut first_error: Option<(usize, E)> = None;
         for (i, result) in done.into_iter().flatten() {

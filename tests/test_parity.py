@@ -58,8 +58,8 @@ def assert_same(lists: dict, expected: list[tokenizers.Encoding], texts: list, l
 
 
 def encode_all(name: str, texts: list, pairs: list | None = None, **kwargs) -> dict:
-    """Every field, from two calls: without offsets (the fast engine where the
-    plan allows it) and with offsets (the exact path). Both must agree."""
+    """Every field, from two calls: without offsets and with them (each on the
+    fast engine where the plan allows it, else the exact path). Both must agree."""
     common = dict(return_token_type_ids=True, return_special_tokens_mask=True, **kwargs)
     fast = ours(name).encode_batch(texts, pairs, **common).to_lists()
     with_offsets = ours(name).encode_batch(texts, pairs, return_offsets=True, **common).to_lists()

@@ -97,7 +97,8 @@ pub fn pack_sequences(
         }
         if let Some(v) = batch.offsets.as_mut() {
             let offsets = offsets.as_deref().unwrap_or_default();
-            debug_assert_eq!(
+            // A broken row must not pad past its end (an internal error, not wrong offsets).
+            assert_eq!(
                 offsets.len(),
                 row.len(),
                 "a row with offsets has one per id"
