@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fresh_engine_bench import SHARED, corpus_sets, tokenizer_json  # noqa: E402
+from fresh_engine_bench import SHARED, corpus_sets, cut_by_bytes, tokenizer_json  # noqa: E402
 
 
 def headline_sets(mb: float = 12, count: int = 5) -> list[list[bytes]]:
@@ -34,12 +34,7 @@ def headline_sets(mb: float = 12, count: int = 5) -> list[list[bytes]]:
             break
         docs.append(json.loads(line)["text"].encode())
         total += len(docs[-1])
-    sets: list[list[bytes]] = [[] for _ in range(count)]
-    at = 0
-    for doc in docs:
-        sets[min(count - 1, at * count // total)].append(doc)
-        at += len(doc)
-    return sets
+    return cut_by_bytes(docs, count)
 
 
 def halves(costs: list[float]) -> float:

@@ -37,9 +37,8 @@ from typing import Any
 SHARED = Path(os.environ.get("GPU_TOK_SHARED", "/work/shared"))
 
 
-def corpus_sets(path: Path, sets: int, seed: int) -> list[list[bytes]]:
-    docs = [json.loads(line)["text"].encode() for line in path.open(encoding="utf-8")]
-    random.Random(seed).shuffle(docs)
+def cut_by_bytes(docs: list[bytes], sets: int) -> list[list[bytes]]:
+    """`docs` in order, cut into `sets` runs of about equal bytes."""
     total = sum(map(len, docs))
     out: list[list[bytes]] = [[] for _ in range(sets)]
     at = 0
@@ -47,6 +46,12 @@ def corpus_sets(path: Path, sets: int, seed: int) -> list[list[bytes]]:
         out[min(sets - 1, at * sets // total)].append(doc)
         at += len(doc)
     return out
+
+
+def corpus_sets(path: Path, sets: int, seed: int) -> list[list[bytes]]:
+    docs = [json.loads(line)["text"].encode() for line in path.open(encoding="utf-8")]
+    random.Random(seed).shuffle(docs)
+    return cut_by_bytes(docs, sets)
 
 
 def tokenizer_json(name: str) -> str:

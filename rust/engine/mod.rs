@@ -344,21 +344,18 @@ impl Engine {
             .iter()
             .map(|(a, b)| a.len() + b.map_or(0, str::len))
             .collect();
-        if let Some(template) = self.packable_template(inputs, settings) {
-            // No per-document Encoding: ids, then the template around them.
-            let rows =
-                pool.map_by_size(&sizes, |i| self.sequence_row(inputs[i].0, settings, false))?;
-            return pack::pack_sequences(
-                &rows,
-                &template,
-                settings.padding.as_ref(),
-                settings.outputs,
-            );
-        }
-        if let Some(template) = self.offsets_template(inputs, settings) {
-            // The same with each token's offsets.
-            let rows =
-                pool.map_by_size(&sizes, |i| self.sequence_row(inputs[i].0, settings, true))?;
+        // No per-document Encoding where the template allows: ids (and each
+        // token's offsets, when asked), then the template around them.
+        let packable = match self.packable_template(inputs, settings) {
+            Some(template) => Some((template, false)),
+            None => self
+                .offsets_template(inputs, settings)
+                .map(|template| (template, true)),
+        };
+        if let Some((template, offsets)) = packable {
+            let rows = pool.map_by_size(&sizes, |i| {
+                self.sequence_row(inputs[i].0, settings, offsets)
+            })?;
             return pack::pack_sequences(
                 &rows,
                 &template,

@@ -7,6 +7,16 @@ use super::{encoding_from_ids, fast_encoding, Engine, Input, Settings};
 use crate::kernels::{GtTemplate, MAX_TEMPLATE};
 use tokenizers::TruncationStrategy;
 
+/// Single sequences, under a truncation that cuts the one sequence (not
+/// "only_second"): what both packed paths need of a call.
+fn one_sequence_each(inputs: &[Input<'_>], settings: &Settings) -> bool {
+    inputs.iter().all(|(_, pair)| pair.is_none())
+        && settings
+            .truncation
+            .as_ref()
+            .is_none_or(|t| t.strategy != TruncationStrategy::OnlySecond)
+}
+
 impl Engine {
     /// The template for a call whose rows can be packed from ids alone:
     /// single sequences, no offsets, a truncation that cuts the one sequence
@@ -16,12 +26,7 @@ impl Engine {
         inputs: &[Input<'_>],
         settings: &Settings,
     ) -> Option<GtTemplate> {
-        let packable = !settings.outputs.offsets
-            && inputs.iter().all(|(_, pair)| pair.is_none())
-            && settings
-                .truncation
-                .as_ref()
-                .is_none_or(|t| t.strategy != TruncationStrategy::OnlySecond);
+        let packable = !settings.outputs.offsets && one_sequence_each(inputs, settings);
         packable.then(|| self.cached_single_template(settings.add_special_tokens))?
     }
 
@@ -36,11 +41,7 @@ impl Engine {
     ) -> Option<GtTemplate> {
         let packable = settings.outputs.offsets
             && !self.tokens_for_offsets
-            && inputs.iter().all(|(_, pair)| pair.is_none())
-            && settings
-                .truncation
-                .as_ref()
-                .is_none_or(|t| t.strategy != TruncationStrategy::OnlySecond);
+            && one_sequence_each(inputs, settings);
         let add_special_tokens = settings.add_special_tokens;
         packable.then(|| {
             *self.offsets_templates[usize::from(add_special_tokens)].get_or_init(|| {
