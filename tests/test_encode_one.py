@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import gc
 
 import gpu_tok
 import pytest
+import tokenizers
 from conftest import TOKENIZER_NAMES, corpus_sample, edge_cases, reference, tokenizer_config, tokenizer_json
 
 gpu_tok_core = gpu_tok._core
@@ -115,3 +117,35 @@ def test_bad_text_fails_as_the_general_path_does() -> None:
         tok.encode(b"bytes")  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         tok.encode("a", add_special_tokens=1)  # type: ignore[arg-type]
+
+
+def test_ids_are_shared_ints_that_outlive_their_tokenizer() -> None:
+    # Lists of ids hold one int object per id (a tokenizer's own), so a kept
+    # list costs no int per token; the ints must stay valid after the
+    # tokenizer is gone.
+    tok = gpu_tok.Tokenizer.from_str(tokenizer_json(TOKENIZER_NAMES[0]))
+    texts = corpus_sample()[:4]
+    one = [tok.encode(t, add_special_tokens=False) for t in texts]
+    again = [tok.encode(t, add_special_tokens=False) for t in texts]
+    rows = tok(texts, add_special_tokens=False)["input_ids"]
+    assert one == again == rows
+    big = [(i, j) for i, row in enumerate(one) for j, v in enumerate(row) if v > 256][:50]
+    assert big, "the sample has ids past CPython's small ints"
+    assert all(one[i][j] is again[i][j] is rows[i][j] for i, j in big)
+    expected = [list(map(int, row)) for row in one]  # new ints, independent of the tokenizer's
+    del tok, again, rows
+    gc.collect()
+    assert [[v + 0 for v in row] for row in one] == expected
+
+
+def test_ids_past_the_vocabulary_size_are_exact() -> None:
+    # A vocabulary with a gap in its ids: the largest id is past the count
+    # of tokens, where the tokenizer keeps no shared int.
+    oracle = tokenizers.Tokenizer(tokenizers.models.WordLevel({"[UNK]": 0, "hello": 1, "world": 70000},
+                                                              unk_token="[UNK]"))
+    oracle.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+    tok = gpu_tok.Tokenizer.from_str(oracle.to_str())
+    text = "hello world hello zzz world"
+    expected = oracle.encode(text).ids
+    assert 70000 in expected
+    assert tok.encode(text) == expected == tok([text])["input_ids"][0]

@@ -5,6 +5,7 @@
 //! nothing is copied on the way out.
 
 use super::errors::to_py;
+use super::id_ints::IdInts;
 use super::tensor::{Storage, Tensor, Values};
 use crate::engine::device::{DeviceBatch, Timings};
 use crate::error::Result;
@@ -25,6 +26,8 @@ pub struct CoreBatch {
     host_row_starts: Vec<i64>,
     width: Option<usize>,
     timings: Option<Timings>,
+    /// The tokenizer's ints of its ids, for the `input_ids` lists.
+    id_ints: Option<Arc<IdInts>>,
 }
 
 impl CoreBatch {
@@ -53,7 +56,14 @@ impl CoreBatch {
             lengths: Storage::host(lengths),
             width,
             timings: None,
+            id_ints: None,
         })
+    }
+
+    /// This batch with its `input_ids` lists made from `id_ints`.
+    pub fn with_id_ints(mut self, id_ints: &Arc<IdInts>) -> Self {
+        self.id_ints = Some(Arc::clone(id_ints));
+        self
     }
 
     /// A batch whose buffers live on a device.
@@ -69,6 +79,7 @@ impl CoreBatch {
             lengths: Storage::device(batch.lengths_buf, Dtype::Int64),
             width: batch.width,
             timings: Some(batch.timings),
+            id_ints: None,
         }
     }
 
@@ -162,6 +173,7 @@ impl CoreBatch {
             host_row_starts: this.host_row_starts.clone(),
             width: this.width,
             timings: this.timings,
+            id_ints: this.id_ints.clone(),
         };
         Bound::new(py, batch)
     }
@@ -212,7 +224,11 @@ impl CoreBatch {
         let _paused = super::lists::GcPause::new(py);
         for (name, buffer) in &self.fields {
             let values = buffer.values()?;
-            let rows = super::lists::rows(py, &values, &self.host_row_starts, per_token(name))?;
+            let id_ints = (*name == "input_ids")
+                .then_some(self.id_ints.as_deref())
+                .flatten();
+            let rows =
+                super::lists::rows(py, &values, &self.host_row_starts, per_token(name), id_ints)?;
             out.set_item(*name, rows)?;
         }
         Ok(out)

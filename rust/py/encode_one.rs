@@ -5,7 +5,9 @@
 //! to pay for releasing it.
 
 use super::errors::{detach_work, from_panic, to_py};
+use super::id_ints::IdInts;
 use super::inputs;
+use super::lists;
 use crate::engine::Engine;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString};
@@ -19,6 +21,7 @@ const DETACH_BYTES: usize = 2048;
 pub(super) fn encode_ids<'py>(
     py: Python<'py>,
     engine: &Engine,
+    ints: &IdInts,
     text: &Bound<'py, PyString>,
     add_special_tokens: bool,
 ) -> PyResult<Bound<'py, PyList>> {
@@ -34,5 +37,5 @@ pub(super) fn encode_ids<'py>(
             Err(payload) => return Err(from_panic(py, payload)),
         },
     };
-    PyList::new(py, ids)
+    lists::ids_list(py, ints, &ids)
 }

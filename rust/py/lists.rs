@@ -8,6 +8,7 @@
 //! of one or two runs of a value (attention masks, type ids) is made by
 //! CPython's list repetition, which fills it without a call per item.
 
+use super::id_ints::IdInts;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
@@ -347,17 +348,32 @@ unsafe fn runs_list(
     }
 }
 
+/// `ids` as a new list of ints shared through `ints`.
+pub fn ids_list<'py>(py: Python<'py>, ints: &IdInts, ids: &[u32]) -> PyResult<Bound<'py, PyList>> {
+    // SAFETY: `py` proves the GIL is held; `get` gives new references.
+    let list = unsafe { list_of(py, ids.len(), |i| ints.get(ids[i]))? };
+    // SAFETY: `list` is a new reference to a list; the Bound takes it over.
+    let bound = unsafe { Bound::from_owned_ptr(py, list) };
+    Ok(bound.cast_into::<PyList>()?)
+}
+
 /// The rows of one field (`per_token` values per token: 2 for offsets, as
-/// (start, end) tuples) as a list of lists, rows cut at `starts`.
+/// (start, end) tuples) as a list of lists, rows cut at `starts`; token ids
+/// from `id_ints` when given.
 pub fn rows<'py>(
     py: Python<'py>,
     values: &[i64],
     starts: &[i64],
     per_token: usize,
+    id_ints: Option<&IdInts>,
 ) -> PyResult<Bound<'py, PyList>> {
     let n_rows = starts.len().saturating_sub(1);
     let tokens = starts.last().map_or(0, |&t| t as usize);
-    let mut ints = Ints::new(if per_token == 2 { 0 } else { tokens });
+    let mut ints = Ints::new(if per_token == 2 || id_ints.is_some() {
+        0
+    } else {
+        tokens
+    });
     let mut pairs = (per_token == 2).then(|| {
         let last_start = values
             .iter()
@@ -371,9 +387,10 @@ pub fn rows<'py>(
         list_of(py, n_rows, |r| {
             let (a, b) = (starts[r] as usize, starts[r + 1] as usize);
             let row = &values[per_token * a..per_token * b];
-            let made = match pairs.as_mut() {
-                Some(pairs) => list_of(py, b - a, |k| pairs.get(row[2 * k], row[2 * k + 1])),
-                None => match two_runs(row) {
+            let made = match (pairs.as_mut(), id_ints) {
+                (Some(pairs), _) => list_of(py, b - a, |k| pairs.get(row[2 * k], row[2 * k + 1])),
+                (None, Some(id_ints)) => list_of(py, b - a, |k| id_ints.get_value(row[k])),
+                (None, None) => match two_runs(row) {
                     Some(runs) => runs_list(py, &mut ints, runs, row.len()),
                     None => list_of(py, b - a, |k| owned(ints.get(row[k]))),
                 },

@@ -244,7 +244,8 @@ pub fn encode_rich(
     };
     let engine = tokenizer.engine();
     let rich = detach_work(py, || engine.encode_rich(&inputs, &settings))?;
-    let batch = detach_work(py, || CoreBatch::new(rich.batch, dtype))?;
+    let batch =
+        detach_work(py, || CoreBatch::new(rich.batch, dtype))?.with_id_ints(tokenizer.id_ints());
     Ok((
         batch,
         CoreMaps {

@@ -9,6 +9,7 @@ mod compat;
 mod decode;
 mod encode_one;
 mod errors;
+mod id_ints;
 mod info;
 mod inputs;
 mod lists;

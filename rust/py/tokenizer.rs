@@ -4,6 +4,7 @@
 
 use super::batch::CoreBatch;
 use super::errors::detach_work;
+use super::id_ints::IdInts;
 use super::inputs;
 use super::settings::{call_settings, check_pairs, Padding, Truncation};
 use crate::engine::device::{Device, Placed};
@@ -28,6 +29,8 @@ pub fn device_kind(device: &str) -> PyResult<&'static str> {
 #[pyclass(frozen, weakref, module = "gpu_tok._core")]
 pub struct CoreTokenizer {
     engine: Arc<Engine>,
+    /// The ints of its ids, shared by the lists it returns.
+    ints: Arc<IdInts>,
 }
 
 #[pymethods]
@@ -43,9 +46,7 @@ impl CoreTokenizer {
             true => Engine::from_own_json(json),
             false => Engine::from_json(json),
         })?;
-        Ok(CoreTokenizer {
-            engine: Arc::new(engine),
-        })
+        Ok(CoreTokenizer::new(engine))
     }
 
     /// Encodes a batch. Settings are explicit; the Python layer resolves defaults.
@@ -127,7 +128,8 @@ impl CoreTokenizer {
             PyErr::warn(py, &category, &message, stacklevel)?;
         }
         match placed {
-            Placed::Host(batch) => detach_work(py, || CoreBatch::new(batch, dtype)),
+            Placed::Host(batch) => detach_work(py, || CoreBatch::new(batch, dtype))
+                .map(|batch| batch.with_id_ints(&self.ints)),
             Placed::Device(batch) => Ok(CoreBatch::from_device(batch)),
         }
     }
@@ -141,7 +143,7 @@ impl CoreTokenizer {
         text: &Bound<'py, PyString>,
         add_special_tokens: bool,
     ) -> PyResult<Bound<'py, PyList>> {
-        super::encode_one::encode_ids(py, &self.engine, text, add_special_tokens)
+        super::encode_one::encode_ids(py, &self.engine, &self.ints, text, add_special_tokens)
     }
 
     /// Truncation stored in tokenizer.json, or None.
@@ -168,12 +170,7 @@ impl CoreTokenizer {
             .map_err(|err| PyValueError::new_err(format!("unreadable added tokens: {err}")))?;
         let engine = &self.engine;
         let (engine, added) = detach_work(py, || engine.with_added_tokens(tokens))?;
-        Ok((
-            CoreTokenizer {
-                engine: Arc::new(engine),
-            },
-            added,
-        ))
+        Ok((CoreTokenizer::new(engine), added))
     }
 
     /// Special tokens the post-processor adds to one sequence or a pair.
@@ -299,8 +296,21 @@ impl CoreTokenizer {
 }
 
 impl CoreTokenizer {
+    fn new(engine: Engine) -> Self {
+        let ints = IdInts::new(engine.hf().get_vocab_size(true));
+        CoreTokenizer {
+            engine: Arc::new(engine),
+            ints: Arc::new(ints),
+        }
+    }
+
     /// The engine (for the core's other Python functions).
     pub(super) fn engine(&self) -> &Arc<Engine> {
         &self.engine
+    }
+
+    /// The ints of its ids (for the lists of the core's other functions).
+    pub(super) fn id_ints(&self) -> &Arc<IdInts> {
+        &self.ints
     }
 }
