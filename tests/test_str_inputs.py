@@ -8,6 +8,7 @@ copy of the list holding while other threads change the list."""
 from __future__ import annotations
 
 import ctypes
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -165,3 +166,18 @@ def test_threads_share_one_tokenizer_on_every_width() -> None:
     with ThreadPoolExecutor(max_workers=8) as pool:
         results = list(pool.map(work, range(32)))
     assert all(r == expected for r in results)
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_one_str_encodes_as_tokenizers_and_is_left_as_it_was(kind: str) -> None:
+    # `tok.encode(text)` encodes its one string on the calling thread. A
+    # per-version build reads the code points and leaves no UTF-8 copy cached
+    # on the caller's string (CPython's encoder would keep one for as long as
+    # the string lives); the abi3 build asks CPython for it.
+    text = fresh(KINDS[kind] + " " + corpus_sample()[0])
+    expected = reference(NAME).encode(fresh(text)).ids
+    size = sys.getsizeof(text)
+    assert ours(NAME).encode(text) == expected
+    assert ours(NAME).encode(Text(text)) == expected
+    if ".abi3." not in gpu_tok._core.__file__:
+        assert sys.getsizeof(text) == size

@@ -6,8 +6,8 @@
 
 use super::errors::{detach_work, from_panic, to_py};
 use super::id_ints::IdInts;
-use super::inputs;
 use super::lists;
+use super::utf8;
 use crate::engine::Engine;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString};
@@ -26,8 +26,8 @@ pub(super) fn encode_ids<'py>(
     add_special_tokens: bool,
 ) -> PyResult<Bound<'py, PyList>> {
     // A lone surrogate fails as in a batch (the error names `texts[0]`).
-    let strs = inputs::utf8(py, std::slice::from_ref(text), "texts")?;
-    let text = strs.first().copied().unwrap_or_default();
+    let text = utf8::of_string(py, text, "texts")?;
+    let text = text.as_ref();
     let work = || engine.encode_ids(text, add_special_tokens);
     let ids = match text.len() >= DETACH_BYTES {
         true => detach_work(py, work)?,

@@ -16,6 +16,7 @@
 use super::errors;
 use pyo3::prelude::*;
 use pyo3::types::PyString;
+use std::borrow::Cow;
 
 /// The UTF-8 of every string of a batch: borrowed from the strings where it
 /// already is UTF-8, else from `encoded`.
@@ -96,6 +97,33 @@ pub fn of_strings<'a>(
     errors::detach_work(py, || code_points::to_utf8(&units, what))
 }
 
+/// The UTF-8 of one string (`what[0]` in its error), on the calling thread:
+/// CPython's own (`PyUnicode_AsUTF8AndSize`, cached on the string).
+#[cfg(feature = "abi3")]
+pub fn of_string<'a>(
+    py: Python<'_>,
+    s: &'a Bound<'_, PyString>,
+    what: &str,
+) -> PyResult<Cow<'a, str>> {
+    s.to_str()
+        .map(Cow::Borrowed)
+        .map_err(|err| errors::to_py(py, not_text(what, 0, err.value(py))))
+}
+
+/// The UTF-8 of one string (`what[0]` in its error), on the calling thread:
+/// borrowed when the string is ASCII, else encoded from its code points (a
+/// call's one text: no pool, and no UTF-8 copy left cached on the caller's
+/// string, as CPython's encoder leaves one).
+#[cfg(not(feature = "abi3"))]
+pub fn of_string<'a>(
+    py: Python<'_>,
+    s: &'a Bound<'_, PyString>,
+    what: &str,
+) -> PyResult<Cow<'a, str>> {
+    let units = code_points::of(s)?;
+    code_points::one_to_utf8(units, what).map_err(|err| errors::to_py(py, err))
+}
+
 #[cfg(not(feature = "abi3"))]
 mod code_points {
     //! A `str`'s own code points (PEP 393), and their UTF-8 made on the pool.
@@ -104,6 +132,7 @@ mod code_points {
     use pyo3::ffi;
     use pyo3::prelude::*;
     use pyo3::types::PyString;
+    use std::borrow::Cow;
     use std::sync::{Mutex, PoisonError};
 
     /// A string's code points as CPython stores them: one, two or four bytes each.
@@ -358,6 +387,29 @@ mod code_points {
         // them (and fills its span exactly, checked); pieces lie back to back.
         let encoded = unsafe { String::from_utf8_unchecked(buffer) };
         Ok(Utf8Texts { rows, encoded })
+    }
+
+    /// The UTF-8 of one string's code points: borrowed when they are ASCII.
+    pub fn one_to_utf8<'a>(s: CodePoints<'a>, what: &str) -> crate::error::Result<Cow<'a, str>> {
+        let Some(len) = s.utf8_len() else {
+            return Err(not_text(what, 0, s.surrogate_error()));
+        };
+        if let CodePoints::Ascii(u) | CodePoints::One(u) = s {
+            if len == u.len() {
+                // SAFETY: every byte is below 0x80 (as many bytes of UTF-8 as
+                // code points): ASCII is UTF-8.
+                return Ok(Cow::Borrowed(unsafe { std::str::from_utf8_unchecked(u) }));
+            }
+        }
+        let mut out = vec![0u8; len];
+        if s.encode(&mut out) != len {
+            return Err(crate::error::Error::InvalidArgument(format!(
+                "{what}[0] changed while it was read"
+            )));
+        }
+        // SAFETY: `encode` wrote the UTF-8 of code points none of which is a
+        // surrogate (`utf8_len` checked), filling `out` exactly (checked).
+        Ok(Cow::Owned(unsafe { String::from_utf8_unchecked(out) }))
     }
 
     /// Bytes of UTF-8 for Latin-1 code points: one more for each from 0x80
