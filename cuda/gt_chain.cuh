@@ -161,6 +161,18 @@ struct GtNextStep {
     GT_HD void operator()(gt_u32 x, gt_u32 y) { gt_chain_words<STEP>(chain, s, base + x, base + y, *emit); }
 };
 
+// Each non-empty range of a step (offsets into its subject at `base`) as a
+// word: what the last step hands on when it keeps every range (Isolated, the
+// commonest), without a GtBehave and a call of the next step per word.
+template <class Emit>
+struct GtEachRange {
+    Emit* emit;
+    gt_u32 base;
+    GT_HD void range(gt_u32 x, gt_u32 y, int) {
+        if (x != y) (*emit)(base + x, base + y);
+    }
+};
+
 // Calls emit(start, end) for each non-empty word of s[begin, end) after
 // steps STEP.. of `chain`, in order. Offsets are into `s`; each piece is a
 // subject of its own (its ends are the ends of text for lookarounds).
@@ -175,6 +187,12 @@ GT_HD_CALL void gt_chain_words(const GtChain* chain, const gt_u8* s, gt_u32 begi
             return;
         }
         const GtChainStep* step = &chain->steps[STEP];
+        if ((gt_u32)STEP + 1 == chain->n && (step->behavior & GT_SPLIT_BEHAVIOR) == GT_SPLIT_ISOLATED) {
+            // The last step keeps every range as a piece: each is a word.
+            GtEachRange<Emit> words = {&emit, begin};
+            gt_step_ranges(step, s + begin, end - begin, words);
+            return;
+        }
         GtNextStep<STEP + 1, Emit> next = {chain, s, begin, &emit};
         GtBehave<GtNextStep<STEP + 1, Emit> > sink = gt_behave(step->behavior, &next);
         gt_step_ranges(step, s + begin, end - begin, sink);
