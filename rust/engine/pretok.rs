@@ -32,7 +32,7 @@ impl PreTokenizer {
     /// runs there, else the CPU's Rust path).
     pub fn words(&self, text: &str, emit: &mut dyn FnMut(usize, usize)) {
         match &self.chain {
-            Some(chain) => kernels::chain_words(chain, text, emit),
+            Some(chain) => kernels::chain_words(chain, text, &mut &mut *emit),
             None => encode::split_words(&self.steps, text, emit),
         }
     }

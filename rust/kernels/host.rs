@@ -179,14 +179,15 @@ impl GtChain {
 
 /// Calls `emit(start, end)` for each word of `text` after the Split chain
 /// (`gt_chain_words`). The chain's tables must be host memory.
-pub fn chain_words(chain: &GtChain, text: &str, emit: &mut dyn FnMut(usize, usize)) {
-    unsafe extern "C" fn word(ctx: *mut c_void, start: u32, end: u32) {
-        // SAFETY: `ctx` is the `&mut &mut dyn FnMut` passed below, alive for the call.
-        let emit = unsafe { &mut *ctx.cast::<&mut dyn FnMut(usize, usize)>() };
+/// Generic over `emit`, so the callback made for it calls it directly (inlined:
+/// one call per word from the kernel, none through a `dyn`).
+pub fn chain_words<F: FnMut(usize, usize)>(chain: &GtChain, text: &str, emit: &mut F) {
+    unsafe extern "C" fn word<F: FnMut(usize, usize)>(ctx: *mut c_void, start: u32, end: u32) {
+        // SAFETY: `ctx` is the `&mut F` passed below, alive for the call.
+        let emit = unsafe { &mut *ctx.cast::<F>() };
         emit(start as usize, end as usize);
     }
     assert!(text.len() < NONE as usize, "pieces are limited to 4 GiB");
-    let mut emit = emit;
     // SAFETY: `text` is valid UTF-8 of the given length; the chain's tables
     // are live host arrays (its owner's); the callback context outlives the
     // call and is only used during it.
@@ -195,8 +196,8 @@ pub fn chain_words(chain: &GtChain, text: &str, emit: &mut dyn FnMut(usize, usiz
             chain,
             text.as_ptr(),
             text.len() as u32,
-            word,
-            (&mut emit as *mut &mut dyn FnMut(usize, usize)).cast(),
+            word::<F>,
+            (emit as *mut F).cast(),
         )
     }
 }

@@ -113,7 +113,7 @@ impl StepChain {
 
     /// Calls `word(start, end)` with each non-empty word of `text`.
     fn each(&self, text: &str, word: &mut dyn FnMut(usize, usize)) {
-        kernels::chain_words(&self.0.chain, text, word)
+        kernels::chain_words(&self.0.chain, text, &mut &mut *word)
     }
 }
 
