@@ -52,9 +52,7 @@ impl IdInts {
         unsafe { ffi::Py_INCREF(obj) };
         obj
     }
-}
 
-impl IdInts {
     /// `get` for a value of a field of ids (an id, or any other int: a new one).
     ///
     /// # Safety
