@@ -27,6 +27,7 @@ struct GtRegex {
     const gt_u32* starts;    // n_classes + 1: the first row, by the class of the character before (n_classes: none)
     const gt_u16* block_of;  // 0x110000 / 128: the block of each 128 code points
     const gt_u8* blocks;     // 128 classes per block; block 0 is code points 0..127
+    const gt_u8* first_bytes;  // host only, or null: 0 for a byte no match starts at (no lookbehind, no empty match)
     gt_u32 n_classes;
     gt_u32 flags;            // GT_RX_LOOKBEHIND
 };
@@ -71,6 +72,13 @@ GT_HD gt_u32 gt_rx_match_at(const GtRegex* rx, const gt_u8* s, gt_u32 end, gt_u3
 GT_HD_CALL gt_u32 gt_rx_find(const GtRegex* rx, const gt_u8* s, gt_u32 end, gt_u32 pos, gt_u32* start) {
     gt_u32 prev = (rx->flags & GT_RX_LOOKBEHIND) ? gt_rx_class_before(rx, s, pos) : rx->n_classes;
     for (;;) {
+#ifndef __CUDA_ARCH__
+        // Bytes no match starts at, skipped with one lookup each (the
+        // start needs nothing before: `prev` stays the same).
+        if (rx->first_bytes) {
+            while (pos < end && !rx->first_bytes[s[pos]]) ++pos;
+        }
+#endif
         if (pos == end) {
             if (rx->trans[rx->starts[prev] + rx->n_classes] & GT_RX_MATCH) {
                 *start = pos;

@@ -531,6 +531,7 @@ fn upload_chain(
         step.regex.starts = bufs[at + 1].ptr() as *const u32;
         step.regex.block_of = bufs[at + 2].ptr() as *const u16;
         step.regex.blocks = bufs[at + 3].ptr() as *const u8;
+        step.regex.first_bytes = std::ptr::null(); // the host's search skip only
     }
     Ok(chain)
 }

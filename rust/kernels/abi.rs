@@ -305,6 +305,7 @@ c_mirror! {
         pub starts: *const u32,
         pub block_of: *const u16,
         pub blocks: *const u8,
+        pub first_bytes: *const u8,
         pub n_classes: u32,
         pub flags: u32,
     }
@@ -317,6 +318,7 @@ impl Default for GtRegex {
             starts: std::ptr::null(),
             block_of: std::ptr::null(),
             blocks: std::ptr::null(),
+            first_bytes: std::ptr::null(),
             n_classes: 0,
             flags: 0,
         }

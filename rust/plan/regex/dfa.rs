@@ -418,6 +418,10 @@ pub struct Tables {
     pub starts: Vec<u32>,
     pub block_of: Vec<u16>,
     pub blocks: Vec<u8>,
+    /// By byte, whether a match may start there (1) or not (0), for a host
+    /// search to skip what cannot start one; empty where no byte is ruled out
+    /// that way (see `first_bytes`).
+    pub first_bytes: Vec<u8>,
     /// The start depends on the character before.
     pub lookbehind: bool,
     /// The pattern can match the empty string.
@@ -589,6 +593,56 @@ fn minimize(edges: Vec<Vec<(u32, bool)>>, starts: Vec<u32>) -> (Vec<Vec<(u32, bo
 }
 
 /// The kernel's tables, and the facts the plan needs.
+/// Where the start needs no character before and no match is empty: by
+/// byte, 1 where a match may start (an ASCII character whose class the start
+/// row takes; a lead byte one of whose code points' classes it takes), 0
+/// elsewhere (continuation bytes included). A search that skips the 0 bytes
+/// stops at every character where the DFA's first step would not die: a
+/// pattern that matches rarely (DeepSeek's digits and CJK steps) is then
+/// searched a byte at a time with one lookup, not a class and a transition.
+fn first_bytes(start_row: &[(u32, bool)], block_of: &[u16], blocks: &[u8]) -> Vec<u8> {
+    let starts_with = |class: u8| start_row[class as usize].0 != 0;
+    let class_of =
+        |cp: u32| blocks[block_of[(cp >> 7) as usize] as usize * 128 + (cp & 127) as usize];
+    let block_starts: Vec<bool> = blocks
+        .chunks(128)
+        .map(|b| b.iter().any(|&c| starts_with(c)))
+        .collect();
+    // Whether a code point in [lo, hi) may start a match: whole blocks by
+    // their flag, the rest one by one.
+    let any_in = |lo: u32, hi: u32| {
+        let mut cp = lo;
+        while cp < hi {
+            if cp % 128 == 0 && cp + 128 <= hi {
+                if block_starts[block_of[(cp >> 7) as usize] as usize] {
+                    return true;
+                }
+                cp += 128;
+            } else {
+                if starts_with(class_of(cp)) {
+                    return true;
+                }
+                cp += 1;
+            }
+        }
+        false
+    };
+    (0..=255u32)
+        .map(|b| {
+            u8::from(match b {
+                0x00..=0x7F => starts_with(class_of(b)),
+                0xC2..=0xDF => any_in((b & 0x1F) << 6, ((b & 0x1F) << 6) + 64),
+                0xE0..=0xEF => any_in((b & 0x0F) << 12, ((b & 0x0F) << 12) + (1 << 12)),
+                0xF0..=0xF4 => any_in(
+                    (b & 0x07) << 18,
+                    (((b & 0x07) << 18) + (1 << 18)).min(0x11_0000),
+                ),
+                _ => false,
+            })
+        })
+        .collect()
+}
+
 fn tables(
     classes: &Classes,
     edges: Vec<Vec<(u32, bool)>>,
@@ -643,12 +697,17 @@ fn tables(
             let (after, _) = edges[starts[k] as usize][space];
             after != 0 && edges[after as usize].iter().all(|&(_, m)| m)
         });
+    let first_bytes = match lookbehind || nullable {
+        true => Vec::new(),
+        false => first_bytes(&edges[starts[n] as usize], &block_of, &blocks),
+    };
     Tables {
         n_classes: n as u32,
         trans,
         starts: starts.iter().map(|&s| s * width).collect(),
         block_of,
         blocks,
+        first_bytes,
         lookbehind,
         nullable,
         keeps_cuts,

@@ -46,6 +46,10 @@ impl CompiledRegex {
             starts: t.starts.as_ptr(),
             block_of: t.block_of.as_ptr(),
             blocks: t.blocks.as_ptr(),
+            first_bytes: match t.first_bytes.is_empty() {
+                true => std::ptr::null(),
+                false => t.first_bytes.as_ptr(),
+            },
             n_classes: t.n_classes,
             flags: u32::from(t.lookbehind),
         }

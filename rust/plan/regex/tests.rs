@@ -599,3 +599,39 @@ fn behaviours_and_splitting_pre_tokenizers_match_the_crate() {
         }
     }
 }
+
+/// The bytes a search skips: none a match can start at (the tests above
+/// match Oniguruma on every code point with the skip in place), and the
+/// skip is off where the start reads the character before or a match can
+/// be empty.
+#[test]
+fn first_bytes_rule_out_only_bytes_no_match_starts_at() {
+    let digits = CompiledRegex::compile(r"\p{N}{1,3}").unwrap();
+    let first = &digits.tables.first_bytes;
+    assert_eq!(first.len(), 256);
+    assert_eq!(first[b'7' as usize], 1);
+    assert_eq!(first[b'a' as usize], 0);
+    assert_eq!(first[b' ' as usize], 0);
+    assert_eq!(first[0x80], 0, "a continuation byte starts nothing");
+    assert_eq!(
+        first["٣".as_bytes()[0] as usize],
+        1,
+        "Arabic-Indic digits are \\p{{N}}"
+    );
+    assert!(!digits.view().first_bytes.is_null());
+    let cjk = CompiledRegex::compile(r"[一-龥]+").unwrap();
+    assert_eq!(cjk.tables.first_bytes["中".as_bytes()[0] as usize], 1);
+    assert_eq!(cjk.tables.first_bytes[b'a' as usize], 0);
+    assert_eq!(cjk.tables.first_bytes["é".as_bytes()[0] as usize], 0);
+    // Where a match can be empty or look behind, nothing is skipped.
+    assert!(CompiledRegex::compile(r"a*")
+        .unwrap()
+        .view()
+        .first_bytes
+        .is_null());
+    assert!(CompiledRegex::compile(r"(?<=a)b")
+        .unwrap()
+        .view()
+        .first_bytes
+        .is_null());
+}
