@@ -419,8 +419,9 @@ pub struct Tables {
     pub block_of: Vec<u16>,
     pub blocks: Vec<u8>,
     /// By byte, whether a match may start there (1) or not (0), for a host
-    /// search to skip what cannot start one; empty where no byte is ruled out
-    /// that way (see `first_bytes`).
+    /// search to skip what cannot start one; empty where the start reads the
+    /// character before, a match can be empty, or every character may start
+    /// one (see `first_bytes`).
     pub first_bytes: Vec<u8>,
     /// The start depends on the character before.
     pub lookbehind: bool,
@@ -592,7 +593,6 @@ fn minimize(edges: Vec<Vec<(u32, bool)>>, starts: Vec<u32>) -> (Vec<Vec<(u32, bo
     (merged, starts)
 }
 
-/// The kernel's tables, and the facts the plan needs.
 /// Where the start needs no character before and no match is empty: by
 /// byte, 1 where a match may start (an ASCII character whose class the start
 /// row takes; a lead byte one of whose code points' classes it takes), 0
@@ -627,7 +627,7 @@ fn first_bytes(start_row: &[(u32, bool)], block_of: &[u16], blocks: &[u8]) -> Ve
         }
         false
     };
-    (0..=255u32)
+    let first: Vec<u8> = (0..=255u32)
         .map(|b| {
             u8::from(match b {
                 0x00..=0x7F => starts_with(class_of(b)),
@@ -640,9 +640,17 @@ fn first_bytes(start_row: &[(u32, bool)], block_of: &[u16], blocks: &[u8]) -> Ve
                 _ => false,
             })
         })
-        .collect()
+        .collect();
+    // A pattern that may start at every character (GPT-2's, Qwen's) skips
+    // nothing: no table, so its search pays no lookup for it.
+    let starts_anywhere = (0x00..=0x7F).chain(0xC2..=0xF4).all(|b| first[b] == 1);
+    match starts_anywhere {
+        true => Vec::new(),
+        false => first,
+    }
 }
 
+/// The kernel's tables, and the facts the plan needs.
 fn tables(
     classes: &Classes,
     edges: Vec<Vec<(u32, bool)>>,

@@ -623,7 +623,13 @@ fn first_bytes_rule_out_only_bytes_no_match_starts_at() {
     assert_eq!(cjk.tables.first_bytes["中".as_bytes()[0] as usize], 1);
     assert_eq!(cjk.tables.first_bytes[b'a' as usize], 0);
     assert_eq!(cjk.tables.first_bytes["é".as_bytes()[0] as usize], 0);
-    // Where a match can be empty or look behind, nothing is skipped.
+    // Where every character may start a match, or a match can be empty or
+    // look behind, nothing is skipped.
+    assert!(CompiledRegex::compile(r"\s+|\S+")
+        .unwrap()
+        .view()
+        .first_bytes
+        .is_null());
     assert!(CompiledRegex::compile(r"a*")
         .unwrap()
         .view()
