@@ -27,6 +27,10 @@ struct GtBpeModel {
     // up in `merges`): a word's first pairs, one per byte and most of its
     // lookups, then come from a table that stays in the cache.
     const gt_u32* byte_pair_ranks;
+    // The token a character of U+0080..U+FFFF starts a word's merges as, by
+    // code point (0x10000 entries), GT_NONE where it starts as its bytes;
+    // null: every character starts as its bytes (see gt_bpe_symbols).
+    const gt_u32* char_atoms;
     gt_u32 byte_ids[256];  // id of each byte's one-character token
     gt_u32 ignore_merges;  // 1: a word found in `vocab` is emitted whole
     gt_u32 pad_;           // named padding: the Rust mirror has no hidden bytes
@@ -217,20 +221,81 @@ GT_HD gt_u32 gt_whole_word(const GtBytesTable* vocab, const gt_u8* bytes, gt_u32
     return 1;
 }
 
+// ---- where a word's merges start ------------------------------------------
+// BPE starts from one symbol per byte. Most merges of a multi-byte character
+// join its own bytes (a CJK character is three bytes, merged in two steps
+// into one token), and they are the same in every word: starting such a
+// character as that token, its "atom", skips them. Exact where the plan
+// (rust/plan/char_atoms.rs) finds, for the character alone:
+//   1. its bytes merge into one token; let R be the highest rank of those merges;
+//   2. no merge of rank <= R joins one of its partial symbols (any but the
+//      token) with a symbol of a neighbouring character: the partial symbol
+//      at its right end with a symbol that starts a character, or the one
+//      at its left end with a symbol that ends one;
+//   3. no merge of rank <= R has the token itself as a side.
+// Why that is the oracle's result: while the character is partial, its next
+// own merge (rank <= R) is in the queue, so by 2 no merge that takes one of
+// its partial symbols comes first; its own merges are then those it makes
+// alone. By 3, every pair its token makes ranks above every one of its own
+// merges, so the queue cannot take such a pair before the token exists, and
+// from the state with every atom made the queue takes the pairs between
+// tokens in the same order as from the atoms (merges with other characters'
+// partial symbols, of rank above R, wait in both).
+
+// An entry of char_atoms: the atom's id, and flags for the neighbours next to
+// which condition 2 fails (one that ends / starts with an ASCII byte, or with
+// a byte of a longer character): there the character starts as its bytes.
+#define GT_ATOM_ID 0x00FFFFFFu
+#define GT_ATOM_NOT_AFTER_ASCII (1u << 24)
+#define GT_ATOM_NOT_AFTER_CHAR (1u << 25)
+#define GT_ATOM_NOT_BEFORE_ASCII (1u << 26)
+#define GT_ATOM_NOT_BEFORE_CHAR (1u << 27)
+
+// Writes the symbols word bytes[0..n) starts its merges from to ids (room
+// for n): a character's atom where it has one, else each byte's token.
+// Returns their count (n: every symbol is a byte's).
+GT_HD gt_u32 gt_bpe_symbols(const GtBpeModel* m, const gt_u8* bytes, gt_u32 n, gt_u32* ids) {
+    const gt_u32* atoms = m->char_atoms;
+    gt_u32 k = 0;
+    for (gt_u32 i = 0; i < n;) {
+        gt_u8 b = bytes[i];
+        if (atoms && b >= 0xC0 && b < 0xF0) {  // two or three bytes: a character below U+10000
+            gt_u32 len = b < 0xE0 ? 2u : 3u;
+            if (i + len <= n) {
+                gt_u32 cp = len == 2 ? (gt_u32)(b & 0x1F) << 6 | (bytes[i + 1] & 0x3Fu)
+                                     : (gt_u32)(b & 0x0F) << 12 | (gt_u32)(bytes[i + 1] & 0x3F) << 6 |
+                                           (bytes[i + 2] & 0x3Fu);
+                // The neighbours next to which the character must start as its bytes.
+                gt_u32 atom = atoms[cp], not_here = 0;
+                if (i > 0) not_here |= bytes[i - 1] < 0x80 ? GT_ATOM_NOT_AFTER_ASCII : GT_ATOM_NOT_AFTER_CHAR;
+                if (i + len < n) not_here |= bytes[i + len] < 0x80 ? GT_ATOM_NOT_BEFORE_ASCII : GT_ATOM_NOT_BEFORE_CHAR;
+                if (atom != GT_NONE && !(atom & not_here)) {
+                    ids[k++] = atom & GT_ATOM_ID;
+                    i += len;
+                    continue;
+                }
+            }
+        }
+        ids[k++] = m->byte_ids[b];
+        ++i;
+    }
+    return k;
+}
+
 // Encodes `bytes[0..n)` into `out` (room for n ids); returns the number of ids.
 GT_HD gt_u32 gt_bpe_word(const GtBpeModel* m, const gt_u8* bytes, gt_u32 n, GtBpeScratch s, gt_u32* out) {
     if (n == 0) return 0;
     if (m->ignore_merges && gt_whole_word(&m->vocab, bytes, n, out)) return 1;
     if (n <= GT_SHORT_MERGE) {
         gt_u32 rank[GT_SHORT_MERGE];
-        for (gt_u32 i = 0; i < n; ++i) out[i] = m->byte_ids[bytes[i]];
-        if (n < 2) return n;
-        if (!m->byte_pair_ranks) return gt_bpe_merge_short(&m->merges, out, n);
+        gt_u32 k = gt_bpe_symbols(m, bytes, n, out);
+        if (k < 2) return k;
+        if (!m->byte_pair_ranks || k < n) return gt_bpe_merge_short(&m->merges, out, k);
         for (gt_u32 i = 0; i + 1 < n; ++i) rank[i] = m->byte_pair_ranks[(gt_u32)bytes[i] << 8 | bytes[i + 1]];
         return gt_bpe_merge_ranked(&m->merges, out, rank, n);
     }
-    for (gt_u32 i = 0; i < n; ++i) s.ids[i] = m->byte_ids[bytes[i]];
-    return gt_bpe_merge(&m->merges, s, n, out);
+    gt_u32 k = gt_bpe_symbols(m, bytes, n, s.ids);
+    return gt_bpe_merge(&m->merges, s, k, out);
 }
 
 // ---- many words taking turns (the host) -----------------------------------
@@ -287,12 +352,15 @@ GT_HD void gt_bpe_words_turns(const GtBpeModel* m, const gt_u8* bytes, const gt_
             GtTurnLane* l = &lanes[j];
             if (l->word == GT_NONE) {  // take the next word
                 if (next == k) continue;
-                gt_u32 w = next++, n = lens[w];
+                gt_u32 w = next++, len = lens[w];
                 const gt_u8* b = bytes + starts[w];
-                for (gt_u32 i = 0; i < n; ++i) l->ids[i] = m->byte_ids[b[i]];
-                for (gt_u32 i = 0; i + 1 < n; ++i) {
-                    l->rank[i] = m->byte_pair_ranks ? m->byte_pair_ranks[(gt_u32)b[i] << 8 | b[i + 1]]
-                                                    : gt_pair_rank(merges, l->ids[i], l->ids[i + 1]);
+                gt_u32 n = gt_bpe_symbols(m, b, len, l->ids);
+                if (m->byte_pair_ranks && n == len) {
+                    for (gt_u32 i = 0; i + 1 < n; ++i) l->rank[i] = m->byte_pair_ranks[(gt_u32)b[i] << 8 | b[i + 1]];
+                } else {
+                    // Ask for every pair's line first, so the reads overlap.
+                    for (gt_u32 i = 0; i + 1 < n; ++i) gt_pair_prefetch(merges, l->ids[i], l->ids[i + 1]);
+                    for (gt_u32 i = 0; i + 1 < n; ++i) l->rank[i] = gt_pair_rank(merges, l->ids[i], l->ids[i + 1]);
                 }
                 l->n = n;
                 l->at = GT_NONE;

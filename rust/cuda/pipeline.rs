@@ -551,10 +551,20 @@ fn byte_level_model(
     let byte_pair_ranks = dev.upload_new(t.byte_pair_ranks)?;
     let byte_pair_ranks_ptr = byte_pair_ranks.ptr() as *const u32;
     bufs.push(byte_pair_ranks);
+    let char_atoms_ptr = match t.char_atoms.is_empty() {
+        true => std::ptr::null(),
+        false => {
+            let char_atoms = dev.upload_new(t.char_atoms)?;
+            let ptr = char_atoms.ptr() as *const u32;
+            bufs.push(char_atoms);
+            ptr
+        }
+    };
     Ok(GtBpeModel {
         merges: upload_pairs(dev, t.merges, bufs)?,
         vocab: upload_bytes(dev, shortcut, bufs)?,
         byte_pair_ranks: byte_pair_ranks_ptr,
+        char_atoms: char_atoms_ptr,
         byte_ids: host.byte_ids,
         ignore_merges: 1,
         _pad: 0,

@@ -166,6 +166,9 @@ c_mirror! {
         pub vocab: GtBytesTable,
         /// Rank of the merge of two bytes' tokens, by (first << 8 | second); null: look them up.
         pub byte_pair_ranks: *const u32,
+        /// The token each character of U+0080..U+FFFF starts a word's merges as,
+        /// by code point, NONE: its bytes; null: every character its bytes.
+        pub char_atoms: *const u32,
         pub byte_ids: [u32; 256],
         pub ignore_merges: u32,
         pub _pad: u32,
@@ -268,6 +271,7 @@ impl GtBpeModel {
                 filter_mask: 0,
             },
             byte_pair_ranks: std::ptr::null(),
+            char_atoms: std::ptr::null(),
             byte_ids: [0; 256],
             ignore_merges: 0,
             _pad: 0,

@@ -393,12 +393,20 @@ impl Family for ByteLevelPlan {
                 })
                 .collect(),
         };
+        let char_atoms = match chars {
+            Some(_) => Vec::new(),
+            None => super::char_atoms::char_atoms(&merges, &byte_ids, &vocab_words),
+        };
         let view = GtBpeModel {
             merges: merges_view,
             vocab: words.view(),
             byte_pair_ranks: match byte_pair_ranks.is_empty() {
                 true => std::ptr::null(),
                 false => byte_pair_ranks.as_ptr(),
+            },
+            char_atoms: match char_atoms.is_empty() {
+                true => std::ptr::null(),
+                false => char_atoms.as_ptr(),
             },
             byte_ids,
             ignore_merges: u32::from(ignore_merges),
@@ -415,6 +423,7 @@ impl Family for ByteLevelPlan {
             merges,
             words,
             byte_pair_ranks,
+            char_atoms,
             word_model: view,
             own_words: None,
             short_vocab: ShortWords::with_slots(2),
@@ -441,11 +450,15 @@ impl Family for ByteLevelPlan {
             ),
             self.describe_splits(),
             match self.one_token_per_byte() {
-                true => "byte-level BPE kernel (cuda/gt_bpe.cuh) with a per-thread word cache; offsets too",
+                true => format!(
+                    "byte-level BPE kernel (cuda/gt_bpe.cuh) with a per-thread word cache; {} characters \
+                     start their merges as one token (rust/plan/char_atoms.rs); offsets too",
+                    self.char_atoms.iter().filter(|&&e| e != NONE).count()
+                ),
                 false => "BPE over each word's byte-level characters with affixes, byte fallback and the \
-                          unknown token (cuda/gt_spm.cuh), a per-thread word cache; offsets too (CPU)",
-            }
-            .into(),
+                          unknown token (cuda/gt_spm.cuh), a per-thread word cache; offsets too (CPU)"
+                    .into(),
+            },
         ]
     }
 
@@ -510,6 +523,8 @@ pub struct ByteLevelTables {
     words: BytesTable,
     /// The ranks `model.byte_pair_ranks` points to.
     byte_pair_ranks: Vec<u32>,
+    /// The atoms `model.char_atoms` points to (empty: none).
+    char_atoms: Vec<u32>,
     /// The model words are encoded with: `model`, but looking each word of
     /// over 15 bytes up first in the tokens that are their own BPE
     /// (`own_words`), so a word that is one token skips the merge loop;
@@ -602,6 +617,8 @@ pub struct ModelTables<'a> {
     pub merges: &'a MergeTable,
     /// Rank of each two bytes' merge (`GtBpeModel.byte_pair_ranks`).
     pub byte_pair_ranks: &'a [u32],
+    /// Each character's atom (`GtBpeModel.char_atoms`; empty: none).
+    pub char_atoms: &'a [u32],
     /// Whole words (every token with ignore_merges, else empty).
     pub words: &'a BytesTable,
 }
@@ -781,6 +798,7 @@ impl ByteLevelPlan {
         ModelTables {
             merges: &self.merges,
             byte_pair_ranks: &self.byte_pair_ranks,
+            char_atoms: &self.char_atoms,
             words: &self.words,
         }
     }

@@ -10,6 +10,7 @@
 
 pub mod alphabet;
 pub mod bytelevel;
+pub mod char_atoms;
 pub mod char_table;
 pub mod family;
 pub mod metaspace;

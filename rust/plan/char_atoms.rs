@@ -1,0 +1,247 @@
+//! The characters a byte-level word may start its merges as one token (its
+//! "atom"), instead of as its bytes: `GtBpeModel.char_atoms`, read by
+//! `gt_bpe_symbols` (cuda/gt_bpe.cuh, where the three conditions below and
+//! why they give the oracle's ids are written down).
+//!
+//! A CJK character is three bytes, which BPE joins in two merges in every
+//! word it is in; on text of such characters those merges are most of the
+//! merge loop's work, and a word's symbols are a third as many from atoms.
+
+use super::bytelevel::MergeTable;
+use crate::kernels::{self, PAIR_EMPTY, PAIR_RANK_LIMIT};
+
+/// Code points the table covers (the characters of two and three bytes).
+pub const CHARS: usize = 0x10000;
+/// `GtPairSlot.packed`: (left << ID_BITS | right) << RANK_BITS | rank.
+const ID_BITS: u32 = 21;
+const RANK_BITS: u32 = 22;
+
+/// `gt_bpe_symbols`' flags: the neighbours next to which a character must
+/// start as its bytes (the side condition 2 fails on), above its atom's id.
+pub const ATOM_ID: u32 = 0x00FF_FFFF;
+pub const NOT_AFTER_ASCII: u32 = 1 << 24;
+pub const NOT_AFTER_CHAR: u32 = 1 << 25;
+pub const NOT_BEFORE_ASCII: u32 = 1 << 26;
+pub const NOT_BEFORE_CHAR: u32 = 1 << 27;
+
+/// For each code point below U+10000: the token its bytes merge into alone,
+/// with the flags of the neighbours it cannot start as it next to, or
+/// `kernels::NONE` where it always starts as its bytes. Empty when no
+/// character has an atom. `byte_ids`: each byte's token; `token_bytes`:
+/// each token's bytes, by id (a token missing from it counts as starting
+/// and ending with any byte, which can only refuse more atoms).
+pub fn char_atoms(
+    merges: &MergeTable,
+    byte_ids: &[u32; 256],
+    token_bytes: &[(Vec<u8>, u32)],
+) -> Vec<u32> {
+    let none = kernels::NONE;
+    let view = merges.view();
+    let merged = |rank: u32| match merges.merged_of_rank.is_empty() {
+        true => rank,
+        false => merges.merged_of_rank[rank as usize],
+    };
+    let bounds = Bounds::of(merges, token_bytes);
+    let mut atoms = vec![none; CHARS];
+    let mut found = false;
+    let mut buf = [0u8; 4];
+    for cp in 0x80..CHARS as u32 {
+        let Some(c) = char::from_u32(cp) else {
+            continue;
+        }; // surrogates
+        let bytes = c.encode_utf8(&mut buf).as_bytes();
+        let mut symbols: Vec<u32> = bytes.iter().map(|&b| byte_ids[b as usize]).collect();
+        // The character alone, merged as gt_bpe_merge_ranked does, with the
+        // ends of each partial state and the highest rank merged.
+        let (mut left_ends, mut right_ends) = (Vec::new(), Vec::new());
+        let mut highest = 0;
+        while symbols.len() > 1 {
+            left_ends.push(symbols[0]);
+            right_ends.push(symbols[symbols.len() - 1]);
+            let lowest = (0..symbols.len() - 1)
+                .filter_map(|i| Some((kernels::pair_rank(&view, symbols[i], symbols[i + 1])?, i)))
+                .min();
+            let Some((rank, at)) = lowest else { break };
+            symbols[at] = merged(rank);
+            symbols.remove(at + 1);
+            highest = highest.max(rank);
+        }
+        let [atom] = symbols[..] else { continue };
+        if atom > ATOM_ID || bounds.lowest(&bounds.either_side, atom) <= highest {
+            continue; // condition 3
+        }
+        let fails = |table: &Vec<u32>, ends: &[u32]| {
+            ends.iter().any(|&id| bounds.lowest(table, id) <= highest)
+        };
+        let flags = [
+            (NOT_AFTER_ASCII, fails(&bounds.after_ascii, &left_ends)),
+            (NOT_AFTER_CHAR, fails(&bounds.after_char, &left_ends)),
+            (NOT_BEFORE_ASCII, fails(&bounds.before_ascii, &right_ends)),
+            (NOT_BEFORE_CHAR, fails(&bounds.before_char, &right_ends)),
+        ];
+        atoms[cp as usize] = flags
+            .iter()
+            .filter(|(_, fails)| *fails)
+            .fold(atom, |e, (flag, _)| e | flag);
+        found = true;
+    }
+    if !found {
+        atoms = Vec::new();
+    }
+    atoms
+}
+
+/// The lowest rank of the merges that may join a token with a neighbouring
+/// character's symbol, by token id (`u32::MAX`: none). A neighbour on the
+/// left ends with an ASCII byte or a continuation byte (0x80..0xBF: the end
+/// of a character of two or more bytes); one on the right starts with an
+/// ASCII byte or a lead byte (0xC0..).
+struct Bounds {
+    /// Merges (s, token) with s ending with an ASCII byte.
+    after_ascii: Vec<u32>,
+    /// Merges (s, token) with s ending with a continuation byte.
+    after_char: Vec<u32>,
+    /// Merges (token, t) with t starting with an ASCII byte.
+    before_ascii: Vec<u32>,
+    /// Merges (token, t) with t starting with a lead byte.
+    before_char: Vec<u32>,
+    /// Merges with the token on either side.
+    either_side: Vec<u32>,
+}
+
+impl Bounds {
+    fn of(merges: &MergeTable, token_bytes: &[(Vec<u8>, u32)]) -> Bounds {
+        let ids = 1 + token_bytes.iter().map(|&(_, id)| id).max().unwrap_or(0) as usize;
+        // Each token's first and last byte (0x100: not known, so any).
+        let mut ends = vec![(0x100u16, 0x100u16); ids];
+        for (bytes, id) in token_bytes {
+            if let (Some(&first), Some(&last)) = (bytes.first(), bytes.last()) {
+                ends[*id as usize] = (first.into(), last.into());
+            }
+        }
+        let ends_of = |id: u32| ends.get(id as usize).copied().unwrap_or((0x100, 0x100));
+        let mut bounds = Bounds {
+            after_ascii: vec![u32::MAX; ids],
+            after_char: vec![u32::MAX; ids],
+            before_ascii: vec![u32::MAX; ids],
+            before_char: vec![u32::MAX; ids],
+            either_side: vec![u32::MAX; ids],
+        };
+        let lower = |table: &mut Vec<u32>, id: u32, rank: u32| {
+            if table.len() <= id as usize {
+                table.resize(id as usize + 1, u32::MAX);
+            }
+            let slot = &mut table[id as usize];
+            *slot = (*slot).min(rank);
+        };
+        for slot in merges.slots.iter().filter(|s| s.packed != PAIR_EMPTY) {
+            let key = slot.packed >> RANK_BITS;
+            let (left, right) = ((key >> ID_BITS) as u32, (key & ((1 << ID_BITS) - 1)) as u32);
+            let rank = (slot.packed & u64::from(PAIR_RANK_LIMIT)) as u32;
+            let (last, first) = (ends_of(left).1, ends_of(right).0);
+            if last < 0x80 || last == 0x100 {
+                lower(&mut bounds.after_ascii, right, rank);
+            }
+            if (0x80..0xC0).contains(&last) || last == 0x100 {
+                lower(&mut bounds.after_char, right, rank);
+            }
+            if first < 0x80 || first == 0x100 {
+                lower(&mut bounds.before_ascii, left, rank);
+            }
+            if first >= 0xC0 {
+                lower(&mut bounds.before_char, left, rank);
+            }
+            lower(&mut bounds.either_side, left, rank);
+            lower(&mut bounds.either_side, right, rank);
+        }
+        bounds
+    }
+
+    fn lowest(&self, table: &[u32], id: u32) -> u32 {
+        table.get(id as usize).copied().unwrap_or(u32::MAX)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::alphabet::alphabet;
+    use crate::plan::bytelevel::ByteLevelPlan;
+    use crate::plan::family::Family;
+
+    /// A byte-level BPE plan with the 256 byte tokens and these merges (of
+    /// byte strings), ranked in this order.
+    fn plan(merges: &[(&[u8], &[u8])]) -> ByteLevelPlan {
+        let chars = alphabet();
+        let text = |bytes: &[u8]| -> String { bytes.iter().map(|&b| chars[b as usize]).collect() };
+        let mut vocab = serde_json::Map::new();
+        for b in 0..=255u8 {
+            vocab.insert(text(&[b]), vocab.len().into());
+        }
+        for (left, right) in merges {
+            let made = text(&[*left, *right].concat());
+            if !vocab.contains_key(&made) {
+                vocab.insert(made, vocab.len().into());
+            }
+        }
+        let merges: Vec<String> = merges
+            .iter()
+            .map(|(l, r)| format!("{} {}", text(l), text(r)))
+            .collect();
+        let spec = serde_json::json!({
+            "normalizer": null,
+            "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": true},
+            "added_tokens": [],
+            "model": {"type": "BPE", "vocab": vocab, "merges": merges, "ignore_merges": false,
+                      "dropout": null, "unk_token": null, "continuing_subword_prefix": null,
+                      "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false},
+        });
+        ByteLevelPlan::build(&spec).expect("a byte-level plan")
+    }
+
+    fn entry(plan: &ByteLevelPlan, c: char) -> Option<u32> {
+        let atoms = plan.tables().char_atoms;
+        atoms
+            .get(c as usize)
+            .copied()
+            .filter(|&e| e != kernels::NONE)
+    }
+
+    const E_ACUTE: &[u8] = "é".as_bytes(); // C3 A9
+
+    #[test]
+    fn a_character_merged_whole_is_an_atom_with_no_flags() {
+        let plan = plan(&[(b"\xC3", b"\xA9")]);
+        let e = entry(&plan, 'é').expect("é has an atom");
+        assert_eq!(e & !ATOM_ID, 0);
+        assert_eq!(e & ATOM_ID, 256, "the merge's token");
+        assert_eq!(entry(&plan, 'ж'), None, "no merge joins its bytes");
+    }
+
+    #[test]
+    fn a_lower_merge_with_a_neighbour_flags_that_side() {
+        // " " + é's lead byte merges first: after an ASCII byte é must start as bytes.
+        let after_space = plan(&[(b" ", b"\xC3"), (b"\xC3", b"\xA9")]);
+        assert_eq!(
+            entry(&after_space, 'é').map(|e| e & !ATOM_ID),
+            Some(NOT_AFTER_ASCII)
+        );
+        // é's last byte + a lead byte merges first: before another character.
+        let before_char = plan(&[(b"\xA9", b"\xD0"), (b"\xC3", b"\xA9")]);
+        assert_eq!(
+            entry(&before_char, 'é').map(|e| e & !ATOM_ID),
+            Some(NOT_BEFORE_CHAR)
+        );
+        // Ranked after é's own merge, the same merges flag nothing.
+        let later = plan(&[(b"\xC3", b"\xA9"), (b" ", b"\xC3"), (b"\xA9", b"\xD0")]);
+        assert_eq!(entry(&later, 'é').map(|e| e & !ATOM_ID), Some(0));
+    }
+
+    #[test]
+    fn a_merge_of_the_token_ranked_below_its_own_makes_no_atom() {
+        // "éyz": bytes first merge y z (rank 0), é (rank 2), then nothing: [é, yz];
+        // from an atom, é y (rank 1) would come first: [éy, z].
+        let plan = plan(&[(b"y", b"z"), (E_ACUTE, b"y"), (b"\xC3", b"\xA9")]);
+        assert_eq!(entry(&plan, 'é'), None);
+    }
+}
