@@ -28,8 +28,8 @@ struct GtBpeModel {
     // lookups, then come from a table that stays in the cache.
     const gt_u32* byte_pair_ranks;
     // The token a character of U+0080..U+FFFF starts a word's merges as, by
-    // code point (0x10000 entries), GT_NONE where it starts as its bytes;
-    // null: every character starts as its bytes (see gt_bpe_symbols).
+    // code point (0x10000 entries, with flags: see gt_bpe_symbols); null:
+    // every character starts as its bytes.
     const gt_u32* char_atoms;
     gt_u32 byte_ids[256];  // id of each byte's one-character token
     gt_u32 ignore_merges;  // 1: a word found in `vocab` is emitted whole
@@ -242,14 +242,32 @@ GT_HD gt_u32 gt_whole_word(const GtBytesTable* vocab, const gt_u8* bytes, gt_u32
 // tokens in the same order as from the atoms (merges with other characters'
 // partial symbols, of rank above R, wait in both).
 
-// An entry of char_atoms: the atom's id, and flags for the neighbours next to
-// which condition 2 fails (one that ends / starts with an ASCII byte, or with
-// a byte of a longer character): there the character starts as its bytes.
+// An entry of char_atoms: the atom's id (GT_ATOM_ID: none, the character
+// always starts as its bytes), and flags for the neighbours next to which
+// condition 2 fails: one that ends / starts with an ASCII byte, or with a
+// byte of a longer character. Before a longer character, the merges that
+// join the character's partial end with a token holding a whole character
+// count only before that character: NOT_BEFORE_LISTED, and LISTED on every
+// character some such merge's token starts with.
 #define GT_ATOM_ID 0x00FFFFFFu
 #define GT_ATOM_NOT_AFTER_ASCII (1u << 24)
 #define GT_ATOM_NOT_AFTER_CHAR (1u << 25)
 #define GT_ATOM_NOT_BEFORE_ASCII (1u << 26)
 #define GT_ATOM_NOT_BEFORE_CHAR (1u << 27)
+#define GT_ATOM_NOT_BEFORE_LISTED (1u << 28)
+#define GT_ATOM_LISTED (1u << 29)
+
+// The length of the character of two or three bytes at bytes[i] (a lead
+// byte below 0xF0, and all of it before n) and its code point, else 0.
+GT_HD gt_u32 gt_atom_char(const gt_u8* bytes, gt_u32 n, gt_u32 i, gt_u32* cp) {
+    gt_u8 b = bytes[i];
+    if (b < 0xC0 || b >= 0xF0) return 0;
+    gt_u32 len = b < 0xE0 ? 2u : 3u;
+    if (i + len > n) return 0;
+    *cp = len == 2 ? (gt_u32)(b & 0x1F) << 6 | (bytes[i + 1] & 0x3Fu)
+                   : (gt_u32)(b & 0x0F) << 12 | (gt_u32)(bytes[i + 1] & 0x3F) << 6 | (bytes[i + 2] & 0x3Fu);
+    return len;
+}
 
 // Writes the symbols word bytes[0..n) starts its merges from to ids (room
 // for n): a character's atom where it has one, else each byte's token.
@@ -258,25 +276,32 @@ GT_HD gt_u32 gt_bpe_symbols(const GtBpeModel* m, const gt_u8* bytes, gt_u32 n, g
     const gt_u32* atoms = m->char_atoms;
     gt_u32 k = 0;
     for (gt_u32 i = 0; i < n;) {
-        gt_u8 b = bytes[i];
-        if (atoms && b >= 0xC0 && b < 0xF0) {  // two or three bytes: a character below U+10000
-            gt_u32 len = b < 0xE0 ? 2u : 3u;
-            if (i + len <= n) {
-                gt_u32 cp = len == 2 ? (gt_u32)(b & 0x1F) << 6 | (bytes[i + 1] & 0x3Fu)
-                                     : (gt_u32)(b & 0x0F) << 12 | (gt_u32)(bytes[i + 1] & 0x3F) << 6 |
-                                           (bytes[i + 2] & 0x3Fu);
-                // The neighbours next to which the character must start as its bytes.
-                gt_u32 atom = atoms[cp], not_here = 0;
-                if (i > 0) not_here |= bytes[i - 1] < 0x80 ? GT_ATOM_NOT_AFTER_ASCII : GT_ATOM_NOT_AFTER_CHAR;
-                if (i + len < n) not_here |= bytes[i + len] < 0x80 ? GT_ATOM_NOT_BEFORE_ASCII : GT_ATOM_NOT_BEFORE_CHAR;
-                if (atom != GT_NONE && !(atom & not_here)) {
-                    ids[k++] = atom & GT_ATOM_ID;
-                    i += len;
-                    continue;
+        gt_u32 cp, len = atoms ? gt_atom_char(bytes, n, i, &cp) : 0;
+        gt_u32 atom = len ? atoms[cp] : GT_ATOM_ID;
+        if ((atom & GT_ATOM_ID) != GT_ATOM_ID) {
+            // The neighbours next to which the character must start as its bytes.
+            gt_u32 not_here = 0;
+            if (i > 0) not_here |= bytes[i - 1] < 0x80 ? GT_ATOM_NOT_AFTER_ASCII : GT_ATOM_NOT_AFTER_CHAR;
+            if (i + len < n) {
+                if (bytes[i + len] < 0x80) {
+                    not_here |= GT_ATOM_NOT_BEFORE_ASCII;
+                } else {
+                    not_here |= GT_ATOM_NOT_BEFORE_CHAR;
+                    // A listed character next, or one the table does not cover.
+                    gt_u32 next_cp;
+                    if ((atom & GT_ATOM_NOT_BEFORE_LISTED) &&
+                        (!gt_atom_char(bytes, n, i + len, &next_cp) || (atoms[next_cp] & GT_ATOM_LISTED))) {
+                        not_here |= GT_ATOM_NOT_BEFORE_LISTED;
+                    }
                 }
             }
+            if (!(atom & not_here)) {
+                ids[k++] = atom & GT_ATOM_ID;
+                i += len;
+                continue;
+            }
         }
-        ids[k++] = m->byte_ids[b];
+        ids[k++] = m->byte_ids[bytes[i]];
         ++i;
     }
     return k;

@@ -167,7 +167,7 @@ c_mirror! {
         /// Rank of the merge of two bytes' tokens, by (first << 8 | second); null: look them up.
         pub byte_pair_ranks: *const u32,
         /// The token each character of U+0080..U+FFFF starts a word's merges as,
-        /// by code point, NONE: its bytes; null: every character its bytes.
+        /// by code point, with flags (plan/char_atoms.rs); null: every character its bytes.
         pub char_atoms: *const u32,
         pub byte_ids: [u32; 256],
         pub ignore_merges: u32,

@@ -32,6 +32,7 @@
 //! Why not: each refusal is a reason string shown by `tok.plan`.
 
 use super::alphabet::alphabet;
+use super::char_atoms::ATOM_ID;
 use super::family::{AddedTokens, Family};
 use super::normalize::PieceNormalizer;
 use super::regex::charset::{self, CharSet};
@@ -453,7 +454,7 @@ impl Family for ByteLevelPlan {
                 true => format!(
                     "byte-level BPE kernel (cuda/gt_bpe.cuh) with a per-thread word cache; {} characters \
                      start their merges as one token (rust/plan/char_atoms.rs); offsets too",
-                    self.char_atoms.iter().filter(|&&e| e != NONE).count()
+                    self.char_atoms.iter().filter(|&&e| e & ATOM_ID != ATOM_ID).count()
                 ),
                 false => "BPE over each word's byte-level characters with affixes, byte fallback and the \
                           unknown token (cuda/gt_spm.cuh), a per-thread word cache; offsets too (CPU)"

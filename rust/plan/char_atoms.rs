@@ -23,10 +23,16 @@ pub const NOT_AFTER_ASCII: u32 = 1 << 24;
 pub const NOT_AFTER_CHAR: u32 = 1 << 25;
 pub const NOT_BEFORE_ASCII: u32 = 1 << 26;
 pub const NOT_BEFORE_CHAR: u32 = 1 << 27;
+/// Not before a listed character (a whole-character token that a merge
+/// joins with a partial symbol of this character ranks low enough).
+pub const NOT_BEFORE_LISTED: u32 = 1 << 28;
+/// Listed: some merge joins a character's partial end with a token that
+/// starts with this character (set whether or not it has an atom).
+pub const LISTED: u32 = 1 << 29;
 
-/// For each code point below U+10000: the token its bytes merge into alone,
-/// with the flags of the neighbours it cannot start as it next to, or
-/// `kernels::NONE` where it always starts as its bytes. Empty when no
+/// For each code point below U+10000: the token its bytes merge into alone
+/// (`ATOM_ID` where it always starts as its bytes), with the flags of the
+/// neighbours it cannot start as it next to, and `LISTED`. Empty when no
 /// character has an atom. `byte_ids`: each byte's token; `token_bytes`:
 /// each token's bytes, by id (a token missing from it counts as starting
 /// and ending with any byte, which can only refuse more atoms).
@@ -35,14 +41,13 @@ pub fn char_atoms(
     byte_ids: &[u32; 256],
     token_bytes: &[(Vec<u8>, u32)],
 ) -> Vec<u32> {
-    let none = kernels::NONE;
     let view = merges.view();
     let merged = |rank: u32| match merges.merged_of_rank.is_empty() {
         true => rank,
         false => merges.merged_of_rank[rank as usize],
     };
     let bounds = Bounds::of(merges, token_bytes);
-    let mut atoms = vec![none; CHARS];
+    let mut atoms = vec![ATOM_ID; CHARS];
     let mut found = false;
     let mut buf = [0u8; 4];
     for cp in 0x80..CHARS as u32 {
@@ -67,7 +72,7 @@ pub fn char_atoms(
             highest = highest.max(rank);
         }
         let [atom] = symbols[..] else { continue };
-        if atom > ATOM_ID || bounds.lowest(&bounds.either_side, atom) <= highest {
+        if atom >= ATOM_ID || bounds.lowest(&bounds.either_side, atom) <= highest {
             continue; // condition 3
         }
         let fails = |table: &Vec<u32>, ends: &[u32]| {
@@ -77,7 +82,8 @@ pub fn char_atoms(
             (NOT_AFTER_ASCII, fails(&bounds.after_ascii, &left_ends)),
             (NOT_AFTER_CHAR, fails(&bounds.after_char, &left_ends)),
             (NOT_BEFORE_ASCII, fails(&bounds.before_ascii, &right_ends)),
-            (NOT_BEFORE_CHAR, fails(&bounds.before_char, &right_ends)),
+            (NOT_BEFORE_CHAR, fails(&bounds.before_part, &right_ends)),
+            (NOT_BEFORE_LISTED, fails(&bounds.before_whole, &right_ends)),
         ];
         atoms[cp as usize] = flags
             .iter()
@@ -86,7 +92,12 @@ pub fn char_atoms(
         found = true;
     }
     if !found {
-        atoms = Vec::new();
+        return Vec::new();
+    }
+    for (entry, listed) in atoms.iter_mut().zip(&bounds.listed) {
+        if *listed {
+            *entry |= LISTED;
+        }
     }
     atoms
 }
@@ -103,28 +114,79 @@ struct Bounds {
     after_char: Vec<u32>,
     /// Merges (token, t) with t starting with an ASCII byte.
     before_ascii: Vec<u32>,
-    /// Merges (token, t) with t starting with a lead byte.
-    before_char: Vec<u32>,
+    /// Merges (token, t) with t starting with a lead byte whose character
+    /// t does not hold whole.
+    before_part: Vec<u32>,
+    /// Merges (token, t) with t starting with a whole character of two or
+    /// more bytes.
+    before_whole: Vec<u32>,
+    /// By code point: the first character of the t of a merge (u, t) whose
+    /// u is continuation bytes only (a partial end of some character).
+    listed: Vec<bool>,
     /// Merges with the token on either side.
     either_side: Vec<u32>,
+}
+
+/// What a merge's side tells about the characters around it.
+#[derive(Clone, Copy)]
+struct Ends {
+    /// First and last byte (0x100: not known, so any).
+    first: u16,
+    last: u16,
+    /// Continuation bytes only: it can be a character's partial end.
+    continuation_only: bool,
+    /// The code point of its first character when it holds it whole and
+    /// it has two or more bytes.
+    whole_first: Option<u32>,
+}
+
+impl Ends {
+    const UNKNOWN: Ends = Ends {
+        first: 0x100,
+        last: 0x100,
+        continuation_only: true,
+        whole_first: None,
+    };
+
+    fn of(bytes: &[u8]) -> Ends {
+        let (Some(&first), Some(&last)) = (bytes.first(), bytes.last()) else {
+            return Ends::UNKNOWN;
+        };
+        let len = match first {
+            0xC0..=0xDF => 2,
+            0xE0..=0xEF => 3,
+            0xF0.. => 4,
+            _ => 0,
+        };
+        let whole_first = bytes
+            .get(..len)
+            .and_then(|head| std::str::from_utf8(head).ok())
+            .and_then(|head| head.chars().next())
+            .map(u32::from);
+        Ends {
+            first: first.into(),
+            last: last.into(),
+            continuation_only: bytes.iter().all(|b| (0x80..0xC0).contains(b)),
+            whole_first,
+        }
+    }
 }
 
 impl Bounds {
     fn of(merges: &MergeTable, token_bytes: &[(Vec<u8>, u32)]) -> Bounds {
         let ids = 1 + token_bytes.iter().map(|&(_, id)| id).max().unwrap_or(0) as usize;
-        // Each token's first and last byte (0x100: not known, so any).
-        let mut ends = vec![(0x100u16, 0x100u16); ids];
+        let mut ends = vec![Ends::UNKNOWN; ids];
         for (bytes, id) in token_bytes {
-            if let (Some(&first), Some(&last)) = (bytes.first(), bytes.last()) {
-                ends[*id as usize] = (first.into(), last.into());
-            }
+            ends[*id as usize] = Ends::of(bytes);
         }
-        let ends_of = |id: u32| ends.get(id as usize).copied().unwrap_or((0x100, 0x100));
+        let ends_of = |id: u32| ends.get(id as usize).copied().unwrap_or(Ends::UNKNOWN);
         let mut bounds = Bounds {
             after_ascii: vec![u32::MAX; ids],
             after_char: vec![u32::MAX; ids],
             before_ascii: vec![u32::MAX; ids],
-            before_char: vec![u32::MAX; ids],
+            before_part: vec![u32::MAX; ids],
+            before_whole: vec![u32::MAX; ids],
+            listed: vec![false; CHARS],
             either_side: vec![u32::MAX; ids],
         };
         let lower = |table: &mut Vec<u32>, id: u32, rank: u32| {
@@ -138,18 +200,26 @@ impl Bounds {
             let key = slot.packed >> RANK_BITS;
             let (left, right) = ((key >> ID_BITS) as u32, (key & ((1 << ID_BITS) - 1)) as u32);
             let rank = (slot.packed & u64::from(PAIR_RANK_LIMIT)) as u32;
-            let (last, first) = (ends_of(left).1, ends_of(right).0);
-            if last < 0x80 || last == 0x100 {
+            let (u, t) = (ends_of(left), ends_of(right));
+            if u.last < 0x80 || u.last == 0x100 {
                 lower(&mut bounds.after_ascii, right, rank);
             }
-            if (0x80..0xC0).contains(&last) || last == 0x100 {
+            if (0x80..0xC0).contains(&u.last) || u.last == 0x100 {
                 lower(&mut bounds.after_char, right, rank);
             }
-            if first < 0x80 || first == 0x100 {
+            if t.first < 0x80 || t.first == 0x100 {
                 lower(&mut bounds.before_ascii, left, rank);
             }
-            if first >= 0xC0 {
-                lower(&mut bounds.before_char, left, rank);
+            if t.first >= 0xC0 {
+                match t.whole_first {
+                    Some(cp) => {
+                        lower(&mut bounds.before_whole, left, rank);
+                        if u.continuation_only && (cp as usize) < CHARS {
+                            bounds.listed[cp as usize] = true;
+                        }
+                    }
+                    None => lower(&mut bounds.before_part, left, rank),
+                }
             }
             lower(&mut bounds.either_side, left, rank);
             lower(&mut bounds.either_side, right, rank);
@@ -199,12 +269,13 @@ mod tests {
         ByteLevelPlan::build(&spec).expect("a byte-level plan")
     }
 
+    /// The character's atom entry, when it has an atom.
     fn entry(plan: &ByteLevelPlan, c: char) -> Option<u32> {
         let atoms = plan.tables().char_atoms;
         atoms
             .get(c as usize)
             .copied()
-            .filter(|&e| e != kernels::NONE)
+            .filter(|&e| e & ATOM_ID != ATOM_ID)
     }
 
     const E_ACUTE: &[u8] = "é".as_bytes(); // C3 A9
@@ -235,6 +306,25 @@ mod tests {
         // Ranked after é's own merge, the same merges flag nothing.
         let later = plan(&[(b"\xC3", b"\xA9"), (b" ", b"\xC3"), (b"\xA9", b"\xD0")]);
         assert_eq!(entry(&later, 'é').map(|e| e & !ATOM_ID), Some(0));
+    }
+
+    #[test]
+    fn a_partial_end_joined_with_a_whole_character_flags_only_that_character() {
+        // é's last byte + the token ж, ranked below é's own merge: é must
+        // start as its bytes before ж (listed), not before every character.
+        let plan = plan(&[
+            (b"\xD0", b"\xB6"),
+            (b"\xA9", "ж".as_bytes()),
+            (b"\xC3", b"\xA9"),
+        ]);
+        assert_eq!(
+            entry(&plan, 'é').map(|e| e & !ATOM_ID),
+            Some(NOT_BEFORE_LISTED)
+        );
+        let atoms = plan.tables().char_atoms;
+        assert_ne!(atoms['ж' as usize] & LISTED, 0);
+        assert_eq!(atoms['ü' as usize] & LISTED, 0);
+        assert_eq!(atoms['ü' as usize] & ATOM_ID, ATOM_ID, "no atom");
     }
 
     #[test]
