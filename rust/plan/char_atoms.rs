@@ -7,8 +7,7 @@
 //! word it is in; on text of such characters those merges are most of the
 //! merge loop's work, and a word's symbols are a third as many from atoms.
 
-use super::bytelevel::MergeTable;
-use crate::kernels::{self, PAIR_EMPTY, PAIR_RANK_LIMIT};
+use crate::kernels::{self, GtPairSlot, GtPairTable, PAIR_EMPTY, PAIR_RANK_LIMIT};
 
 /// Code points the table covers (the characters of two and three bytes).
 pub const CHARS: usize = 0x10000;
@@ -36,17 +35,20 @@ pub const LISTED: u32 = 1 << 29;
 /// character has an atom. `byte_ids`: each byte's token; `token_bytes`:
 /// each token's bytes, by id (a token missing from it counts as starting
 /// and ending with any byte, which can only refuse more atoms).
+/// `merges` views the pair table `slots` (`merged_of_rank`: its merged ids
+/// by rank, empty when the slots hold them).
 pub fn char_atoms(
-    merges: &MergeTable,
+    merges: &GtPairTable,
+    slots: &[GtPairSlot],
+    merged_of_rank: &[u32],
     byte_ids: &[u32; 256],
     token_bytes: &[(Vec<u8>, u32)],
 ) -> Vec<u32> {
-    let view = merges.view();
-    let merged = |rank: u32| match merges.merged_of_rank.is_empty() {
+    let merged = |rank: u32| match merged_of_rank.is_empty() {
         true => rank,
-        false => merges.merged_of_rank[rank as usize],
+        false => merged_of_rank[rank as usize],
     };
-    let bounds = Bounds::of(merges, token_bytes);
+    let bounds = Bounds::of(slots, token_bytes);
     let mut atoms = vec![ATOM_ID; CHARS];
     let mut found = false;
     let mut buf = [0u8; 4];
@@ -64,7 +66,7 @@ pub fn char_atoms(
             left_ends.push(symbols[0]);
             right_ends.push(symbols[symbols.len() - 1]);
             let lowest = (0..symbols.len() - 1)
-                .filter_map(|i| Some((kernels::pair_rank(&view, symbols[i], symbols[i + 1])?, i)))
+                .filter_map(|i| Some((kernels::pair_rank(merges, symbols[i], symbols[i + 1])?, i)))
                 .min();
             let Some((rank, at)) = lowest else { break };
             symbols[at] = merged(rank);
@@ -173,7 +175,7 @@ impl Ends {
 }
 
 impl Bounds {
-    fn of(merges: &MergeTable, token_bytes: &[(Vec<u8>, u32)]) -> Bounds {
+    fn of(slots: &[GtPairSlot], token_bytes: &[(Vec<u8>, u32)]) -> Bounds {
         let ids = 1 + token_bytes.iter().map(|&(_, id)| id).max().unwrap_or(0) as usize;
         let mut ends = vec![Ends::UNKNOWN; ids];
         for (bytes, id) in token_bytes {
@@ -196,7 +198,7 @@ impl Bounds {
             let slot = &mut table[id as usize];
             *slot = (*slot).min(rank);
         };
-        for slot in merges.slots.iter().filter(|s| s.packed != PAIR_EMPTY) {
+        for slot in slots.iter().filter(|s| s.packed != PAIR_EMPTY) {
             let key = slot.packed >> RANK_BITS;
             let (left, right) = ((key >> ID_BITS) as u32, (key & ((1 << ID_BITS) - 1)) as u32);
             let rank = (slot.packed & u64::from(PAIR_RANK_LIMIT)) as u32;
