@@ -258,12 +258,13 @@ GT_HD gt_u32 gt_whole_word(const GtBytesTable* vocab, const gt_u8* bytes, gt_u32
 #define GT_ATOM_LISTED (1u << 29)
 
 // The length of the character of two or three bytes at bytes[i] (a lead
-// byte below 0xF0, and all of it before n) and its code point, else 0.
+// byte below 0xF0 and its continuation bytes, all before n) and its code
+// point, else 0 (bytes that are no such character start as bytes).
 GT_HD gt_u32 gt_atom_char(const gt_u8* bytes, gt_u32 n, gt_u32 i, gt_u32* cp) {
     gt_u8 b = bytes[i];
     if (b < 0xC0 || b >= 0xF0) return 0;
     gt_u32 len = b < 0xE0 ? 2u : 3u;
-    if (i + len > n) return 0;
+    if (i + len > n || (bytes[i + 1] & 0xC0) != 0x80 || (len == 3 && (bytes[i + 2] & 0xC0) != 0x80)) return 0;
     *cp = len == 2 ? (gt_u32)(b & 0x1F) << 6 | (bytes[i + 1] & 0x3Fu)
                    : (gt_u32)(b & 0x0F) << 12 | (gt_u32)(bytes[i + 1] & 0x3F) << 6 | (bytes[i + 2] & 0x3Fu);
     return len;

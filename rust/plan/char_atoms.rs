@@ -330,6 +330,23 @@ mod tests {
     }
 
     #[test]
+    fn bytes_that_are_no_character_start_as_bytes() {
+        // U+4042 is E4 81 82; E4 41 42 (a lead byte before ASCII) would
+        // read as the same code point if the continuation bytes were not checked.
+        let plan = plan(&[(b"\x81", b"\x82"), (b"\xE4", b"\x81\x82")]);
+        assert!(entry(&plan, '\u{4042}').is_some());
+        let (mut scratch, mut ids) = (Default::default(), Vec::new());
+        kernels::bpe_word(plan.model(), b"\xE4AB", &mut scratch, &mut ids);
+        assert_eq!(
+            ids,
+            [b'\xE4', b'A', b'B'].map(|b| plan.model().byte_ids[b as usize])
+        );
+        ids.clear();
+        kernels::bpe_word(plan.model(), "\u{4042}".as_bytes(), &mut scratch, &mut ids);
+        assert_eq!(ids, [entry(&plan, '\u{4042}').unwrap() & ATOM_ID]);
+    }
+
+    #[test]
     fn a_merge_of_the_token_ranked_below_its_own_makes_no_atom() {
         // "éyz": bytes first merge y z (rank 0), é (rank 2), then nothing: [é, yz];
         // from an atom, é y (rank 1) would come first: [éy, z].
