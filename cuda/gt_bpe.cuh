@@ -229,9 +229,11 @@ GT_HD gt_u32 gt_whole_word(const GtBytesTable* vocab, const gt_u8* bytes, gt_u32
 // (rust/plan/char_atoms.rs) finds, for the character alone:
 //   1. its bytes merge into one token; let R be the highest rank of those merges;
 //   2. no merge of rank <= R joins one of its partial symbols (any but the
-//      token) with a symbol of a neighbouring character: the partial symbol
-//      at its right end with a symbol that starts a character, or the one
-//      at its left end with a symbol that ends one;
+//      token) with a symbol of the neighbours it has in this word: the
+//      partial symbol at its right end with a symbol that starts the next
+//      character, or the one at its left end with a symbol that ends the
+//      character before (the plan keeps this per kind of neighbour: the
+//      flags below);
 //   3. no merge of rank <= R has the token itself as a side.
 // Why that is the oracle's result: while the character is partial, its next
 // own merge (rank <= R) is in the queue, so by 2 no merge that takes one of
