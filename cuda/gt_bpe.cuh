@@ -167,27 +167,36 @@ GT_HD gt_u32 gt_lowest_pair(const gt_u32* rank, gt_u32 pairs, gt_u32* at) {
     return (gt_u32)(best >> 32);
 }
 
-// The merge loop over the n >= 2 symbols ids[0..n), whose
-// pairs' ranks are rank[0..n-1) (GT_NONE: no merge), in place: returns how
-// many symbols remain.
-GT_HD gt_u32 gt_bpe_merge_ranked(const GtPairTable* merges, gt_u32* ids, gt_u32* rank, gt_u32 n) {
-    for (;;) {
-        gt_u32 at, best = gt_lowest_pair(rank, n - 1, &at);
-        if (best == GT_NONE) return n;
-        gt_u32 made = gt_pair_merged(merges, best);
-        ids[at] = made;
-        // The two pairs to look up next are known now: ask for their slots
-        // before the symbols move, so the two loads overlap that work.
-        if (at > 0) gt_pair_prefetch(merges, ids[at - 1], made);
-        if (at + 2 < n) gt_pair_prefetch(merges, made, ids[at + 2]);
-        --n;
-        for (gt_u32 j = at + 1; j < n; ++j) {  // the right symbol leaves
-            ids[j] = ids[j + 1];
-            rank[j] = rank[j + 1];
-        }
-        if (at > 0) rank[at - 1] = gt_pair_rank(merges, ids[at - 1], ids[at]);
-        if (at + 1 < n) rank[at] = gt_pair_rank(merges, ids[at], ids[at + 1]);
+// One merge of the n >= 1 symbols ids[0..n), whose pairs' ranks are
+// rank[0..n-1) (GT_NONE: no merge), in place: the lowest-ranked pair,
+// leftmost on ties, is merged and *n lowered; returns its rank, GT_NONE
+// (nothing changed) when no pair merges. The plan traces a character's
+// merges with it too (rust/plan/char_atoms.rs).
+GT_HD gt_u32 gt_bpe_merge_step(const GtPairTable* merges, gt_u32* ids, gt_u32* rank, gt_u32* count) {
+    gt_u32 n = *count, at, best = gt_lowest_pair(rank, n - 1, &at);
+    if (best == GT_NONE) return GT_NONE;
+    gt_u32 made = gt_pair_merged(merges, best);
+    ids[at] = made;
+    // The two pairs to look up next are known now: ask for their slots
+    // before the symbols move, so the two loads overlap that work.
+    if (at > 0) gt_pair_prefetch(merges, ids[at - 1], made);
+    if (at + 2 < n) gt_pair_prefetch(merges, made, ids[at + 2]);
+    *count = --n;
+    for (gt_u32 j = at + 1; j < n; ++j) {  // the right symbol leaves
+        ids[j] = ids[j + 1];
+        rank[j] = rank[j + 1];
     }
+    if (at > 0) rank[at - 1] = gt_pair_rank(merges, ids[at - 1], ids[at]);
+    if (at + 1 < n) rank[at] = gt_pair_rank(merges, ids[at], ids[at + 1]);
+    return best;
+}
+
+// The merge loop over the n >= 2 symbols ids[0..n), whose pairs' ranks are
+// rank[0..n-1), in place: returns how many symbols remain.
+GT_HD gt_u32 gt_bpe_merge_ranked(const GtPairTable* merges, gt_u32* ids, gt_u32* rank, gt_u32 n) {
+    while (gt_bpe_merge_step(merges, ids, rank, &n) != GT_NONE) {
+    }
+    return n;
 }
 
 // gt_bpe_merge_ranked with the ranks looked up.

@@ -27,6 +27,10 @@ void gt_host_bpe_words_turns(const GtBpeModel* model, const gt_u8* bytes, const 
 
 gt_u32 gt_host_turn_max() { return GT_TURN_MAX; }
 
+gt_u32 gt_host_bpe_merge_step(const GtPairTable* merges, gt_u32* ids, gt_u32* rank, gt_u32* n) {
+    return gt_bpe_merge_step(merges, ids, rank, n);
+}
+
 gt_u32 gt_host_spm_word(const GtSpmModel* model, const gt_u8* bytes, gt_u32 n, GtBpeScratch scratch, gt_u32* out,
                         gt_u32 share) {
     if (n < GT_HOST_LONG_WORD) return gt_spm_word(model, bytes, n, scratch, out);

@@ -98,6 +98,22 @@ impl Default for GtPairSlot {
     }
 }
 
+impl GtPairSlot {
+    /// The slot's pair (left, right) and rank, None when it is free
+    /// (`packed`: key << GT_PAIR_RANK_BITS | rank, the key left << GT_PAIR_ID_BITS | right).
+    pub fn pair_and_rank(&self) -> Option<((u32, u32), u32)> {
+        if self.packed == PAIR_EMPTY {
+            return None;
+        }
+        let key = self.packed >> PAIR_RANK_BITS;
+        let pair = (
+            (key >> PAIR_ID_BITS) as u32,
+            (key & u64::from(PAIR_ID_LIMIT)) as u32,
+        );
+        Some((pair, (self.packed & u64::from(PAIR_RANK_LIMIT)) as u32))
+    }
+}
+
 c_mirror! {
     /// `GtPairTable` (cuda/gt_hash.cuh): merge (left, right) -> (rank, merged id).
     pub struct GtPairTable {
@@ -358,10 +374,13 @@ c_mirror! {
 
 /// Empty-slot marker of the pair table (`GT_PAIR_EMPTY`).
 pub const PAIR_EMPTY: u64 = u64::MAX;
+/// Bits of an id and of a rank in a pair slot (`GT_PAIR_ID_BITS`, `GT_PAIR_RANK_BITS`).
+pub const PAIR_ID_BITS: u32 = 21;
+pub const PAIR_RANK_BITS: u32 = 22;
 /// Ids a pair table can hold are below this (`GT_PAIR_ID_LIMIT`).
-pub const PAIR_ID_LIMIT: u32 = (1 << 21) - 1;
+pub const PAIR_ID_LIMIT: u32 = (1 << PAIR_ID_BITS) - 1;
 /// Ranks a pair table can hold are below this (`GT_PAIR_RANK_LIMIT`).
-pub const PAIR_RANK_LIMIT: u32 = (1 << 22) - 1;
+pub const PAIR_RANK_LIMIT: u32 = (1 << PAIR_RANK_BITS) - 1;
 /// "Not found" (`GT_NONE`).
 pub const NONE: u32 = u32::MAX;
 

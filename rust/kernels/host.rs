@@ -32,6 +32,12 @@ extern "C" {
         counts: *mut u32,
     );
     fn gt_host_turn_max() -> u32;
+    fn gt_host_bpe_merge_step(
+        merges: *const GtPairTable,
+        ids: *mut u32,
+        rank: *mut u32,
+        n: *mut u32,
+    ) -> u32;
     fn gt_host_spm_word(
         model: *const GtSpmModel,
         bytes: *const u8,
@@ -828,6 +834,26 @@ pub fn wordpiece_text(
         spans.extend(pairs.map(|(&s, &e)| (base + s as usize, base + e as usize)));
     }
     true
+}
+
+/// One merge of `ids` (`gt_bpe_merge_step`), whose pairs' ranks are `ranks`
+/// (NONE: no merge; one fewer than the ids): the lowest-ranked pair,
+/// leftmost on ties, merged in place, both shortened by one; its rank, or
+/// None (nothing changed) when no pair merges.
+pub fn bpe_merge_step(
+    table: &GtPairTable,
+    ids: &mut Vec<u32>,
+    ranks: &mut Vec<u32>,
+) -> Option<u32> {
+    assert!(!ids.is_empty() && ranks.len() + 1 == ids.len());
+    let mut n = ids.len() as u32;
+    // SAFETY: `ids` holds n symbols and `ranks` n - 1 ranks, as the step
+    // reads and writes; the table's slots are live (its owner's).
+    let rank =
+        unsafe { gt_host_bpe_merge_step(table, ids.as_mut_ptr(), ranks.as_mut_ptr(), &mut n) };
+    ids.truncate(n as usize);
+    ranks.truncate(n as usize - 1);
+    (rank != NONE).then_some(rank)
 }
 
 /// Rank of the pair (left, right) in a pair table (`gt_pair_rank`), or None.

@@ -396,13 +396,9 @@ impl Family for ByteLevelPlan {
         };
         let char_atoms = match chars {
             Some(_) => Vec::new(),
-            None => super::char_atoms::char_atoms(
-                &merges_view,
-                &merges.slots,
-                &merges.merged_of_rank,
-                &byte_ids,
-                &vocab_words,
-            ),
+            None => {
+                super::char_atoms::char_atoms(&merges_view, &merges.slots, &byte_ids, &vocab_words)
+            }
         };
         let view = GtBpeModel {
             merges: merges_view,

@@ -7,13 +7,10 @@
 //! word it is in; on text of such characters those merges are most of the
 //! merge loop's work, and a word's symbols are a third as many from atoms.
 
-use crate::kernels::{self, GtPairSlot, GtPairTable, PAIR_EMPTY, PAIR_RANK_LIMIT};
+use crate::kernels::{self, GtPairSlot, GtPairTable};
 
 /// Code points the table covers (the characters of two and three bytes).
 pub const CHARS: usize = 0x10000;
-/// `GtPairSlot.packed`: (left << ID_BITS | right) << RANK_BITS | rank.
-const ID_BITS: u32 = 21;
-const RANK_BITS: u32 = 22;
 
 /// `gt_bpe_symbols`' flags: the neighbours next to which a character must
 /// start as its bytes (the side condition 2 fails on), above its atom's id.
@@ -35,19 +32,13 @@ pub const LISTED: u32 = 1 << 29;
 /// character has an atom. `byte_ids`: each byte's token; `token_bytes`:
 /// each token's bytes, by id (a token missing from it counts as starting
 /// and ending with any byte, which can only refuse more atoms).
-/// `merges` views the pair table `slots` (`merged_of_rank`: its merged ids
-/// by rank, empty when the slots hold them).
+/// `merges` views the pair table `slots`.
 pub fn char_atoms(
     merges: &GtPairTable,
     slots: &[GtPairSlot],
-    merged_of_rank: &[u32],
     byte_ids: &[u32; 256],
     token_bytes: &[(Vec<u8>, u32)],
 ) -> Vec<u32> {
-    let merged = |rank: u32| match merged_of_rank.is_empty() {
-        true => rank,
-        false => merged_of_rank[rank as usize],
-    };
     let bounds = Bounds::of(slots, token_bytes);
     let mut atoms = vec![ATOM_ID; CHARS];
     let mut found = false;
@@ -58,19 +49,20 @@ pub fn char_atoms(
         }; // surrogates
         let bytes = c.encode_utf8(&mut buf).as_bytes();
         let mut symbols: Vec<u32> = bytes.iter().map(|&b| byte_ids[b as usize]).collect();
-        // The character alone, merged as gt_bpe_merge_ranked does, with the
+        let mut ranks: Vec<u32> = symbols
+            .windows(2)
+            .map(|pair| kernels::pair_rank(merges, pair[0], pair[1]).unwrap_or(kernels::NONE))
+            .collect();
+        // The character alone, merged by the kernel's own step, with the
         // ends of each partial state and the highest rank merged.
         let (mut left_ends, mut right_ends) = (Vec::new(), Vec::new());
         let mut highest = 0;
         while symbols.len() > 1 {
             left_ends.push(symbols[0]);
             right_ends.push(symbols[symbols.len() - 1]);
-            let lowest = (0..symbols.len() - 1)
-                .filter_map(|i| Some((kernels::pair_rank(merges, symbols[i], symbols[i + 1])?, i)))
-                .min();
-            let Some((rank, at)) = lowest else { break };
-            symbols[at] = merged(rank);
-            symbols.remove(at + 1);
+            let Some(rank) = kernels::bpe_merge_step(merges, &mut symbols, &mut ranks) else {
+                break;
+            };
             highest = highest.max(rank);
         }
         let [atom] = symbols[..] else { continue };
@@ -198,10 +190,7 @@ impl Bounds {
             let slot = &mut table[id as usize];
             *slot = (*slot).min(rank);
         };
-        for slot in slots.iter().filter(|s| s.packed != PAIR_EMPTY) {
-            let key = slot.packed >> RANK_BITS;
-            let (left, right) = ((key >> ID_BITS) as u32, (key & ((1 << ID_BITS) - 1)) as u32);
-            let rank = (slot.packed & u64::from(PAIR_RANK_LIMIT)) as u32;
+        for ((left, right), rank) in slots.iter().filter_map(GtPairSlot::pair_and_rank) {
             let (u, t) = (ends_of(left), ends_of(right));
             if u.last < 0x80 || u.last == 0x100 {
                 lower(&mut bounds.after_ascii, right, rank);
