@@ -417,6 +417,125 @@ GT_HD_CALL gt_u32 gt_find(gt_u32 pattern, const gt_u8* s, gt_u32 end, gt_u32 pos
     return GT_NONE;
 }
 
+// ---- Runs of ASCII words for cl100k and Qwen -----------------------------
+// The compiled pattern reads a word a character at a time, each step waiting
+// on the last (gt_rx_scan_ascii). For cl100k's and Qwen's pattern over ASCII
+// the words are decided by the class of their first one or two bytes and the
+// end of a run, so this loop finds them by those alone: a letter run 8 bytes
+// at a time, a digit, a punctuation run with its newlines, a whitespace run
+// with the rules of \s*[\r\n]+, \s+(?!\S) and \s+. It stops before a word
+// whose end a non-ASCII byte could decide (a letter, digit, punctuation or
+// space that is not ASCII, or U+017F in a contraction), leaving the rest to
+// the compiled pattern. Checked against Oniguruma with the compiled pattern
+// (rust/plan/regex/tests.rs).
+
+#define GT_AK_LETTER 0
+#define GT_AK_DIGIT 1
+#define GT_AK_SPACE 2    // ' '
+#define GT_AK_NEWLINE 3  // \r, \n
+#define GT_AK_WS 4       // \t, \v, \f: white space, and a lead of [^\r\n\p{L}\p{N}]
+#define GT_AK_QUOTE 5    // '
+#define GT_AK_OTHER 6    // the rest of ASCII: [^\s\p{L}\p{N}]
+
+GT_HD int gt_ascii_kind(gt_u32 b) {
+    if ((gt_u32)((b | 0x20u) - 'a') < 26u) return GT_AK_LETTER;
+    if ((gt_u32)(b - '0') < 10u) return GT_AK_DIGIT;
+    if (b == ' ') return GT_AK_SPACE;
+    if ((gt_u32)(b - 9u) < 5u) return (b == '\n' || b == '\r') ? GT_AK_NEWLINE : GT_AK_WS;
+    return b == '\'' ? GT_AK_QUOTE : GT_AK_OTHER;
+}
+
+// End of the run of ASCII punctuation ([^\s\p{L}\p{N}]) from p, then of the
+// \r and \n after it; GT_NONE when the punctuation run meets a non-ASCII byte.
+GT_HD gt_u32 gt_ascii_other_run(const gt_u8* s, gt_u32 end, gt_u32 p) {
+    for (; p < end; ++p) {
+        gt_u32 b = s[p];
+        if (b >= 0x80) return GT_NONE;
+        int k = gt_ascii_kind(b);
+        if (k != GT_AK_OTHER && k != GT_AK_QUOTE) break;
+    }
+    return gt_newline_run(s, end, p, 0);
+}
+
+// The whitespace word at p (ASCII white space): through the run's last \r or
+// \n (\s*[\r\n]+); else the run, less its last character when a non-space
+// follows and it has more than one (\s+(?!\S), \s+). GT_NONE when the run
+// meets a non-ASCII byte.
+GT_HD gt_u32 gt_ascii_space_word(const gt_u8* s, gt_u32 end, gt_u32 p) {
+    gt_u32 start = p, newline_end = GT_NONE;
+    for (; p < end; ++p) {
+        gt_u32 b = s[p];
+        if (b >= 0x80) return GT_NONE;
+        int k = gt_ascii_kind(b);
+        if (k == GT_AK_NEWLINE) {
+            newline_end = p + 1;
+        } else if (k != GT_AK_SPACE && k != GT_AK_WS) {
+            break;
+        }
+    }
+    if (newline_end != GT_NONE) return newline_end;
+    return p == end || p - start == 1 ? p : p - 1;
+}
+
+// Consecutive words of cl100k's (max_digits 3) or Qwen's (1) pattern from
+// `pos` (where a word starts) over ASCII: on_end(start, end) for each;
+// returns where the last one ended (pos: none). The contract of
+// gt_rx_scan_ascii.
+template <class OnEnd>
+GT_HD gt_u32 gt_cl100k_scan_ascii(const gt_u8* s, gt_u32 end, gt_u32 pos, gt_u32 max_digits, OnEnd& on_end) {
+    gt_u32 p = pos;
+    while (p < end) {
+        gt_u32 b = s[p];
+        if (b >= 0x80) break;
+        int k = gt_ascii_kind(b);
+        gt_u32 e;
+        if (k == GT_AK_LETTER) {
+            e = gt_ascii_run(s, end, p + 1, 0);
+        } else if (k == GT_AK_DIGIT) {
+            e = p + 1;
+            while (e < end && e - p < max_digits && (gt_u32)(s[e] - '0') < 10u) ++e;
+            // Fewer than the most digits, then a byte that may start a non-ASCII digit.
+            if (e - p < max_digits && e < end && s[e] >= 0x80) break;
+        } else {
+            // What follows decides: a letter after a lead, a contraction, " ?" punctuation.
+            gt_u32 b1 = p + 1 < end ? s[p + 1] : (gt_u32)' ';
+            if (b1 >= 0x80) break;
+            int k1 = p + 1 < end ? gt_ascii_kind(b1) : GT_AK_NEWLINE;
+            if (k == GT_AK_QUOTE) {
+                // (?i:'s|'t|'re|'ve|'m|'ll|'d) first.
+                gt_u32 l1 = b1 | 0x20u;
+                if (k1 == GT_AK_LETTER && (l1 == 's' || l1 == 't' || l1 == 'm' || l1 == 'd')) {
+                    on_end(p, p + 2);
+                    p += 2;
+                    continue;
+                }
+                if (k1 == GT_AK_LETTER && (l1 == 'r' || l1 == 'v' || l1 == 'l')) {
+                    if (p + 2 < end && s[p + 2] >= 0x80) break;
+                    gt_u32 l2 = p + 2 < end ? (s[p + 2] | 0x20u) : 0;
+                    if ((l1 == 'l' && l2 == 'l') || (l1 != 'l' && l2 == 'e')) {
+                        on_end(p, p + 3);
+                        p += 3;
+                        continue;
+                    }
+                }
+            }
+            if (k != GT_AK_NEWLINE && k1 == GT_AK_LETTER) {
+                e = gt_ascii_run(s, end, p + 2, 0);  // [^\r\n\p{L}\p{N}]\p{L}+
+            } else if (k == GT_AK_OTHER || k == GT_AK_QUOTE) {
+                e = gt_ascii_other_run(s, end, p + 1);
+            } else if (k == GT_AK_SPACE && (k1 == GT_AK_OTHER || k1 == GT_AK_QUOTE)) {
+                e = gt_ascii_other_run(s, end, p + 2);
+            } else {
+                e = gt_ascii_space_word(s, end, p);
+            }
+        }
+        if (e == GT_NONE) break;
+        on_end(p, e);
+        p = e;
+    }
+    return p;
+}
+
 // ---- Safe cut points ------------------------------------------------------
 // A long document is cut into pieces that threads scan independently, at
 // positions p where s[p] is an ASCII space after a character that is not

@@ -347,6 +347,10 @@ impl Default for GtRegex {
 
 /// `GT_PAT_REGEX`: a step whose pattern is compiled.
 pub const PAT_REGEX: u32 = 0xFF;
+/// `GT_PAT_CL100K`, `GT_PAT_QWEN`: the patterns with a loop over ASCII
+/// words (`GtChainStep.ascii`, `gt_cl100k_scan_ascii`).
+pub const PAT_CL100K: u32 = 2;
+pub const PAT_QWEN: u32 = 3;
 /// `GT_SPLIT_INVERT`: a step's matches and gaps swap roles.
 pub const SPLIT_INVERT: u32 = 8;
 
@@ -357,7 +361,8 @@ c_mirror! {
         pub pattern: u32,
         pub behavior: u32,
         pub cuts: u32,
-        pub _pad: u32,
+        /// `PAT_CL100K` or `PAT_QWEN` for the pattern's loop over ASCII words, else 0.
+        pub ascii: u32,
         pub regex: GtRegex,
     }
 }

@@ -90,6 +90,16 @@ pub(crate) const SCANNERS: [(&str, u32); 7] = [
     ),
 ];
 
+/// `GtChainStep.ascii` for a Split pattern: cl100k's or Qwen's (by exact
+/// text) has a loop over ASCII words in front of its compiled tables
+/// (`gt_cl100k_scan_ascii`); others 0.
+pub(crate) fn ascii_words(pattern: &str) -> u32 {
+    match SCANNERS.iter().find(|(text, _)| *text == pattern) {
+        Some(&(_, id)) if id == kernels::PAT_CL100K || id == kernels::PAT_QWEN => id,
+        _ => 0,
+    }
+}
+
 /// How a Split step finds its matches.
 pub enum Matcher {
     /// A hand-written scanner (cuda/gt_pretok.cuh), by its `GT_PAT_*` number.
@@ -112,6 +122,8 @@ pub struct SplitStep {
     /// `GtChainStep.cuts`: what safe cuts (`gt_next_cut`) the step allows,
     /// proven from its compiled pattern.
     cuts: u32,
+    /// `GtChainStep.ascii`: the pattern's loop over ASCII words, or 0.
+    ascii: u32,
     /// The step as tokenizer.json names it, for `tok.plan`.
     name: String,
 }
@@ -211,6 +223,7 @@ impl SplitStep {
                     behavior,
                     invert,
                     cuts: 0,
+                    ascii: 0,
                     name,
                 });
             }
@@ -226,6 +239,7 @@ impl SplitStep {
             behavior,
             invert,
             cuts,
+            ascii: ascii_words(pattern),
             name,
         })
     }
@@ -240,6 +254,7 @@ impl SplitStep {
         let compiled = compiled.map_err(|e| format!("{name}: {e}"))?;
         Ok(SplitStep {
             cuts: cut_flags(&compiled, behavior),
+            ascii: 0,
             matcher: Matcher::Compiled(Box::new(compiled)),
             behavior,
             invert,
@@ -259,7 +274,8 @@ impl SplitStep {
             pattern,
             behavior: self.behavior_code(),
             cuts: self.cuts,
-            _pad: 0,
+            // The loop over ASCII words stands in front of compiled tables only.
+            ascii: if pattern == kernels::PAT_REGEX { self.ascii } else { 0 },
             regex,
         })
     }

@@ -72,10 +72,12 @@ fn real_patterns() -> Vec<(String, String)> {
     out
 }
 
-/// A compiled pattern as one kernel step (Isolated).
-fn step_of(regex: &CompiledRegex) -> GtChainStep {
+/// A compiled pattern as one kernel step (Isolated), with the loop over
+/// ASCII words `ascii` (`GtChainStep.ascii`; 0: none).
+fn step_of(regex: &CompiledRegex, ascii: u32) -> GtChainStep {
     GtChainStep {
         pattern: kernels::PAT_REGEX,
+        ascii,
         regex: regex.view(),
         ..Default::default()
     }
@@ -83,8 +85,12 @@ fn step_of(regex: &CompiledRegex) -> GtChainStep {
 
 /// The matches the compiled tables find in `text`, with onig's `find_iter` rule.
 fn compiled_matches(regex: &CompiledRegex, text: &str) -> Vec<(usize, usize)> {
+    step_matches(&step_of(regex, 0), text)
+}
+
+fn step_matches(step: &GtChainStep, text: &str) -> Vec<(usize, usize)> {
     let mut out = Vec::new();
-    kernels::step_ranges(&step_of(regex), text, &mut |a, b, m| {
+    kernels::step_ranges(step, text, &mut |a, b, m| {
         if m {
             out.push((a, b))
         }
@@ -99,15 +105,24 @@ fn oniguruma_matches(regex: &SysRegex, text: &str) -> Vec<(usize, usize)> {
     regex.find_iter(text).collect()
 }
 
-/// Compares the two on every text; panics on the first difference.
+/// Compares the two on every text; panics on the first difference. A
+/// pattern with a loop over ASCII words (cl100k's, Qwen's) is run with it
+/// and without it.
 fn assert_same(name: &str, pattern: &str, regex: &CompiledRegex, texts: &[String]) {
     let oniguruma = SysRegex::new(pattern).unwrap();
+    let ascii = crate::plan::bytelevel::ascii_words(pattern);
+    let mut steps = vec![step_of(regex, 0)];
+    if ascii != 0 {
+        steps.push(step_of(regex, ascii));
+    }
     for text in texts {
-        let (got, expected) = (
-            compiled_matches(regex, text),
-            oniguruma_matches(&oniguruma, text),
-        );
-        if got != expected {
+        let expected = oniguruma_matches(&oniguruma, text);
+        for step in &steps {
+            let got = step_matches(step, text);
+            if got == expected {
+                continue;
+            }
+            let name = format!("{name} (ASCII loop {})", step.ascii);
             let at = got
                 .iter()
                 .zip(&expected)
