@@ -36,8 +36,8 @@ struct GtChainStep {
     gt_u32 pattern;   // GT_PAT_* of a hand-written scanner, or GT_PAT_REGEX
     gt_u32 behavior;  // GT_SPLIT_* | GT_SPLIT_INVERT
     gt_u32 cuts;      // host only: what the step allows of safe cuts (rust/kernels/host.rs)
-    gt_u32 ascii;     // host only: GT_PAT_CL100K or GT_PAT_QWEN when the compiled pattern is
-                      // that one, for its loop over ASCII words (gt_cl100k_scan_ascii); else 0
+    gt_u32 ascii;     // host only: GT_PAT_GPT2, _CL100K, _QWEN or _O200K when the compiled pattern
+                      // is that one, for its loop over ASCII words (gt_scan_ascii_words); else 0
     GtRegex regex;    // GT_PAT_REGEX: the compiled tables
 };
 
@@ -70,7 +70,7 @@ GT_HD void gt_step_ranges(const GtChainStep* step, const gt_u8* s, gt_u32 n, Sin
             // gt_rx_find for the word where that stops.
             if (prev == last_end) {
                 auto on_end = [&sink](gt_u32 a, gt_u32 b) { sink.range(a, b, 1); };
-                gt_u32 done = step->ascii ? gt_cl100k_scan_ascii(s, n, last_end, step->ascii == GT_PAT_QWEN ? 1u : 3u, on_end)
+                gt_u32 done = step->ascii ? gt_scan_ascii_words(step->ascii, s, n, last_end, on_end)
                                           : gt_rx_scan_ascii(&step->regex, s, n, last_end, on_end);
                 if (done != last_end) prev = last_end = last_match_end = done;
             }

@@ -16,6 +16,12 @@
 #define GT_HD inline
 #define GT_HD_CALL inline
 #endif
+// GT_HD_HOT: small helpers of the host's hottest loops, always inlined there.
+#if defined(__CUDACC_RTC__) || defined(__CUDACC__)
+#define GT_HD_HOT GT_HD
+#else
+#define GT_HD_HOT inline __attribute__((always_inline))
+#endif
 // GT_HD_CALL: a real call on the GPU, for big functions used from many places
 // (inlining the scanners at every use made one kernel take a minute to compile).
 

@@ -91,7 +91,7 @@ GT_HD gt_u64 gt_swar_digits(gt_u64 x) { return gt_swar_in(x & ~GT_HIGH8, '0', '9
 // End of the run of ASCII bytes whose SWAR test `kind` holds (0: letters,
 // 1: digits, 2: lowercase, 3: uppercase), from p; GT_NONE when the run stops
 // at a non-ASCII byte (a letter or digit there would go on with it).
-GT_HD gt_u32 gt_ascii_run(const gt_u8* s, gt_u32 end, gt_u32 p, int kind) {
+GT_HD_HOT gt_u32 gt_ascii_run(const gt_u8* s, gt_u32 end, gt_u32 p, int kind) {
     for (;;) {
         if (end - p >= 8) {
             gt_u64 x = gt_load8(s + p), in;
@@ -417,16 +417,16 @@ GT_HD_CALL gt_u32 gt_find(gt_u32 pattern, const gt_u8* s, gt_u32 end, gt_u32 pos
     return GT_NONE;
 }
 
-// ---- Runs of ASCII words for cl100k and Qwen -----------------------------
+// ---- Runs of ASCII words for GPT-2, cl100k, Qwen and o200k ---------------
 // The compiled pattern reads a word a character at a time, each step waiting
-// on the last (gt_rx_scan_ascii). For cl100k's and Qwen's pattern over ASCII
-// the words are decided by the class of their first one or two bytes and the
-// end of a run, so this loop finds them by those alone: a letter run 8 bytes
-// at a time, a digit, a punctuation run with its newlines, a whitespace run
-// with the rules of \s*[\r\n]+, \s+(?!\S) and \s+. It stops before a word
-// whose end a non-ASCII byte could decide (a letter, digit, punctuation or
-// space that is not ASCII, or U+017F in a contraction), leaving the rest to
-// the compiled pattern. Checked against Oniguruma with the compiled pattern
+// on the last (gt_rx_scan_ascii). For these four patterns over ASCII a word
+// is decided by the class of its first one or two bytes and the end of a
+// run, so this loop finds them by those alone: a letter run 8 bytes at a
+// time, digits, a punctuation run with its tail, a whitespace run with the
+// rules of \s*[\r\n]+, \s+(?!\S) and \s+. It stops before a word whose end a
+// non-ASCII byte could decide (a letter, digit, punctuation or space that is
+// not ASCII, or U+017F in a contraction), leaving the rest to the compiled
+// pattern. Checked against Oniguruma with the compiled pattern
 // (rust/plan/regex/tests.rs).
 
 #define GT_AK_LETTER 0
@@ -437,7 +437,7 @@ GT_HD_CALL gt_u32 gt_find(gt_u32 pattern, const gt_u8* s, gt_u32 end, gt_u32 pos
 #define GT_AK_QUOTE 5    // '
 #define GT_AK_OTHER 6    // the rest of ASCII: [^\s\p{L}\p{N}]
 
-GT_HD int gt_ascii_kind(gt_u32 b) {
+GT_HD_HOT int gt_ascii_kind(gt_u32 b) {
     if ((gt_u32)((b | 0x20u) - 'a') < 26u) return GT_AK_LETTER;
     if ((gt_u32)(b - '0') < 10u) return GT_AK_DIGIT;
     if (b == ' ') return GT_AK_SPACE;
@@ -446,22 +446,23 @@ GT_HD int gt_ascii_kind(gt_u32 b) {
 }
 
 // End of the run of ASCII punctuation ([^\s\p{L}\p{N}]) from p, then of the
-// \r and \n after it; GT_NONE when the punctuation run meets a non-ASCII byte.
-GT_HD gt_u32 gt_ascii_other_run(const gt_u8* s, gt_u32 end, gt_u32 p) {
+// run of `tail` after it (0: none; 1: [\r\n]*; 2: [\r\n/]*); GT_NONE when the
+// punctuation run meets a non-ASCII byte.
+GT_HD_HOT gt_u32 gt_ascii_other_run(const gt_u8* s, gt_u32 end, gt_u32 p, int tail) {
     for (; p < end; ++p) {
         gt_u32 b = s[p];
         if (b >= 0x80) return GT_NONE;
         int k = gt_ascii_kind(b);
         if (k != GT_AK_OTHER && k != GT_AK_QUOTE) break;
     }
-    return gt_newline_run(s, end, p, 0);
+    return tail ? gt_newline_run(s, end, p, tail == 2) : p;
 }
 
-// The whitespace word at p (ASCII white space): through the run's last \r or
-// \n (\s*[\r\n]+); else the run, less its last character when a non-space
-// follows and it has more than one (\s+(?!\S), \s+). GT_NONE when the run
-// meets a non-ASCII byte.
-GT_HD gt_u32 gt_ascii_space_word(const gt_u8* s, gt_u32 end, gt_u32 p) {
+// The whitespace word at p (ASCII white space): with `newlines`, through the
+// run's last \r or \n (\s*[\r\n]+); else the run, less its last character
+// when a non-space follows and it has more than one (\s+(?!\S), \s+).
+// GT_NONE when the run meets a non-ASCII byte.
+GT_HD_HOT gt_u32 gt_ascii_space_word(const gt_u8* s, gt_u32 end, gt_u32 p, int newlines) {
     gt_u32 start = p, newline_end = GT_NONE;
     for (; p < end; ++p) {
         gt_u32 b = s[p];
@@ -473,67 +474,107 @@ GT_HD gt_u32 gt_ascii_space_word(const gt_u8* s, gt_u32 end, gt_u32 p) {
             break;
         }
     }
-    if (newline_end != GT_NONE) return newline_end;
+    if (newlines && newline_end != GT_NONE) return newline_end;
     return p == end || p - start == 1 ? p : p - 1;
 }
 
-// Consecutive words of cl100k's (max_digits 3) or Qwen's (1) pattern from
-// `pos` (where a word starts) over ASCII: on_end(start, end) for each;
-// returns where the last one ended (pos: none). The contract of
-// gt_rx_scan_ascii.
-template <class OnEnd>
-GT_HD gt_u32 gt_cl100k_scan_ascii(const gt_u8* s, gt_u32 end, gt_u32 pos, gt_u32 max_digits, OnEnd& on_end) {
+// End of 's|'t|'re|'ve|'m|'ll|'d at p over ASCII (case-folded when `fold`):
+// p when there is none; GT_NONE when a non-ASCII byte could make one.
+GT_HD_HOT gt_u32 gt_ascii_contraction(const gt_u8* s, gt_u32 end, gt_u32 p, int fold) {
+    if (p + 1 >= end || s[p] != '\'') return p;
+    gt_u32 b1 = s[p + 1], b2 = p + 2 < end ? s[p + 2] : 0;
+    if (b1 >= 0x80) return GT_NONE;  // U+017F folds to 's'
+    gt_u32 fold_bit = fold ? 0x20u : 0;
+    gt_u32 l1 = b1 | fold_bit;
+    if (l1 == 's' || l1 == 't' || l1 == 'm' || l1 == 'd') return p + 2;
+    if (l1 == 'r' || l1 == 'v' || l1 == 'l') {
+        if (b2 >= 0x80) return GT_NONE;
+        gt_u32 l2 = b2 | fold_bit;
+        if ((l1 == 'l' && l2 == 'l') || (l1 != 'l' && l2 == 'e')) return p + 3;
+    }
+    return p;
+}
+
+// o200k's letters from p, a letter: [A-Z]*[a-z]+ or [A-Z]+[a-z]* (the
+// uppercase run, then the lowercase run after it), then an optional
+// contraction; GT_NONE when a non-ASCII byte could go on with it.
+GT_HD_HOT gt_u32 gt_ascii_o200k_letters(const gt_u8* s, gt_u32 end, gt_u32 p) {
+    gt_u32 e = gt_ascii_run(s, end, p, 3);
+    if (e == GT_NONE) return e;
+    e = gt_ascii_run(s, end, e, 2);
+    return e == GT_NONE ? e : gt_ascii_contraction(s, end, e, 1);
+}
+
+// The word of PATTERN (GT_PAT_GPT2, _CL100K, _QWEN, _O200K) at p, over
+// ASCII, or GT_NONE where a non-ASCII byte could decide it.
+template <gt_u32 PATTERN>
+GT_HD_HOT gt_u32 gt_ascii_word_of(const gt_u8* s, gt_u32 end, gt_u32 p) {
+    const gt_u32 pattern = PATTERN;
+    const int gpt2 = pattern == GT_PAT_GPT2, o200k = pattern == GT_PAT_O200K;
+    int k = gt_ascii_kind(s[p]);
+    if (k == GT_AK_LETTER) return o200k ? gt_ascii_o200k_letters(s, end, p) : gt_ascii_run(s, end, p + 1, 0);
+    if (k == GT_AK_DIGIT) {
+        if (gpt2) return gt_ascii_run(s, end, p + 1, 1);  // \p{N}+
+        const gt_u32 most = pattern == GT_PAT_QWEN ? 1u : 3u;
+        gt_u32 e = p + 1;
+        while (e < end && e - p < most && (gt_u32)(s[e] - '0') < 10u) ++e;
+        // Fewer than the most digits, then a byte that may start a non-ASCII digit.
+        return e - p < most && e < end && s[e] >= 0x80 ? GT_NONE : e;
+    }
+    // What follows decides: a letter or digit after a lead, a contraction, " ?" punctuation.
+    int k1 = GT_AK_NEWLINE;  // at the end: neither a letter nor punctuation
+    if (p + 1 < end) {
+        if (s[p + 1] >= 0x80) return GT_NONE;
+        k1 = gt_ascii_kind(s[p + 1]);
+    }
+    if (k == GT_AK_QUOTE && !o200k) {
+        gt_u32 e = gt_ascii_contraction(s, end, p, !gpt2);
+        if (e != p) return e;  // a contraction, or GT_NONE
+    }
+    if (gpt2) {
+        // " ?\p{L}+", " ?\p{N}+", " ?[^\s\p{L}\p{N}]+", then white space.
+        gt_u32 q = k == GT_AK_SPACE ? p + 1 : p;
+        int kq = k == GT_AK_SPACE ? k1 : k;
+        if (q < end && kq == GT_AK_LETTER) return gt_ascii_run(s, end, q + 1, 0);
+        if (q < end && kq == GT_AK_DIGIT) return gt_ascii_run(s, end, q + 1, 1);
+        if (q < end && (kq == GT_AK_OTHER || kq == GT_AK_QUOTE)) return gt_ascii_other_run(s, end, q + 1, 0);
+        return gt_ascii_space_word(s, end, p, 0);
+    }
+    // [^\r\n\p{L}\p{N}]? before letters, " ?[^\s\p{L}\p{N}]+" and its tail, then white space.
+    if (k != GT_AK_NEWLINE && k1 == GT_AK_LETTER) {
+        return o200k ? gt_ascii_o200k_letters(s, end, p + 1) : gt_ascii_run(s, end, p + 2, 0);
+    }
+    int tail = o200k ? 2 : 1;
+    if (k == GT_AK_OTHER || k == GT_AK_QUOTE) return gt_ascii_other_run(s, end, p + 1, tail);
+    if (k == GT_AK_SPACE && (k1 == GT_AK_OTHER || k1 == GT_AK_QUOTE)) return gt_ascii_other_run(s, end, p + 2, tail);
+    return gt_ascii_space_word(s, end, p, 1);
+}
+
+template <gt_u32 PATTERN, class OnEnd>
+GT_HD gt_u32 gt_scan_ascii_words_of(const gt_u8* s, gt_u32 end, gt_u32 pos, OnEnd& on_end) {
     gt_u32 p = pos;
-    while (p < end) {
-        gt_u32 b = s[p];
-        if (b >= 0x80) break;
-        int k = gt_ascii_kind(b);
-        gt_u32 e;
-        if (k == GT_AK_LETTER) {
-            e = gt_ascii_run(s, end, p + 1, 0);
-        } else if (k == GT_AK_DIGIT) {
-            e = p + 1;
-            while (e < end && e - p < max_digits && (gt_u32)(s[e] - '0') < 10u) ++e;
-            // Fewer than the most digits, then a byte that may start a non-ASCII digit.
-            if (e - p < max_digits && e < end && s[e] >= 0x80) break;
-        } else {
-            // What follows decides: a letter after a lead, a contraction, " ?" punctuation.
-            gt_u32 b1 = p + 1 < end ? s[p + 1] : (gt_u32)' ';
-            if (b1 >= 0x80) break;
-            int k1 = p + 1 < end ? gt_ascii_kind(b1) : GT_AK_NEWLINE;
-            if (k == GT_AK_QUOTE) {
-                // (?i:'s|'t|'re|'ve|'m|'ll|'d) first.
-                gt_u32 l1 = b1 | 0x20u;
-                if (k1 == GT_AK_LETTER && (l1 == 's' || l1 == 't' || l1 == 'm' || l1 == 'd')) {
-                    on_end(p, p + 2);
-                    p += 2;
-                    continue;
-                }
-                if (k1 == GT_AK_LETTER && (l1 == 'r' || l1 == 'v' || l1 == 'l')) {
-                    if (p + 2 < end && s[p + 2] >= 0x80) break;
-                    gt_u32 l2 = p + 2 < end ? (s[p + 2] | 0x20u) : 0;
-                    if ((l1 == 'l' && l2 == 'l') || (l1 != 'l' && l2 == 'e')) {
-                        on_end(p, p + 3);
-                        p += 3;
-                        continue;
-                    }
-                }
-            }
-            if (k != GT_AK_NEWLINE && k1 == GT_AK_LETTER) {
-                e = gt_ascii_run(s, end, p + 2, 0);  // [^\r\n\p{L}\p{N}]\p{L}+
-            } else if (k == GT_AK_OTHER || k == GT_AK_QUOTE) {
-                e = gt_ascii_other_run(s, end, p + 1);
-            } else if (k == GT_AK_SPACE && (k1 == GT_AK_OTHER || k1 == GT_AK_QUOTE)) {
-                e = gt_ascii_other_run(s, end, p + 2);
-            } else {
-                e = gt_ascii_space_word(s, end, p);
-            }
-        }
+    while (p < end && s[p] < 0x80) {
+        gt_u32 e = gt_ascii_word_of<PATTERN>(s, end, p);
         if (e == GT_NONE) break;
         on_end(p, e);
         p = e;
     }
     return p;
+}
+
+// Consecutive words of `pattern` (one of the four above) from `pos` (where
+// a word starts) over ASCII: on_end(start, end) for each; returns where the
+// last one ended (pos: none). The contract of gt_rx_scan_ascii. One loop per
+// pattern, so the pattern's choices are made when it is compiled.
+template <class OnEnd>
+GT_HD gt_u32 gt_scan_ascii_words(gt_u32 pattern, const gt_u8* s, gt_u32 end, gt_u32 pos, OnEnd& on_end) {
+    switch (pattern) {
+        case GT_PAT_GPT2: return gt_scan_ascii_words_of<GT_PAT_GPT2>(s, end, pos, on_end);
+        case GT_PAT_CL100K: return gt_scan_ascii_words_of<GT_PAT_CL100K>(s, end, pos, on_end);
+        case GT_PAT_QWEN: return gt_scan_ascii_words_of<GT_PAT_QWEN>(s, end, pos, on_end);
+        case GT_PAT_O200K: return gt_scan_ascii_words_of<GT_PAT_O200K>(s, end, pos, on_end);
+        default: return pos;
+    }
 }
 
 // ---- Safe cut points ------------------------------------------------------

@@ -347,10 +347,12 @@ impl Default for GtRegex {
 
 /// `GT_PAT_REGEX`: a step whose pattern is compiled.
 pub const PAT_REGEX: u32 = 0xFF;
-/// `GT_PAT_CL100K`, `GT_PAT_QWEN`: the patterns with a loop over ASCII
-/// words (`GtChainStep.ascii`, `gt_cl100k_scan_ascii`).
+/// `GT_PAT_GPT2`, `_CL100K`, `_QWEN`, `_O200K`: the patterns with a loop
+/// over ASCII words (`GtChainStep.ascii`, `gt_scan_ascii_words`).
+pub const PAT_GPT2: u32 = 1;
 pub const PAT_CL100K: u32 = 2;
 pub const PAT_QWEN: u32 = 3;
+pub const PAT_O200K: u32 = 4;
 /// `GT_SPLIT_INVERT`: a step's matches and gaps swap roles.
 pub const SPLIT_INVERT: u32 = 8;
 
@@ -361,7 +363,7 @@ c_mirror! {
         pub pattern: u32,
         pub behavior: u32,
         pub cuts: u32,
-        /// `PAT_CL100K` or `PAT_QWEN` for the pattern's loop over ASCII words, else 0.
+        /// `PAT_GPT2`, `_CL100K`, `_QWEN` or `_O200K` for the pattern's loop over ASCII words, else 0.
         pub ascii: u32,
         pub regex: GtRegex,
     }
