@@ -36,8 +36,8 @@ struct GtChainStep {
     gt_u32 pattern;   // GT_PAT_* of a hand-written scanner, or GT_PAT_REGEX
     gt_u32 behavior;  // GT_SPLIT_* | GT_SPLIT_INVERT
     gt_u32 cuts;      // host only: what the step allows of safe cuts (rust/kernels/host.rs)
-    gt_u32 ascii;     // host only: GT_PAT_GPT2, _CL100K, _QWEN or _O200K when the compiled pattern
-                      // is that one, for its loop over ASCII words (gt_scan_ascii_words); else 0
+    gt_u32 ascii;     // host only: the GT_PAT_* of a compiled pattern that has a loop over
+                      // ASCII words (gt_scan_ascii_words); else 0
     GtRegex regex;    // GT_PAT_REGEX: the compiled tables
 };
 

@@ -417,9 +417,9 @@ GT_HD_CALL gt_u32 gt_find(gt_u32 pattern, const gt_u8* s, gt_u32 end, gt_u32 pos
     return GT_NONE;
 }
 
-// ---- Runs of ASCII words for GPT-2, cl100k, Qwen and o200k ---------------
+// ---- Runs of ASCII words for GPT-2, cl100k, Qwen, o200k and DeepSeek-V3 ---
 // The compiled pattern reads a word a character at a time, each step waiting
-// on the last (gt_rx_scan_ascii). For these four patterns over ASCII a word
+// on the last (gt_rx_scan_ascii). For these patterns over ASCII a word
 // is decided by the class of its first one or two bytes and the end of a
 // run, so this loop finds them by those alone: a letter run 8 bytes at a
 // time, digits, a punctuation run with its tail, a whitespace run with the
@@ -505,11 +505,48 @@ GT_HD_HOT gt_u32 gt_ascii_o200k_letters(const gt_u8* s, gt_u32 end, gt_u32 p) {
     return e == GT_NONE ? e : gt_ascii_contraction(s, end, e, 1);
 }
 
-// The word of PATTERN (GT_PAT_GPT2, _CL100K, _QWEN, _O200K) at p, over
+// ASCII punctuation and symbols (\p{P}, \p{S}): printable, not a letter, digit or space.
+GT_HD_HOT int gt_ascii_punct(gt_u32 b) { return b > 0x20u && b < 0x7Fu && gt_ascii_kind(b) >= GT_AK_QUOTE; }
+
+// DeepSeek-V3's word step at p over ASCII: its pieces come after the digit
+// and CJK steps, so a digit here is a piece of digits (no match: a gap, as
+// are control characters), left to the compiled pattern with them.
+GT_HD_HOT gt_u32 gt_ascii_ds_word(const gt_u8* s, gt_u32 end, gt_u32 p) {
+    gt_u32 b = s[p];
+    int k = gt_ascii_kind(b);
+    if (k == GT_AK_LETTER) return gt_ascii_run(s, end, p + 1, 0);  // [\p{L}\p{M}]+
+    int punct = gt_ascii_punct(b);
+    if (k == GT_AK_DIGIT || (k == GT_AK_OTHER && !punct)) return GT_NONE;
+    int k1 = GT_AK_NEWLINE, punct1 = 0;  // at the end: neither a letter nor punctuation
+    if (p + 1 < end) {
+        if (s[p + 1] >= 0x80) return GT_NONE;
+        k1 = gt_ascii_kind(s[p + 1]);
+        punct1 = gt_ascii_punct(s[p + 1]);
+    }
+    if (punct && k1 == GT_AK_LETTER) {
+        // [!-/:-@[-`{-~][A-Za-z]+: ASCII letters only, so a byte past them ends it.
+        gt_u32 e = p + 2;
+        while (e < end && gt_is_ascii_letter(s[e])) ++e;
+        return e;
+    }
+    // " ?[\p{P}\p{S}]+[\r\n]*"; its run of punctuation stops at a non-ASCII byte.
+    gt_u32 q = punct ? p : (k == GT_AK_SPACE && punct1) ? p + 1 : GT_NONE;
+    if (q != GT_NONE) {
+        gt_u32 e = q + 1;
+        while (e < end && gt_ascii_punct(s[e])) ++e;
+        return e < end && s[e] >= 0x80 ? GT_NONE : gt_newline_run(s, end, e, 0);
+    }
+    // [^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+ after a space or a tab, then white space.
+    if (k != GT_AK_NEWLINE && k1 == GT_AK_LETTER) return gt_ascii_run(s, end, p + 2, 0);
+    return gt_ascii_space_word(s, end, p, 1);
+}
+
+// The word of PATTERN (GT_PAT_GPT2, _CL100K, _QWEN, _O200K, _DS_WORDS) at p, over
 // ASCII, or GT_NONE where a non-ASCII byte could decide it.
 template <gt_u32 PATTERN>
 GT_HD_HOT gt_u32 gt_ascii_word_of(const gt_u8* s, gt_u32 end, gt_u32 p) {
     const gt_u32 pattern = PATTERN;
+    if (pattern == GT_PAT_DS_WORDS) return gt_ascii_ds_word(s, end, p);
     const int gpt2 = pattern == GT_PAT_GPT2, o200k = pattern == GT_PAT_O200K;
     int k = gt_ascii_kind(s[p]);
     if (k == GT_AK_LETTER) return o200k ? gt_ascii_o200k_letters(s, end, p) : gt_ascii_run(s, end, p + 1, 0);
@@ -562,7 +599,7 @@ GT_HD gt_u32 gt_scan_ascii_words_of(const gt_u8* s, gt_u32 end, gt_u32 pos, OnEn
     return p;
 }
 
-// Consecutive words of `pattern` (one of the four above) from `pos` (where
+// Consecutive words of `pattern` (one of those above) from `pos` (where
 // a word starts) over ASCII: on_end(start, end) for each; returns where the
 // last one ended (pos: none). The contract of gt_rx_scan_ascii. One loop per
 // pattern, so the pattern's choices are made when it is compiled.
@@ -573,6 +610,7 @@ GT_HD gt_u32 gt_scan_ascii_words(gt_u32 pattern, const gt_u8* s, gt_u32 end, gt_
         case GT_PAT_CL100K: return gt_scan_ascii_words_of<GT_PAT_CL100K>(s, end, pos, on_end);
         case GT_PAT_QWEN: return gt_scan_ascii_words_of<GT_PAT_QWEN>(s, end, pos, on_end);
         case GT_PAT_O200K: return gt_scan_ascii_words_of<GT_PAT_O200K>(s, end, pos, on_end);
+        case GT_PAT_DS_WORDS: return gt_scan_ascii_words_of<GT_PAT_DS_WORDS>(s, end, pos, on_end);
         default: return pos;
     }
 }

@@ -347,12 +347,13 @@ impl Default for GtRegex {
 
 /// `GT_PAT_REGEX`: a step whose pattern is compiled.
 pub const PAT_REGEX: u32 = 0xFF;
-/// `GT_PAT_GPT2`, `_CL100K`, `_QWEN`, `_O200K`: the patterns with a loop
-/// over ASCII words (`GtChainStep.ascii`, `gt_scan_ascii_words`).
+/// `GT_PAT_GPT2`, `_CL100K`, `_QWEN`, `_O200K`, `_DS_WORDS`: the patterns
+/// with a loop over ASCII words (`GtChainStep.ascii`, `gt_scan_ascii_words`).
 pub const PAT_GPT2: u32 = 1;
 pub const PAT_CL100K: u32 = 2;
 pub const PAT_QWEN: u32 = 3;
 pub const PAT_O200K: u32 = 4;
+pub const PAT_DS_WORDS: u32 = 7;
 /// `GT_SPLIT_INVERT`: a step's matches and gaps swap roles.
 pub const SPLIT_INVERT: u32 = 8;
 
@@ -363,7 +364,7 @@ c_mirror! {
         pub pattern: u32,
         pub behavior: u32,
         pub cuts: u32,
-        /// `PAT_GPT2`, `_CL100K`, `_QWEN` or `_O200K` for the pattern's loop over ASCII words, else 0.
+        /// One of the `PAT_*` above for the pattern's loop over ASCII words, else 0.
         pub ascii: u32,
         pub regex: GtRegex,
     }

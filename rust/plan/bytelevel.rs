@@ -90,15 +90,17 @@ pub(crate) const SCANNERS: [(&str, u32); 7] = [
     ),
 ];
 
-/// `GtChainStep.ascii` for a Split pattern: GPT-2's, cl100k's, Qwen's and
-/// o200k's (by exact text) have a loop over ASCII words in front of their
-/// compiled tables (`gt_scan_ascii_words`); others 0.
+/// `GtChainStep.ascii` for a Split pattern: GPT-2's, cl100k's, Qwen's,
+/// o200k's and DeepSeek-V3's word step (by exact text) have a loop over
+/// ASCII words in front of their compiled tables (`gt_scan_ascii_words`);
+/// others 0.
 pub(crate) fn ascii_words(pattern: &str) -> u32 {
-    const WITH_LOOP: [u32; 4] = [
+    const WITH_LOOP: [u32; 5] = [
         kernels::PAT_GPT2,
         kernels::PAT_CL100K,
         kernels::PAT_QWEN,
         kernels::PAT_O200K,
+        kernels::PAT_DS_WORDS,
     ];
     match SCANNERS.iter().find(|(text, _)| *text == pattern) {
         Some(&(_, id)) if WITH_LOOP.contains(&id) => id,
