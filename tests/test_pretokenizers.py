@@ -174,3 +174,15 @@ def test_plan_names_the_engine_of_each_step(monkeypatch: pytest.MonkeyPatch) -> 
     tok = gpu_tok.Tokenizer.from_str(json.dumps(spec))
     reason = {row["stage"]: row for row in tok.plan}["pre_tokenize"]["reason"]
     assert "Oniguruma" in reason and "escape \\1 is not covered" in reason and "CPU" in reason
+
+
+def test_plan_names_the_ascii_word_loop_where_a_pattern_has_one() -> None:
+    # The embedded default splits with Qwen's pattern, which has one; GPT-2's
+    # (p50k's ByteLevel) too; tekken's pattern has none.
+    for tok, has_loop in [
+        (gpu_tok.Tokenizer.default(), True),
+        (gpu_tok.Tokenizer.from_str(trained("p50k")), True),
+        (gpu_tok.Tokenizer.from_str(trained("tekken")), False),
+    ]:
+        reason = {row["stage"]: row for row in tok.plan}["pre_tokenize"]["reason"]
+        assert ("gt_scan_ascii_words" in reason) == has_loop, reason

@@ -283,7 +283,11 @@ impl SplitStep {
             behavior: self.behavior_code(),
             cuts: self.cuts,
             // The loop over ASCII words stands in front of compiled tables only.
-            ascii: if pattern == kernels::PAT_REGEX { self.ascii } else { 0 },
+            ascii: if pattern == kernels::PAT_REGEX {
+                self.ascii
+            } else {
+                0
+            },
             regex,
         })
     }
@@ -304,9 +308,13 @@ impl SplitStep {
             Matcher::Scanner(_) => "hand-written scanner (cuda/gt_pretok.cuh)".to_string(),
             Matcher::Compiled(c) => {
                 let (states, classes, bytes) = c.size();
+                let ascii = match self.ascii {
+                    0 => "",
+                    _ => ", ASCII words found by a loop of their own on the CPU (gt_scan_ascii_words)",
+                };
                 format!(
                     "compiled DFA (cuda/gt_regex.cuh: {states} states over {classes} classes of \
-                     characters, {} KiB)",
+                     characters, {} KiB{ascii})",
                     bytes.div_ceil(1024)
                 )
             }
