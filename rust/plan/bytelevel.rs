@@ -310,7 +310,7 @@ impl SplitStep {
                 let (states, classes, bytes) = c.size();
                 let ascii = match self.ascii {
                     0 => "",
-                    _ => ", ASCII words found by a loop of their own on the CPU (gt_scan_ascii_words)",
+                    _ => "; ASCII words by their own loop on the CPU, gt_scan_ascii_words",
                 };
                 format!(
                     "compiled DFA (cuda/gt_regex.cuh: {states} states over {classes} classes of \
