@@ -499,7 +499,8 @@ GT_HD_HOT gt_u32 gt_ascii_contraction(const gt_u8* s, gt_u32 end, gt_u32 p, int 
 // uppercase run, then the lowercase run after it), then an optional
 // contraction; GT_NONE when a non-ASCII byte could go on with it.
 GT_HD_HOT gt_u32 gt_ascii_o200k_letters(const gt_u8* s, gt_u32 end, gt_u32 p) {
-    gt_u32 e = gt_ascii_run(s, end, p, 3);
+    // Most words start lowercase: no uppercase run to read then.
+    gt_u32 e = s[p] >= 'a' ? p + 1 : gt_ascii_run(s, end, p + 1, 3);
     if (e == GT_NONE) return e;
     e = gt_ascii_run(s, end, e, 2);
     return e == GT_NONE ? e : gt_ascii_contraction(s, end, e, 1);
