@@ -425,7 +425,7 @@ GT_HD_CALL gt_u32 gt_find(gt_u32 pattern, const gt_u8* s, gt_u32 end, gt_u32 pos
 // time, digits, a punctuation run with its tail, a whitespace run with the
 // rules of \s*[\r\n]+, \s+(?!\S) and \s+. It stops before a word whose end a
 // non-ASCII byte could decide (a letter, digit, punctuation or space that is
-// not ASCII, or U+017F in a contraction), leaving the rest to the compiled
+// not ASCII), leaving the rest to the compiled
 // pattern. Checked against Oniguruma with the compiled pattern
 // (rust/plan/regex/tests.rs).
 
@@ -478,23 +478,6 @@ GT_HD_HOT gt_u32 gt_ascii_space_word(const gt_u8* s, gt_u32 end, gt_u32 p, int n
     return p == end || p - start == 1 ? p : p - 1;
 }
 
-// End of 's|'t|'re|'ve|'m|'ll|'d at p over ASCII (case-folded when `fold`):
-// p when there is none; GT_NONE when a non-ASCII byte could make one.
-GT_HD_HOT gt_u32 gt_ascii_contraction(const gt_u8* s, gt_u32 end, gt_u32 p, int fold) {
-    if (p + 1 >= end || s[p] != '\'') return p;
-    gt_u32 b1 = s[p + 1], b2 = p + 2 < end ? s[p + 2] : 0;
-    if (b1 >= 0x80) return GT_NONE;  // U+017F folds to 's'
-    gt_u32 fold_bit = fold ? 0x20u : 0;
-    gt_u32 l1 = b1 | fold_bit;
-    if (l1 == 's' || l1 == 't' || l1 == 'm' || l1 == 'd') return p + 2;
-    if (l1 == 'r' || l1 == 'v' || l1 == 'l') {
-        if (b2 >= 0x80) return GT_NONE;
-        gt_u32 l2 = b2 | fold_bit;
-        if ((l1 == 'l' && l2 == 'l') || (l1 != 'l' && l2 == 'e')) return p + 3;
-    }
-    return p;
-}
-
 // o200k's letters from p, a letter: [A-Z]*[a-z]+ or [A-Z]+[a-z]* (the
 // uppercase run, then the lowercase run after it), then an optional
 // contraction; GT_NONE when a non-ASCII byte could go on with it.
@@ -503,7 +486,9 @@ GT_HD_HOT gt_u32 gt_ascii_o200k_letters(const gt_u8* s, gt_u32 end, gt_u32 p) {
     gt_u32 e = s[p] >= 'a' ? p + 1 : gt_ascii_run(s, end, p + 1, 3);
     if (e == GT_NONE) return e;
     e = gt_ascii_run(s, end, e, 2);
-    return e == GT_NONE ? e : gt_ascii_contraction(s, end, e, 1);
+    if (e == GT_NONE) return e;
+    gt_u32 c = gt_contraction(s, end, e, 1);
+    return c != GT_NONE ? c : e;
 }
 
 // ASCII punctuation and symbols (\p{P}, \p{S}): printable, not a letter, digit or space.
@@ -566,8 +551,8 @@ GT_HD_HOT gt_u32 gt_ascii_word_of(const gt_u8* s, gt_u32 end, gt_u32 p) {
         k1 = gt_ascii_kind(s[p + 1]);
     }
     if (k == GT_AK_QUOTE && !o200k) {
-        gt_u32 e = gt_ascii_contraction(s, end, p, !gpt2);
-        if (e != p) return e;  // a contraction, or GT_NONE
+        gt_u32 e = gt_contraction(s, end, p, !gpt2);
+        if (e != GT_NONE) return e;
     }
     if (gpt2) {
         // " ?\p{L}+", " ?\p{N}+", " ?[^\s\p{L}\p{N}]+", then white space.
