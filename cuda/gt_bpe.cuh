@@ -339,30 +339,56 @@ GT_HD gt_u32 gt_bpe_word(const GtBpeModel* m, const gt_u8* bytes, gt_u32 n, GtBp
 // One word's merge loop waits on each table read it makes: a merge's next
 // pairs are known only once it is applied, and a random probe of a table of
 // several MB costs a trip to memory. A CPU thread can wait on many reads at
-// once, so it merges GT_TURN_LANES words side by side: each in turn chooses
-// its next merge, asks for the reads that merge will make (prefetch), and
-// yields to the next word; when its turn comes again the reads have arrived.
-// Each word goes through exactly the steps of gt_bpe_merge_ranked, in the
-// same order: only the words interleave, so the ids are the same.
+// once, so it merges GT_TURN_LANES words side by side: each in turn looks up
+// the pairs its last merge made (their lines were asked for), chooses and
+// applies its next merge, asks for the lines of the two pairs that merge
+// makes, and yields to the next word; when its turn comes again the reads
+// have arrived. Each word merges as gt_bpe_merge_ranked does, the lowest
+// value first, leftmost on ties: only the words interleave, so the ids are
+// the same.
+//
+// A lane keeps its symbols where the word's first symbols were (a merge
+// unlinks the right one: nothing moves), and each pair's value with the
+// place of its left symbol as one key, value << 7 | place, so the lowest key
+// is the merge to make (places keep the symbols' order). The lowest of a
+// lane's keys is taken 8 at a time without a branch, which the compiler
+// turns into vector minimums.
 #define GT_TURN_LANES 16u
-// Longest word (in bytes) a lane takes. A lane's arrays are on the host
-// thread's stack, so it can be longer than GT_SHORT_MERGE (which bounds the
-// arrays of a device thread): on the host the scan's n^2 compares of ranks
-// in L1 cost less than the queue's chain of table probes up to here (most
-// words of 33-128 bytes are CJK runs and long identifiers).
+// Longest word (in bytes) a lane takes: a place fits 7 bits and a u8 link.
+// A lane's arrays are on the host thread's stack, so it can be longer than
+// GT_SHORT_MERGE (which bounds the arrays of a device thread): on the host
+// the scan of a lane's keys costs less than the queue's chain of table
+// probes up to here (most words of 33-128 bytes are CJK runs and long
+// identifiers).
 #define GT_TURN_MAX 128u
+#define GT_TURN_PLACE_BITS 7u
+#define GT_TURN_END 0xFFu  // no neighbour
 
 struct GtTurnLane {
-    gt_u32 ids[GT_TURN_MAX], rank[GT_TURN_MAX];
-    gt_u32 n;       // symbols left
-    gt_u32 at;      // where the last merge was applied (its two pairs to look up), or GT_NONE
-    gt_u32 best;    // the merge chosen, before it is applied
-    gt_u32 word;    // which word, GT_NONE: the lane is free
+    gt_u32 ids[GT_TURN_MAX];   // the symbol at each live place
+    gt_u32 keys[GT_TURN_MAX];  // the key of the pair a live place starts; GT_NONE: none, or not live
+    gt_u8 next[GT_TURN_MAX], prev[GT_TURN_MAX];  // a live place's neighbours (GT_TURN_END: none)
+    gt_u32 span;  // keys read: the word's pairs, rounded up to 8
+    gt_u32 at;    // where the last merge was applied (its two pairs to look up), or GT_NONE
+    gt_u32 best;  // the key of the merge chosen, before it is applied (GT_NONE: none chosen)
+    gt_u32 word;  // which word, GT_NONE: the lane is free
 };
 
-// The lowest-ranked pair of a lane, leftmost on ties: its rank (GT_NONE when
-// none merges) and, in *at, its place.
-GT_HD gt_u32 gt_turn_choose(const GtTurnLane* l, gt_u32* at) { return gt_lowest_pair(l->rank, l->n - 1, at); }
+// The key of the pair at `place` whose value (gt_pair_rank) is `value`.
+GT_HD gt_u32 gt_turn_key(gt_u32 value, gt_u32 place) {
+    return value == GT_NONE ? GT_NONE : value << GT_TURN_PLACE_BITS | place;
+}
+
+// The lowest of keys[0..span) (span a multiple of 8), GT_NONE when none merges.
+GT_HD gt_u32 gt_turn_lowest(const gt_u32* keys, gt_u32 span) {
+    gt_u32 low[8] = {GT_NONE, GT_NONE, GT_NONE, GT_NONE, GT_NONE, GT_NONE, GT_NONE, GT_NONE};
+    for (gt_u32 i = 0; i < span; i += 8) {
+        for (gt_u32 j = 0; j < 8; ++j) low[j] = keys[i + j] < low[j] ? keys[i + j] : low[j];
+    }
+    gt_u32 best = low[0];
+    for (gt_u32 j = 1; j < 8; ++j) best = low[j] < best ? low[j] : best;
+    return best;
+}
 
 // Asks for the line where the merged id of rank `rank` is read (host only).
 GT_HD void gt_merged_prefetch(const GtPairTable* t, gt_u32 rank) {
@@ -372,6 +398,30 @@ GT_HD void gt_merged_prefetch(const GtPairTable* t, gt_u32 rank) {
     (void)t;
     (void)rank;
 #endif
+}
+
+// Takes word bytes[0..len) (1..GT_TURN_MAX bytes) into a free lane.
+GT_HD void gt_turn_take(const GtBpeModel* m, GtTurnLane* l, const gt_u8* b, gt_u32 len, gt_u32 word) {
+    const GtPairTable* merges = &m->merges;
+    gt_u32 n = gt_bpe_symbols(m, b, len, l->ids);
+    for (gt_u32 i = 0; i < n; ++i) {
+        l->next[i] = (gt_u8)(i + 1 < n ? i + 1 : GT_TURN_END);
+        l->prev[i] = (gt_u8)(i > 0 ? i - 1 : GT_TURN_END);
+    }
+    if (m->byte_pair_ranks && n == len) {
+        for (gt_u32 i = 0; i + 1 < n; ++i)
+            l->keys[i] = gt_turn_key(m->byte_pair_ranks[(gt_u32)b[i] << 8 | b[i + 1]], i);
+    } else {
+        // Ask for every pair's line first, so the reads overlap.
+        for (gt_u32 i = 0; i + 1 < n; ++i) gt_pair_prefetch(merges, l->ids[i], l->ids[i + 1]);
+        for (gt_u32 i = 0; i + 1 < n; ++i) l->keys[i] = gt_turn_key(gt_pair_rank(merges, l->ids[i], l->ids[i + 1]), i);
+    }
+    gt_u32 pairs = n - 1;
+    l->span = (pairs + 7u) & ~7u;
+    for (gt_u32 i = pairs; i < l->span; ++i) l->keys[i] = GT_NONE;
+    l->at = GT_NONE;
+    l->best = GT_NONE;
+    l->word = word;
 }
 
 // Byte-level BPE of k words of 1..GT_TURN_MAX bytes, the merge loop only:
@@ -389,53 +439,52 @@ GT_HD void gt_bpe_words_turns(const GtBpeModel* m, const gt_u8* bytes, const gt_
             GtTurnLane* l = &lanes[j];
             if (l->word == GT_NONE) {  // take the next word
                 if (next == k) continue;
-                gt_u32 w = next++, len = lens[w];
-                const gt_u8* b = bytes + starts[w];
-                gt_u32 n = gt_bpe_symbols(m, b, len, l->ids);
-                if (m->byte_pair_ranks && n == len) {
-                    for (gt_u32 i = 0; i + 1 < n; ++i) l->rank[i] = m->byte_pair_ranks[(gt_u32)b[i] << 8 | b[i + 1]];
-                } else {
-                    // Ask for every pair's line first, so the reads overlap.
-                    for (gt_u32 i = 0; i + 1 < n; ++i) gt_pair_prefetch(merges, l->ids[i], l->ids[i + 1]);
-                    for (gt_u32 i = 0; i + 1 < n; ++i) l->rank[i] = gt_pair_rank(merges, l->ids[i], l->ids[i + 1]);
-                }
-                l->n = n;
-                l->at = GT_NONE;
-                l->best = GT_NONE;
-                l->word = w;
+                gt_turn_take(m, l, bytes + starts[next], lens[next], next);
+                ++next;
                 ++busy;
             }
             if (l->best == GT_NONE) {
                 // The pairs around the last merge (their lines were asked for), then the next merge.
-                gt_u32 at = l->at, n = l->n;
+                gt_u32 at = l->at;
                 if (at != GT_NONE) {
-                    if (at > 0) l->rank[at - 1] = gt_pair_rank(merges, l->ids[at - 1], l->ids[at]);
-                    if (at + 1 < n) l->rank[at] = gt_pair_rank(merges, l->ids[at], l->ids[at + 1]);
+                    gt_u32 left = l->prev[at], right = l->next[at];
+                    if (left != GT_TURN_END)
+                        l->keys[left] = gt_turn_key(gt_pair_rank(merges, l->ids[left], l->ids[at]), left);
+                    if (right != GT_TURN_END)
+                        l->keys[at] = gt_turn_key(gt_pair_rank(merges, l->ids[at], l->ids[right]), at);
                 }
-                l->best = gt_turn_choose(l, &l->at);
-                if (l->best == GT_NONE) {  // done
+                l->best = gt_turn_lowest(l->keys, l->span);
+                if (l->best == GT_NONE) {  // done: the first place is never merged away
                     gt_u32* o = out + rooms[l->word];
-                    for (gt_u32 i = 0; i < n; ++i) o[i] = l->ids[i];
-                    counts[l->word] = n;
+                    gt_u32 c = 0;
+                    for (gt_u32 i = 0; i != GT_TURN_END; i = l->next[i]) o[c++] = l->ids[i];
+                    counts[l->word] = c;
                     l->word = GT_NONE;
                     --busy;
                     continue;
                 }
                 if (merges->merged_of_rank) {  // its id is one more read: wait for it
-                    gt_merged_prefetch(merges, l->best);
+                    gt_merged_prefetch(merges, l->best >> GT_TURN_PLACE_BITS);
                     continue;
                 }
             }
-            // Apply the chosen merge and ask for its two new pairs' lines.
-            gt_u32 at = l->at, made = gt_pair_merged(merges, l->best);
+            // Apply the chosen merge: the right symbol leaves; ask for the two new pairs' lines.
+            gt_u32 at = l->best & ((1u << GT_TURN_PLACE_BITS) - 1u);
+            gt_u32 made = gt_pair_merged(merges, l->best >> GT_TURN_PLACE_BITS);
+            gt_u32 gone = l->next[at], right = l->next[gone], left = l->prev[at];
             l->ids[at] = made;
-            if (at > 0) gt_pair_prefetch(merges, l->ids[at - 1], made);
-            if (at + 2 < l->n) gt_pair_prefetch(merges, made, l->ids[at + 2]);
-            --l->n;
-            for (gt_u32 i = at + 1; i < l->n; ++i) {
-                l->ids[i] = l->ids[i + 1];
-                l->rank[i] = l->rank[i + 1];
+            l->next[at] = (gt_u8)right;
+            l->keys[gone] = GT_NONE;
+            l->keys[at] = GT_NONE;
+            if (right != GT_TURN_END) {
+                l->prev[right] = (gt_u8)at;
+                gt_pair_prefetch(merges, made, l->ids[right]);
             }
+            if (left != GT_TURN_END) {
+                l->keys[left] = GT_NONE;
+                gt_pair_prefetch(merges, l->ids[left], made);
+            }
+            l->at = at;
             l->best = GT_NONE;
         }
     } while (busy > 0 || next < k);
