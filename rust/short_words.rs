@@ -51,6 +51,24 @@ pub fn packed(word: &[u8]) -> Option<u128> {
     Some(u128::from(low) | u128::from(high | (n as u64) << 56) << 64)
 }
 
+/// `packed(&text[start..end])`, from one 16-byte load where the text has
+/// 16 bytes from `start` (the word's bytes masked by its length), so the
+/// word's length picks no branch.
+#[inline]
+pub fn packed_at(text: &[u8], start: usize, end: usize) -> Option<u128> {
+    let n = end - start;
+    if n == 0 || n > MAX_BYTES {
+        return None;
+    }
+    match text.get(start..).and_then(|rest| rest.first_chunk::<16>()) {
+        Some(chunk) => {
+            let word = u128::from_le_bytes(*chunk) & ((1u128 << (8 * n)) - 1);
+            Some(word | (n as u128) << 120)
+        }
+        None => packed(&text[start..end]),
+    }
+}
+
 /// One entry: the packed word (0: a free slot) and its ids, or where they
 /// start in `ShortWords::spill` when there are more than [`INLINE_IDS`].
 #[derive(Clone, Copy, Default)]
@@ -162,17 +180,17 @@ impl ShortWords {
     }
 
     /// The ids of `key` as the hit path writes them, `[id, id, id, count]`
-    /// (the ids past `count` are any), when the table holds it with at most
-    /// three ids; None when it is absent, pending or spilled (`lookup`).
+    /// (the ids past `count` are any), and whether they are the word's: true
+    /// when the table holds it with at most three ids in the line where its
+    /// probe starts (most words: two slots a line, the table at most half
+    /// full), read without a branch on which slot; false when it is absent,
+    /// pending, spilled or further along (`lookup` tells).
     #[inline]
-    pub fn inline_ids(&self, key: u128) -> Option<[u32; 4]> {
-        let entry = &self.entries()[self.find(key)];
-        (entry.key == key && entry.count as usize <= INLINE_IDS).then_some([
-            entry.ids[0],
-            entry.ids[1],
-            entry.ids[2],
-            entry.count,
-        ])
+    pub fn line_ids(&self, key: u128) -> ([u32; 4], bool) {
+        let Line([a, b]) = &self.lines[self.first_slot(key) / 2];
+        let entry = if a.key == key { a } else { b };
+        let hit = entry.key == key && entry.count as usize <= INLINE_IDS;
+        ([entry.ids[0], entry.ids[1], entry.ids[2], entry.count], hit)
     }
 
     /// What the table holds for `key`.
@@ -280,6 +298,44 @@ mod tests {
     }
 
     #[test]
+    fn packed_at_is_packed_wherever_the_word_lies() {
+        let text = b"a few words, then one at the very end: fifteen-bytes";
+        for start in 0..text.len() {
+            for end in start..=text.len() {
+                assert_eq!(packed_at(text, start, end), packed(&text[start..end]), "{start}..{end}");
+            }
+        }
+    }
+
+    #[test]
+    fn line_ids_are_a_words_own_or_no_hit() {
+        let mut table = ShortWords::with_slots(1 << 12);
+        let words: Vec<Vec<u8>> = (0..2000u32).map(|i| format!("w{i}").into_bytes()).collect();
+        for (i, word) in words.iter().enumerate() {
+            let ids: Vec<u32> = (0..(i % 5) as u32).map(|k| k + i as u32).collect();
+            if !ids.is_empty() {
+                table.insert(packed(word).unwrap(), &ids);
+            }
+        }
+        let mut hits = 0;
+        for word in &words {
+            let key = packed(word).unwrap();
+            let (ids, hit) = table.line_ids(key);
+            match table.lookup(key) {
+                Lookup::Ids(want) if want.len() <= 3 => {
+                    if hit {
+                        hits += 1;
+                        assert_eq!(&ids[..ids[3] as usize], want);
+                    }
+                }
+                _ => assert!(!hit),
+            }
+        }
+        // Most words are in the first line of their probe.
+        assert!(hits > 2000 * 3 / 5 * 9 / 10, "{hits}");
+    }
+
+    #[test]
     fn holds_ids_inline_and_spilled_pending_marks_and_grows() {
         let mut table = ShortWords::with_slots(4);
         let (a, b, c) = (
@@ -289,18 +345,17 @@ mod tests {
         );
         table.insert(a, &[1]);
         assert!(matches!(table.lookup(a), Lookup::Ids([1])));
-        assert_eq!(
-            table.inline_ids(a).map(|ids| (ids[0], ids[3])),
-            Some((1, 1))
-        );
+        let (ids, hit) = table.line_ids(a);
+        assert!(hit);
+        assert_eq!((ids[0], ids[3]), (1, 1));
         assert!(matches!(table.lookup(b), Lookup::Absent));
         table.mark_pending(b, 7);
         assert!(matches!(table.lookup(b), Lookup::Pending(7)));
-        assert_eq!(table.inline_ids(b), None);
+        assert!(!table.line_ids(b).1);
         table.insert(b, &[2, 3, 4, 5]);
         assert!(matches!(table.lookup(b), Lookup::Ids([2, 3, 4, 5])));
         // Spilled: only `lookup` has them.
-        assert_eq!(table.inline_ids(b), None);
+        assert!(!table.line_ids(b).1);
         assert_eq!(table.used, 2);
         assert!(table.is_full());
         table.grow();
@@ -308,7 +363,8 @@ mod tests {
         assert!(matches!(table.lookup(a), Lookup::Ids([1])));
         assert!(matches!(table.lookup(b), Lookup::Ids([2, 3, 4, 5])));
         assert!(matches!(table.lookup(c), Lookup::Ids([6, 7, 8])));
-        assert_eq!(table.inline_ids(c), Some([6, 7, 8, 3]));
+        let (ids, hit) = table.line_ids(c);
+        assert!(!hit || ids == [6, 7, 8, 3]);
         table.clear();
         assert!(matches!(table.lookup(b), Lookup::Absent));
         assert_eq!((table.used, table.spilled()), (0, 0));

@@ -22,7 +22,7 @@
 
 use super::{Encoded, Part};
 use crate::kernels::{Scratch, UnigramScratch};
-use crate::short_words::{packed, Lookup, ShortWords};
+use crate::short_words::{packed, packed_at, Lookup, ShortWords};
 use rustc_hash::FxHashMap;
 use std::cell::{RefCell, RefMut};
 
@@ -283,7 +283,7 @@ impl WordCache {
         out: &mut Vec<u32>,
         each: Option<&mut EachWord<'_>>,
     ) {
-        let key = packed(&text[start..end]).unwrap_or(0);
+        let key = packed_at(text, start, end).unwrap_or(0);
         if key != 0 {
             self.short.prefetch(key);
         }
@@ -319,16 +319,22 @@ impl WordCache {
         chunk.ends.clear();
         let want_ends = each.is_some();
         let base = out.len();
-        // What the cache knows (each short word's line was asked for when it came).
+        // What the cache knows (each short word's line was asked for when
+        // it came). Room for 4 ids a word, as a hit writes them, is made
+        // once, and again after a word whose ids may be longer.
+        let words = chunk.words.len();
+        out.reserve(4 * words);
         for (i, &(start, end, key)) in chunk.words.iter().enumerate() {
             if key != 0 {
-                out.reserve(4);
-                if let Some(ids) = self.short.inline_ids(key) {
+                let (ids, hit) = self.short.line_ids(key);
+                if hit {
                     let at = out.len();
                     debug_assert!(ids[3] <= 3, "an inline entry holds at most 3 ids");
-                    // SAFETY: `out` has room for 4 more ids (reserved
-                    // above); the first `ids[3]` (at most 3) written are
-                    // the word's ids, the rest lie past the new length.
+                    debug_assert!(out.capacity() - at >= 4);
+                    // SAFETY: `out` has room for 4 more ids (reserved for
+                    // every word from this one on); the first `ids[3]` (at
+                    // most 3) written are the word's ids, the rest lie past
+                    // the new length.
                     unsafe {
                         out.as_mut_ptr()
                             .add(at)
@@ -340,6 +346,7 @@ impl WordCache {
                     let found = match self.short.lookup(key) {
                         Lookup::Ids(ids) => {
                             out.extend_from_slice(ids);
+                            out.reserve(4 * (words - i));
                             None
                         }
                         Lookup::Pending(miss) => Some(Found::Miss(miss)),
@@ -359,6 +366,7 @@ impl WordCache {
                 let found = match self.words.get(word) {
                     Some(&(at, len)) if len != PENDING => {
                         out.extend_from_slice(&self.ids[at as usize..(at + len) as usize]);
+                        out.reserve(4 * (words - i));
                         None
                     }
                     Some(&(miss, _)) => Some(Found::Miss(miss)),
