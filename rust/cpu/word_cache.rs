@@ -30,6 +30,15 @@ use std::cell::{RefCell, RefMut};
 /// cache). Long enough for code's identifier chains and the whitespace-free
 /// runs a Unigram tokenizer's words can be, which do repeat.
 const MAX_CACHED_WORD: usize = 256;
+/// Whether a word of more than 15 bytes is kept in the cache: not over
+/// MAX_CACHED_WORD bytes, nor when it starts with a CJK character or kana
+/// (U+3000..U+9FFF, lead bytes E3..E9): text without spaces makes such a
+/// word a whole run of them, which seldom comes again (a hash, an insert
+/// and a key's allocation for every one cost more than the rare hit saves).
+fn long_word_cached(word: &[u8]) -> bool {
+    word.len() <= MAX_CACHED_WORD && !matches!(word.first(), Some(0xE3..=0xE9))
+}
+
 /// Slots of the short-word table when a thread's cache starts, and at most
 /// (8 MB): it doubles while half full, and starts over when full at the most.
 const FIRST_SLOTS: usize = 1 << 12;
@@ -221,7 +230,7 @@ impl WordCache {
                 self.make_room(ids.len());
                 self.short.insert(key, ids);
             }
-            None if word.len() <= MAX_CACHED_WORD => {
+            None if long_word_cached(word) => {
                 if self.words.len() >= MAX_LONG_ENTRIES
                     || self.long_bytes + 4 * (self.ids.len() + ids.len()) + word.len() >= MAX_BYTES
                 {
@@ -255,6 +264,7 @@ impl WordCache {
                     return true;
                 }
             }
+            None if !long_word_cached(word) => {}
             None => match self.words.get(word) {
                 Some(&(start, len)) if len != PENDING => {
                     out.extend_from_slice(&self.ids[start as usize..(start + len) as usize]);
@@ -363,7 +373,8 @@ impl WordCache {
                 }
             } else {
                 let word = &text[start..end];
-                let found = match self.words.get(word) {
+                let cached = long_word_cached(word);
+                let found = match cached.then(|| self.words.get(word)).flatten() {
                     Some(&(at, len)) if len != PENDING => {
                         out.extend_from_slice(&self.ids[at as usize..(at + len) as usize]);
                         out.reserve(4 * (words - i));
@@ -374,7 +385,7 @@ impl WordCache {
                         let miss = chunk.miss_spans.len() as u32;
                         chunk.miss_spans.push((start, end));
                         chunk.miss_words.push(i);
-                        if word.len() <= MAX_CACHED_WORD && self.words.len() < MAX_LONG_ENTRIES {
+                        if cached && self.words.len() < MAX_LONG_ENTRIES {
                             self.words.insert(word.into(), (miss, PENDING));
                             self.long_bytes += word.len();
                         }
@@ -612,6 +623,12 @@ mod tests {
                     add(&vec![c; n], &mut text);
                 }
             }
+            // Long words led by a CJK character, which are not cached.
+            for n in [6, 7, 30, 86] {
+                let run = "\u{5b57}".repeat(n);
+                add(run.as_bytes(), &mut text);
+                add(run.as_bytes(), &mut text);
+            }
             if round == 1 {
                 for i in 0..150_000u32 {
                     add(format!("w{i}").as_bytes(), &mut text);
@@ -636,6 +653,7 @@ mod tests {
             encode_and_check(&mut cache, &text, &words, &vocab, per_call);
             // Again: now mostly hits.
             encode_and_check(&mut cache, &text, &words, &vocab, per_call);
+            assert!(!cache.words.keys().any(|w| w.starts_with("\u{5b57}".as_bytes())));
         }
     }
 }
