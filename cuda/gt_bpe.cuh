@@ -351,8 +351,9 @@ GT_HD gt_u32 gt_bpe_word(const GtBpeModel* m, const gt_u8* bytes, gt_u32 n, GtBp
 // unlinks the right one: nothing moves), and each pair's value with the
 // place of its left symbol as one key, value << 7 | place, so the lowest key
 // is the merge to make (places keep the symbols' order). The lowest of a
-// lane's keys is taken 8 at a time without a branch, which the compiler
-// turns into vector minimums.
+// lane's keys is taken in eight running minimums without a branch (which
+// key is lower is unpredictable). Where a merge's id is read by its rank
+// (merged_of_rank), that read is asked for when the pair is looked up.
 #define GT_TURN_LANES 16u
 // Longest word (in bytes) a lane takes: a place fits 7 bits and a u8 link.
 // A lane's arrays are on the host thread's stack, so it can be longer than
@@ -370,13 +371,31 @@ struct GtTurnLane {
     gt_u8 next[GT_TURN_MAX], prev[GT_TURN_MAX];  // a live place's neighbours (GT_TURN_END: none)
     gt_u32 span;  // keys read: the word's pairs, rounded up to 8
     gt_u32 at;    // where the last merge was applied (its two pairs to look up), or GT_NONE
-    gt_u32 best;  // the key of the merge chosen, before it is applied (GT_NONE: none chosen)
     gt_u32 word;  // which word, GT_NONE: the lane is free
 };
+
+// Asks for the line where the merged id of rank `rank` is read (host only).
+GT_HD void gt_merged_prefetch(const GtPairTable* t, gt_u32 rank) {
+#if !defined(__CUDACC_RTC__) && !defined(__CUDA_ARCH__)
+    if (t->merged_of_rank && rank != GT_NONE) __builtin_prefetch(&t->merged_of_rank[rank]);
+#else
+    (void)t;
+    (void)rank;
+#endif
+}
 
 // The key of the pair at `place` whose value (gt_pair_rank) is `value`.
 GT_HD gt_u32 gt_turn_key(gt_u32 value, gt_u32 place) {
     return value == GT_NONE ? GT_NONE : value << GT_TURN_PLACE_BITS | place;
+}
+
+// The key of the pair of symbols at `place` and `right` of a lane. Where ids
+// are read by rank (merged_of_rank), the id the pair would merge into is
+// asked for now, so that it is there when the lane applies the merge.
+GT_HD gt_u32 gt_turn_pair(const GtPairTable* merges, const GtTurnLane* l, gt_u32 place, gt_u32 right) {
+    gt_u32 value = gt_pair_rank(merges, l->ids[place], l->ids[right]);
+    gt_merged_prefetch(merges, value);
+    return gt_turn_key(value, place);
 }
 
 // The lowest of keys[0..span) (span a multiple of 8), GT_NONE when none merges.
@@ -390,16 +409,6 @@ GT_HD gt_u32 gt_turn_lowest(const gt_u32* keys, gt_u32 span) {
     return best;
 }
 
-// Asks for the line where the merged id of rank `rank` is read (host only).
-GT_HD void gt_merged_prefetch(const GtPairTable* t, gt_u32 rank) {
-#if !defined(__CUDACC_RTC__) && !defined(__CUDA_ARCH__)
-    if (t->merged_of_rank) __builtin_prefetch(&t->merged_of_rank[rank]);
-#else
-    (void)t;
-    (void)rank;
-#endif
-}
-
 // Takes word bytes[0..len) (1..GT_TURN_MAX bytes) into a free lane.
 GT_HD void gt_turn_take(const GtBpeModel* m, GtTurnLane* l, const gt_u8* b, gt_u32 len, gt_u32 word) {
     const GtPairTable* merges = &m->merges;
@@ -409,18 +418,20 @@ GT_HD void gt_turn_take(const GtBpeModel* m, GtTurnLane* l, const gt_u8* b, gt_u
         l->prev[i] = (gt_u8)(i > 0 ? i - 1 : GT_TURN_END);
     }
     if (m->byte_pair_ranks && n == len) {
-        for (gt_u32 i = 0; i + 1 < n; ++i)
-            l->keys[i] = gt_turn_key(m->byte_pair_ranks[(gt_u32)b[i] << 8 | b[i + 1]], i);
+        for (gt_u32 i = 0; i + 1 < n; ++i) {
+            gt_u32 value = m->byte_pair_ranks[(gt_u32)b[i] << 8 | b[i + 1]];
+            gt_merged_prefetch(merges, value);
+            l->keys[i] = gt_turn_key(value, i);
+        }
     } else {
         // Ask for every pair's line first, so the reads overlap.
         for (gt_u32 i = 0; i + 1 < n; ++i) gt_pair_prefetch(merges, l->ids[i], l->ids[i + 1]);
-        for (gt_u32 i = 0; i + 1 < n; ++i) l->keys[i] = gt_turn_key(gt_pair_rank(merges, l->ids[i], l->ids[i + 1]), i);
+        for (gt_u32 i = 0; i + 1 < n; ++i) l->keys[i] = gt_turn_pair(merges, l, i, i + 1);
     }
     gt_u32 pairs = n - 1;
     l->span = (pairs + 7u) & ~7u;
     for (gt_u32 i = pairs; i < l->span; ++i) l->keys[i] = GT_NONE;
     l->at = GT_NONE;
-    l->best = GT_NONE;
     l->word = word;
 }
 
@@ -443,34 +454,26 @@ GT_HD void gt_bpe_words_turns(const GtBpeModel* m, const gt_u8* bytes, const gt_
                 ++next;
                 ++busy;
             }
-            if (l->best == GT_NONE) {
-                // The pairs around the last merge (their lines were asked for), then the next merge.
-                gt_u32 at = l->at;
-                if (at != GT_NONE) {
-                    gt_u32 left = l->prev[at], right = l->next[at];
-                    if (left != GT_TURN_END)
-                        l->keys[left] = gt_turn_key(gt_pair_rank(merges, l->ids[left], l->ids[at]), left);
-                    if (right != GT_TURN_END)
-                        l->keys[at] = gt_turn_key(gt_pair_rank(merges, l->ids[at], l->ids[right]), at);
-                }
-                l->best = gt_turn_lowest(l->keys, l->span);
-                if (l->best == GT_NONE) {  // done: the first place is never merged away
-                    gt_u32* o = out + rooms[l->word];
-                    gt_u32 c = 0;
-                    for (gt_u32 i = 0; i != GT_TURN_END; i = l->next[i]) o[c++] = l->ids[i];
-                    counts[l->word] = c;
-                    l->word = GT_NONE;
-                    --busy;
-                    continue;
-                }
-                if (merges->merged_of_rank) {  // its id is one more read: wait for it
-                    gt_merged_prefetch(merges, l->best >> GT_TURN_PLACE_BITS);
-                    continue;
-                }
+            // The pairs around the last merge (their lines were asked for), then the next merge.
+            gt_u32 at = l->at;
+            if (at != GT_NONE) {
+                gt_u32 left = l->prev[at], right = l->next[at];
+                if (left != GT_TURN_END) l->keys[left] = gt_turn_pair(merges, l, left, at);
+                if (right != GT_TURN_END) l->keys[at] = gt_turn_pair(merges, l, at, right);
             }
-            // Apply the chosen merge: the right symbol leaves; ask for the two new pairs' lines.
-            gt_u32 at = l->best & ((1u << GT_TURN_PLACE_BITS) - 1u);
-            gt_u32 made = gt_pair_merged(merges, l->best >> GT_TURN_PLACE_BITS);
+            gt_u32 best = gt_turn_lowest(l->keys, l->span);
+            if (best == GT_NONE) {  // done: the first place is never merged away
+                gt_u32* o = out + rooms[l->word];
+                gt_u32 c = 0;
+                for (gt_u32 i = 0; i != GT_TURN_END; i = l->next[i]) o[c++] = l->ids[i];
+                counts[l->word] = c;
+                l->word = GT_NONE;
+                --busy;
+                continue;
+            }
+            // Apply it: the right symbol leaves; ask for the two new pairs' lines.
+            at = best & ((1u << GT_TURN_PLACE_BITS) - 1u);
+            gt_u32 made = gt_pair_merged(merges, best >> GT_TURN_PLACE_BITS);
             gt_u32 gone = l->next[at], right = l->next[gone], left = l->prev[at];
             l->ids[at] = made;
             l->next[at] = (gt_u8)right;
@@ -485,7 +488,6 @@ GT_HD void gt_bpe_words_turns(const GtBpeModel* m, const gt_u8* bytes, const gt_
                 gt_pair_prefetch(merges, l->ids[left], made);
             }
             l->at = at;
-            l->best = GT_NONE;
         }
     } while (busy > 0 || next < k);
 }
