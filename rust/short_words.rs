@@ -302,7 +302,11 @@ mod tests {
         let text = b"a few words, then one at the very end: fifteen-bytes";
         for start in 0..text.len() {
             for end in start..=text.len() {
-                assert_eq!(packed_at(text, start, end), packed(&text[start..end]), "{start}..{end}");
+                assert_eq!(
+                    packed_at(text, start, end),
+                    packed(&text[start..end]),
+                    "{start}..{end}"
+                );
             }
         }
     }
