@@ -281,42 +281,108 @@ GT_HD gt_u32 gt_atom_char(const gt_u8* bytes, gt_u32 n, gt_u32 i, gt_u32* cp) {
     return len;
 }
 
+// The atom the character at bytes[i] of word bytes[0..n) starts its merges
+// as in this word (GT_NONE: it starts as its bytes, or no character of two
+// or three bytes starts there), its length in *len and code point in *cp
+// (*len 0: no such character).
+GT_HD gt_u32 gt_atom_here(const GtBpeModel* m, const gt_u8* bytes, gt_u32 n, gt_u32 i, gt_u32* len, gt_u32* cp) {
+    const gt_u32* atoms = m->char_atoms;
+    *len = atoms ? gt_atom_char(bytes, n, i, cp) : 0;
+    if (!*len) return GT_NONE;
+    gt_u32 atom = atoms[*cp];
+    if ((atom & GT_ATOM_ID) == GT_ATOM_ID) return GT_NONE;
+    // The neighbours next to which the character must start as its bytes.
+    gt_u32 not_here = 0, end = i + *len;
+    if (i > 0) not_here |= bytes[i - 1] < 0x80 ? GT_ATOM_NOT_AFTER_ASCII : GT_ATOM_NOT_AFTER_CHAR;
+    if (end < n) {
+        if (bytes[end] < 0x80) {
+            not_here |= GT_ATOM_NOT_BEFORE_ASCII;
+        } else {
+            not_here |= GT_ATOM_NOT_BEFORE_CHAR;
+            // A listed character next, or one the table does not cover.
+            gt_u32 next_cp;
+            if ((atom & GT_ATOM_NOT_BEFORE_LISTED) &&
+                (!gt_atom_char(bytes, n, end, &next_cp) || (atoms[next_cp] & GT_ATOM_LISTED))) {
+                not_here |= GT_ATOM_NOT_BEFORE_LISTED;
+            }
+        }
+    }
+    return (atom & not_here) ? GT_NONE : atom & GT_ATOM_ID;
+}
+
 // Writes the symbols word bytes[0..n) starts its merges from to ids (room
 // for n): a character's atom where it has one, else each byte's token.
 // Returns their count (n: every symbol is a byte's).
 GT_HD gt_u32 gt_bpe_symbols(const GtBpeModel* m, const gt_u8* bytes, gt_u32 n, gt_u32* ids) {
-    const gt_u32* atoms = m->char_atoms;
     gt_u32 k = 0;
     for (gt_u32 i = 0; i < n;) {
-        gt_u32 cp, len = atoms ? gt_atom_char(bytes, n, i, &cp) : 0;
-        gt_u32 atom = len ? atoms[cp] : GT_ATOM_ID;
-        if ((atom & GT_ATOM_ID) != GT_ATOM_ID) {
-            // The neighbours next to which the character must start as its bytes.
-            gt_u32 not_here = 0;
-            if (i > 0) not_here |= bytes[i - 1] < 0x80 ? GT_ATOM_NOT_AFTER_ASCII : GT_ATOM_NOT_AFTER_CHAR;
-            if (i + len < n) {
-                if (bytes[i + len] < 0x80) {
-                    not_here |= GT_ATOM_NOT_BEFORE_ASCII;
-                } else {
-                    not_here |= GT_ATOM_NOT_BEFORE_CHAR;
-                    // A listed character next, or one the table does not cover.
-                    gt_u32 next_cp;
-                    if ((atom & GT_ATOM_NOT_BEFORE_LISTED) &&
-                        (!gt_atom_char(bytes, n, i + len, &next_cp) || (atoms[next_cp] & GT_ATOM_LISTED))) {
-                        not_here |= GT_ATOM_NOT_BEFORE_LISTED;
-                    }
-                }
-            }
-            if (!(atom & not_here)) {
-                ids[k++] = atom & GT_ATOM_ID;
-                i += len;
-                continue;
-            }
+        gt_u32 len, cp, atom = gt_atom_here(m, bytes, n, i, &len, &cp);
+        if (atom != GT_NONE) {
+            ids[k++] = atom;
+            i += len;
+            continue;
         }
         ids[k++] = m->byte_ids[bytes[i]];
         ++i;
     }
     return k;
+}
+
+// ---- cutting a word where no merge joins its two sides ---------------------
+// Two neighbouring characters A and B of a word that both start as atoms can
+// be joined only by a merge whose token holds A then B, whole: each is one
+// symbol from the start, so a symbol that holds a byte of one holds all of
+// it. Where no token of the vocabulary holds A then B (`pairs`: the code
+// points of every two characters some token holds side by side), no merge
+// crosses between them, and a merge on one side changes no pair of the
+// other: the word's ids are those of its two sides, each merged alone as a
+// word (A and B still start as atoms there: with fewer neighbours, fewer
+// conditions). Not under ignore_merges, where a side found whole in the
+// vocabulary would be one token. A run of CJK characters is one long word
+// that text seldom repeats; cut so, it is pieces of one to a few characters
+// (a word, most of them), which do repeat.
+// Whether a word whose first byte is `first` (and the byte after it
+// `second`, 0 at the end of the text) is a run of CJK characters: it starts
+// with a CJK character or kana (U+3000 to U+9FFF, lead bytes E3..E9), or
+// with one ASCII byte (a space, a mark) and then one. Without a branch: it
+// is asked of every word, and word kinds do not predict.
+GT_HD int gt_cjk_lead(gt_u32 byte) { return byte - 0xE3u <= 6u; }
+
+GT_HD int gt_cjk_led(gt_u32 first, gt_u32 second) { return gt_cjk_lead(first < 0x80 ? second : first); }
+
+// Whether bytes[0..n) holds a lead byte of a CJK character or kana (a text
+// with none has no word to cut): in blocks of 64 bytes without a branch per
+// byte, in byte arithmetic, which the compiler makes vector instructions.
+GT_HD int gt_has_cjk(const gt_u8* bytes, gt_u32 n) {
+    gt_u32 i = 0;
+    for (; i + 64 <= n; i += 64) {
+        const gt_u8* block = bytes + i;
+        gt_u8 any = 0;
+        for (int j = 0; j < 64; ++j) any |= (gt_u8)(block[j] - 0xE3u) < 7u;
+        if (any) return 1;
+    }
+    for (; i < n; ++i) {
+        if (gt_cjk_lead(bytes[i])) return 1;
+    }
+    return 0;
+}
+
+// The end of the piece of word bytes[0..n) that starts at `from` (where a
+// character starts): the first such cut after it, or n.
+GT_HD gt_u32 gt_bpe_cut(const GtBpeModel* m, const GtPairTable* pairs, const gt_u8* bytes, gt_u32 n, gt_u32 from) {
+    gt_u32 before = GT_NONE;  // the code point of the atom that ends at i, GT_NONE: none
+    for (gt_u32 i = from; i < n;) {
+        gt_u32 len, cp;
+        if (gt_atom_here(m, bytes, n, i, &len, &cp) == GT_NONE) {
+            before = GT_NONE;
+            ++i;
+            continue;
+        }
+        if (before != GT_NONE && gt_pair_rank(pairs, before, cp) == GT_NONE) return i;
+        before = cp;
+        i += len;
+    }
+    return n;
 }
 
 // Encodes `bytes[0..n)` into `out` (room for n ids); returns the number of ids.

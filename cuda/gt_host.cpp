@@ -30,6 +30,8 @@ gt_u32 gt_host_turn_max() { return GT_TURN_MAX; }
 gt_u32 gt_host_bpe_merge_step(const GtPairTable* merges, gt_u32* ids, gt_u32* rank, gt_u32* n) {
     return gt_bpe_merge_step(merges, ids, rank, n);
 }
+int gt_host_cjk_led(gt_u32 first, gt_u32 second) { return gt_cjk_led(first, second); }
+int gt_host_has_cjk(const gt_u8* bytes, gt_u32 n) { return gt_has_cjk(bytes, n); }
 
 gt_u32 gt_host_spm_word(const GtSpmModel* model, const gt_u8* bytes, gt_u32 n, GtBpeScratch scratch, gt_u32* out,
                         gt_u32 share) {
@@ -85,6 +87,41 @@ struct GtHostEmit {
 };
 void gt_host_chain_words(const GtChain* chain, const gt_u8* text, gt_u32 n, GtWordCallback word, void* ctx) {
     GtHostEmit emit = {word, ctx};
+    gt_chain_words<0>(chain, text, 0, n, emit);
+}
+
+// The same, a run of CJK characters cut into the pieces that merge on their
+// own (gt_bpe_cut, with `model`'s atoms and the character pairs `pairs`):
+// they repeat where the whole run seldom does.
+struct GtHostCutEmit {
+    GtWordCallback word;
+    void* ctx;
+    const gt_u8* text;
+    gt_u32 n;
+    const GtBpeModel* model;
+    const GtPairTable* pairs;
+    void operator()(gt_u32 start, gt_u32 end) {
+        // One branch, and well predicted: most text has no such runs, or is
+        // all of them. The byte after a word's first may be the next word's.
+        gt_u32 second = start + 1 < n ? text[start + 1] : 0;
+        if (!gt_cjk_led(text[start], second)) {
+            word(ctx, start, end);
+        } else {
+            pieces(start, end);
+        }
+    }
+    // Out of the scan's loop, which keeps its registers.
+    __attribute__((noinline)) void pieces(gt_u32 start, gt_u32 end) {
+        for (gt_u32 from = start; from < end;) {
+            gt_u32 to = start + gt_bpe_cut(model, pairs, text + start, end - start, from - start);
+            word(ctx, from, to);
+            from = to;
+        }
+    }
+};
+void gt_host_chain_pieces(const GtChain* chain, const GtBpeModel* model, const GtPairTable* pairs, const gt_u8* text,
+                          gt_u32 n, GtWordCallback word, void* ctx) {
+    GtHostCutEmit emit = {word, ctx, text, n, model, pairs};
     gt_chain_words<0>(chain, text, 0, n, emit);
 }
 

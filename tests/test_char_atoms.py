@@ -102,3 +102,35 @@ def test_random_merges_over_characters_equal_tokenizers(device: str) -> None:
             assert ids == expected, f"{merges}: {word!r}"
         assert [tok.encode(word) for word in words] == want
     assert with_atoms >= 10, "too few cases have atoms to test them"
+
+
+@pytest.mark.parametrize("name", BYTE_LEVEL)
+def test_runs_of_cjk_characters_cut_into_pieces_equal_tokenizers(name: str) -> None:
+    """A run of CJK characters is cut where no token holds two neighbouring
+    atoms side by side (`gt_bpe_cut`), and each piece merged alone: random runs
+    of common and rare characters, kana and punctuation, after a space or a
+    mark, equal `tokenizers`; the plan says where it cuts (not under
+    ignore_merges, where a piece found whole would be one token)."""
+    json_text = tokenizer_json(name)
+    tok = gpu_tok.Tokenizer.from_str(json_text)
+    reason = next(step["reason"] for step in tok.plan if step["stage"] == "model")
+    ignore_merges = bool(tokenizers.Tokenizer.from_str(json_text).model.ignore_merges)
+    assert ("gt_bpe_cut" in reason) == (not ignore_merges), reason
+    rng = random.Random(11)
+    common = "的一是不了人我在有他这中大来上国个到说们为子你地出道也时年日本語学生"
+    kana = "のにはをたがでてとしれさあいうえおかきくけこアイウエオカキクケコンー"
+    rare = "".join(chr(rng.randrange(0x4E00, 0x9FA6)) for _ in range(200))
+    marks = ["", " ", "、", "「", "(", "\n"]
+    docs = []
+    for _ in range(300):
+        words = []
+        for _ in range(rng.randrange(1, 12)):
+            pool = rng.choice([common, kana, rare, common + kana])
+            run = "".join(rng.choice(pool) for _ in range(rng.randrange(1, 40)))
+            words.append(rng.choice(marks) + run)
+        docs.append("".join(words))
+    want = [e.ids for e in tokenizers.Tokenizer.from_str(json_text).encode_batch(docs, add_special_tokens=False)]
+    for ids, expected, doc in zip(tok.encode_batch(docs, add_special_tokens=False).to_lists()["input_ids"], want, docs,
+                                  strict=True):
+        assert ids == expected, doc[:60]
+    assert [tok.encode(doc, add_special_tokens=False) for doc in docs[:50]] == want[:50]

@@ -513,8 +513,14 @@ pub fn split_words(splits: &[SplitStep], text: &str, emit: &mut dyn FnMut(usize,
 /// the plan's steps.
 fn each_word(plan: &ByteLevelPlan, text: &str, found: &mut impl FnMut(usize, usize)) {
     match &plan.chain {
-        // No step needs Oniguruma: the shared kernel logic splits (as on the GPU).
-        Some(chain) => kernels::chain_words(chain, text, found),
+        // No step needs Oniguruma: the shared kernel logic splits (as on the
+        // GPU), and cuts runs of CJK characters where they merge as pieces.
+        Some(chain) => match plan.char_pairs() {
+            Some(pairs) if kernels::has_cjk(text.as_bytes()) => {
+                kernels::chain_pieces(chain, (plan.model(), &pairs), text, found)
+            }
+            _ => kernels::chain_words(chain, text, found),
+        },
         None => for_each_word(&plan.splits, text, &mut |word: &str| {
             // `word` is a slice of `text`: its position is the pointer difference.
             let start = word.as_ptr() as usize - text.as_ptr() as usize;

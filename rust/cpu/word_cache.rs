@@ -31,12 +31,11 @@ use std::cell::{RefCell, RefMut};
 /// runs a Unigram tokenizer's words can be, which do repeat.
 const MAX_CACHED_WORD: usize = 256;
 /// Whether a word of more than 15 bytes is kept in the cache: not over
-/// MAX_CACHED_WORD bytes, nor when it starts with a CJK character or kana
-/// (U+3000..U+9FFF, lead bytes E3..E9): text without spaces makes such a
-/// word a whole run of them, which seldom comes again (a hash, an insert
-/// and a key's allocation for every one cost more than the rare hit saves).
+/// MAX_CACHED_WORD bytes, nor a run of CJK characters (`kernels::cjk_led`), which
+/// seldom comes again (a hash, an insert and a key's allocation for every
+/// one cost more than the rare hit saves).
 fn long_word_cached(word: &[u8]) -> bool {
-    word.len() <= MAX_CACHED_WORD && !matches!(word.first(), Some(0xE3..=0xE9))
+    word.len() <= MAX_CACHED_WORD && !crate::kernels::cjk_led(word)
 }
 
 /// Slots of the short-word table when a thread's cache starts, and at most
@@ -653,7 +652,10 @@ mod tests {
             encode_and_check(&mut cache, &text, &words, &vocab, per_call);
             // Again: now mostly hits.
             encode_and_check(&mut cache, &text, &words, &vocab, per_call);
-            assert!(!cache.words.keys().any(|w| w.starts_with("\u{5b57}".as_bytes())));
+            assert!(!cache
+                .words
+                .keys()
+                .any(|w| w.starts_with("\u{5b57}".as_bytes())));
         }
     }
 }

@@ -38,6 +38,17 @@ extern "C" {
         rank: *mut u32,
         n: *mut u32,
     ) -> u32;
+    fn gt_host_cjk_led(first: u32, second: u32) -> i32;
+    fn gt_host_has_cjk(bytes: *const u8, n: u32) -> i32;
+    fn gt_host_chain_pieces(
+        chain: *const GtChain,
+        model: *const GtBpeModel,
+        pairs: *const GtPairTable,
+        text: *const u8,
+        n: u32,
+        word: unsafe extern "C" fn(*mut c_void, u32, u32),
+        ctx: *mut c_void,
+    );
     fn gt_host_spm_word(
         model: *const GtSpmModel,
         bytes: *const u8,
@@ -200,6 +211,44 @@ pub fn chain_words<F: FnMut(usize, usize)>(chain: &GtChain, text: &str, emit: &m
     unsafe {
         gt_host_chain_words(
             chain,
+            text.as_ptr(),
+            text.len() as u32,
+            word::<F>,
+            (emit as *mut F).cast(),
+        )
+    }
+}
+
+/// Whether `text` holds a CJK character or kana (`gt_has_cjk`).
+pub fn has_cjk(text: &[u8]) -> bool {
+    let n = text.len().min(NONE as usize - 1) as u32;
+    // SAFETY: `text` is readable for `n <= text.len()` bytes.
+    unsafe { gt_host_has_cjk(text.as_ptr(), n) != 0 }
+}
+
+/// `chain_words`, each run of CJK characters cut into the pieces that merge
+/// on their own (`gt_bpe_cut`: `model`'s atoms, `pairs` the characters some
+/// token holds side by side), as words of their own. The tables must be host
+/// memory.
+pub fn chain_pieces<F: FnMut(usize, usize)>(
+    chain: &GtChain,
+    (model, pairs): (&GtBpeModel, &GtPairTable),
+    text: &str,
+    emit: &mut F,
+) {
+    unsafe extern "C" fn word<F: FnMut(usize, usize)>(ctx: *mut c_void, start: u32, end: u32) {
+        // SAFETY: `ctx` is the `&mut F` passed below, alive for the call.
+        let emit = unsafe { &mut *ctx.cast::<F>() };
+        emit(start as usize, end as usize);
+    }
+    assert!(text.len() < NONE as usize, "pieces are limited to 4 GiB");
+    // SAFETY: as in `chain_words`; the model's atoms and the pair table are
+    // live host arrays (their owner's), the pair table with free slots.
+    unsafe {
+        gt_host_chain_pieces(
+            chain,
+            model,
+            pairs,
             text.as_ptr(),
             text.len() as u32,
             word::<F>,
@@ -854,6 +903,13 @@ pub fn bpe_merge_step(
     ids.truncate(n as usize);
     ranks.truncate(n as usize - 1);
     (rank != NONE).then_some(rank)
+}
+
+/// Whether `word` starts a run of CJK characters (`gt_cjk_led`).
+pub fn cjk_led(word: &[u8]) -> bool {
+    let byte = |i: usize| word.get(i).copied().map_or(0, u32::from);
+    // SAFETY: a pure function of two integers.
+    !word.is_empty() && unsafe { gt_host_cjk_led(byte(0), byte(1)) != 0 }
 }
 
 /// Rank of the pair (left, right) in a pair table (`gt_pair_rank`), or None.

@@ -432,6 +432,15 @@ impl Family for ByteLevelPlan {
                 super::char_atoms::char_atoms(&merges_view, &merges.slots, &byte_ids, &vocab_words)
             }
         };
+        // Where a word may be cut (`gt_bpe_cut`): only where characters start
+        // as atoms, and not under ignore_merges.
+        let char_pairs = match char_atoms.is_empty() || ignore_merges {
+            true => None,
+            false => Some(MergeTable {
+                slots: super::char_atoms::char_pairs(&vocab_words),
+                merged_of_rank: Vec::new(),
+            }),
+        };
         let view = GtBpeModel {
             merges: merges_view,
             vocab: words.view(),
@@ -459,6 +468,7 @@ impl Family for ByteLevelPlan {
             words,
             byte_pair_ranks,
             char_atoms,
+            char_pairs,
             word_model: view,
             own_words: None,
             short_vocab: ShortWords::with_slots(2),
@@ -487,8 +497,13 @@ impl Family for ByteLevelPlan {
             match self.one_token_per_byte() {
                 true => format!(
                     "byte-level BPE kernel (cuda/gt_bpe.cuh) with a per-thread word cache; {} characters \
-                     start their merges as one token (rust/plan/char_atoms.rs); offsets too",
-                    self.char_atoms.iter().filter(|&&e| e & ATOM_ID != ATOM_ID).count()
+                     start their merges as one token (rust/plan/char_atoms.rs){}; offsets too",
+                    self.char_atoms.iter().filter(|&&e| e & ATOM_ID != ATOM_ID).count(),
+                    match self.char_pairs {
+                        Some(_) => ", and runs of CJK characters are cut where no token holds two \
+                                    neighbours side by side (gt_bpe_cut) on the CPU",
+                        None => "",
+                    }
                 ),
                 false => "BPE over each word's byte-level characters with affixes, byte fallback and the \
                           unknown token (cuda/gt_spm.cuh), a per-thread word cache; offsets too (CPU)"
@@ -560,6 +575,9 @@ pub struct ByteLevelTables {
     byte_pair_ranks: Vec<u32>,
     /// The atoms `model.char_atoms` points to (empty: none).
     char_atoms: Vec<u32>,
+    /// The characters some token holds side by side, where words may be cut
+    /// (`gt_bpe_cut`); None: no cuts (no atoms, or ignore_merges).
+    char_pairs: Option<MergeTable>,
     /// The model words are encoded with: `model`, but looking each word of
     /// over 15 bytes up first in the tokens that are their own BPE
     /// (`own_words`), so a word that is one token skips the merge loop;
@@ -735,6 +753,12 @@ impl ByteLevelTables {
     /// one token found by a lookup instead of the merge loop.
     pub fn word_model(&self) -> &GtBpeModel {
         &self.word_model
+    }
+
+    /// The pair table of the characters some token holds side by side, for
+    /// `kernels::bpe_cut`; None where words are not cut.
+    pub fn char_pairs(&self) -> Option<GtPairTable> {
+        self.char_pairs.as_ref().map(MergeTable::view)
     }
 }
 

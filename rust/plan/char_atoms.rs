@@ -26,6 +26,35 @@ pub const NOT_BEFORE_LISTED: u32 = 1 << 28;
 /// starts with this character (set whether or not it has an atom).
 pub const LISTED: u32 = 1 << 29;
 
+/// Every two characters of two or three bytes that some token in
+/// `token_bytes` holds side by side, as slots of a pair table keyed by
+/// their code points (value 0): where a word's two neighbouring atoms are
+/// no such pair, no merge joins them, so `gt_bpe_cut` cuts the word there.
+pub fn char_pairs(token_bytes: &[(Vec<u8>, u32)]) -> Vec<GtPairSlot> {
+    let mut pairs = std::collections::HashSet::new();
+    for (bytes, _) in token_bytes {
+        // Whole characters only: a token's partial ones are never beside a
+        // character that starts as an atom (it is one symbol from the start).
+        for chunk in bytes.utf8_chunks() {
+            let mut chars = chunk.valid().chars().map(u32::from);
+            let Some(mut before) = chars.next() else {
+                continue;
+            };
+            for c in chars {
+                if (0x80..CHARS as u32).contains(&before) && (0x80..CHARS as u32).contains(&c) {
+                    pairs.insert((before, c));
+                }
+                before = c;
+            }
+        }
+    }
+    let mut slots = vec![GtPairSlot::default(); (2 * pairs.len()).next_power_of_two().max(2)];
+    for pair in pairs {
+        kernels::pair_insert(&mut slots, pair, 0);
+    }
+    slots
+}
+
 /// For each code point below U+10000: the token its bytes merge into alone
 /// (`ATOM_ID` where it always starts as its bytes), with the flags of the
 /// neighbours it cannot start as it next to, and `LISTED`. Empty when no
@@ -226,6 +255,33 @@ impl Bounds {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn char_pairs_are_the_whole_characters_tokens_hold_side_by_side() {
+        let tokens: Vec<(Vec<u8>, u32)> = [
+            "\u{4e2d}\u{6587}".as_bytes().to_vec(), // two CJK characters
+            b"x\xc3\xa9\xc3\xa8".to_vec(),          // ASCII, then two of two bytes
+            ["\u{65e5}".as_bytes(), &"\u{672c}".as_bytes()[..2]].concat(), // a partial second
+        ]
+        .into_iter()
+        .zip(0..)
+        .collect();
+        let slots = char_pairs(&tokens);
+        let table = GtPairTable {
+            slots: slots.as_ptr(),
+            mask: slots.len() as u64 - 1,
+            merged_of_rank: std::ptr::null(),
+        };
+        let held = |a: char, b: char| kernels::pair_rank(&table, a.into(), b.into()).is_some();
+        assert!(held('\u{4e2d}', '\u{6587}'));
+        assert!(held('\u{e9}', '\u{e8}'));
+        assert!(!held('\u{6587}', '\u{4e2d}'));
+        assert!(!held('x', '\u{e9}'), "ASCII never starts as an atom");
+        assert!(
+            !held('\u{65e5}', '\u{672c}'),
+            "a partial character is never beside an atom"
+        );
+    }
     use crate::plan::alphabet::alphabet;
     use crate::plan::bytelevel::ByteLevelPlan;
     use crate::plan::family::Family;
