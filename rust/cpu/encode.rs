@@ -363,10 +363,17 @@ struct Words<'t> {
 }
 
 impl Words<'_> {
-    fn each(self, plan: &ByteLevelPlan, found: &mut impl FnMut(usize, usize)) {
-        match self.words {
-            Some(words) => words.iter().for_each(|&(start, end)| found(start, end)),
-            None => each_word(plan, self.text, found),
+    /// `found(start, end)` for each word; with `cut`, runs of CJK characters
+    /// the steps made come in the pieces that merge on their own
+    /// (`kernels::chain_pieces`: for words the byte-level kernel merges,
+    /// never for words that are given or that get a space before each).
+    fn each(self, plan: &ByteLevelPlan, cut: bool, found: &mut impl FnMut(usize, usize)) {
+        match (self.words, &plan.chain, plan.char_pairs()) {
+            (Some(words), ..) => words.iter().for_each(|&(start, end)| found(start, end)),
+            (None, Some(chain), Some(pairs)) if cut && kernels::has_cjk(self.text.as_bytes()) => {
+                kernels::chain_pieces(chain, (plan.model(), &pairs), self.text, found)
+            }
+            (None, ..) => each_word(plan, self.text, found),
         }
     }
 }
@@ -460,7 +467,7 @@ fn encode_words_batched(
                 .map(|f| f as &mut word_cache::EachWord<'_>);
             cache.push_word(bytes, (start, end), vocab, &kernel, ids, each)
         };
-        piece.each(plan, &mut found);
+        piece.each(plan, true, &mut found);
         let each = spans_of
             .as_mut()
             .map(|f| f as &mut word_cache::EachWord<'_>);
@@ -495,7 +502,7 @@ fn encode_words_one_by_one(
                 None => fine = false,
             }
         };
-        piece.each(plan, &mut encode);
+        piece.each(plan, false, &mut encode);
     });
     fine
 }
@@ -513,14 +520,8 @@ pub fn split_words(splits: &[SplitStep], text: &str, emit: &mut dyn FnMut(usize,
 /// the plan's steps.
 fn each_word(plan: &ByteLevelPlan, text: &str, found: &mut impl FnMut(usize, usize)) {
     match &plan.chain {
-        // No step needs Oniguruma: the shared kernel logic splits (as on the
-        // GPU), and cuts runs of CJK characters where they merge as pieces.
-        Some(chain) => match plan.char_pairs() {
-            Some(pairs) if kernels::has_cjk(text.as_bytes()) => {
-                kernels::chain_pieces(chain, (plan.model(), &pairs), text, found)
-            }
-            _ => kernels::chain_words(chain, text, found),
-        },
+        // No step needs Oniguruma: the shared kernel logic splits (as on the GPU).
+        Some(chain) => kernels::chain_words(chain, text, found),
         None => for_each_word(&plan.splits, text, &mut |word: &str| {
             // `word` is a slice of `text`: its position is the pointer difference.
             let start = word.as_ptr() as usize - text.as_ptr() as usize;
