@@ -430,6 +430,7 @@ GT_HD gt_u32 gt_bpe_word(const GtBpeModel* m, const gt_u8* bytes, gt_u32 n, GtBp
 #define GT_TURN_MAX 128u
 #define GT_TURN_PLACE_BITS 7u
 #define GT_TURN_END 0xFFu  // no neighbour
+static_assert(GT_TURN_MAX <= (1u << GT_TURN_PLACE_BITS) && GT_TURN_MAX <= GT_TURN_END, "a place fits its bits and a link");
 
 struct GtTurnLane {
     gt_u32 ids[GT_TURN_MAX];   // the symbol at each live place

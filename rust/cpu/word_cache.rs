@@ -31,11 +31,18 @@ use std::cell::{RefCell, RefMut};
 /// runs a Unigram tokenizer's words can be, which do repeat.
 const MAX_CACHED_WORD: usize = 256;
 /// Whether a word of more than 15 bytes is kept in the cache: not over
-/// MAX_CACHED_WORD bytes, nor a run of CJK characters (`kernels::cjk_led`), which
-/// seldom comes again (a hash, an insert and a key's allocation for every
-/// one cost more than the rare hit saves).
+/// MAX_CACHED_WORD bytes.
 fn long_word_cached(word: &[u8]) -> bool {
-    word.len() <= MAX_CACHED_WORD && !crate::kernels::cjk_led(word)
+    word.len() <= MAX_CACHED_WORD
+}
+
+/// `long_word_cached` for the byte-level engine's chunks, which also leave
+/// out a run of CJK characters (`kernels::cjk_led`): it seldom comes again
+/// (a hash, an insert and a key's allocation for every one cost more than
+/// the rare hit saves), and the pieces it is cut into are cached instead
+/// (`kernels::chain_pieces`).
+fn chunk_word_cached(word: &[u8]) -> bool {
+    long_word_cached(word) && !crate::kernels::cjk_led(word)
 }
 
 /// Slots of the short-word table when a thread's cache starts, and at most
@@ -263,7 +270,6 @@ impl WordCache {
                     return true;
                 }
             }
-            None if !long_word_cached(word) => {}
             None => match self.words.get(word) {
                 Some(&(start, len)) if len != PENDING => {
                     out.extend_from_slice(&self.ids[start as usize..(start + len) as usize]);
@@ -372,7 +378,7 @@ impl WordCache {
                 }
             } else {
                 let word = &text[start..end];
-                let cached = long_word_cached(word);
+                let cached = chunk_word_cached(word);
                 let found = match cached.then(|| self.words.get(word)).flatten() {
                     Some(&(at, len)) if len != PENDING => {
                         out.extend_from_slice(&self.ids[at as usize..(at + len) as usize]);
@@ -450,7 +456,10 @@ impl WordCache {
             let (start, end) = chunk.miss_spans[miss];
             let key = chunk.words[chunk.miss_words[miss]].2;
             let ids = &chunk.miss_ids[at as usize..(at + count) as usize];
-            self.keep((key != 0).then_some(key), &text[start..end], ids);
+            let word = &text[start..end];
+            if key != 0 || chunk_word_cached(word) {
+                self.keep((key != 0).then_some(key), word, ids);
+            }
             at += count;
         }
         chunk.fill_holes(out);

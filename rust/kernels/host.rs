@@ -1136,6 +1136,72 @@ mod tests {
         out
     }
 
+    /// Runs of CJK characters come in pieces where two neighbouring atoms
+    /// are no pair the table holds, and only there; other words, and a text
+    /// without a CJK lead byte, come whole.
+    #[test]
+    fn chain_pieces_cut_runs_of_atoms_where_no_pair_is_held() {
+        let (_steps, chain) = chain(&[3], SplitEngine::Scanner);
+        // Atoms (id = code point, no flags) for four characters, and one pair held.
+        let mut atoms = vec![crate::plan::char_atoms::ATOM_ID; crate::plan::char_atoms::CHARS];
+        for c in ['\u{4e2d}', '\u{6587}', '\u{5b57}', '\u{306e}'] {
+            atoms[c as usize] = c as u32;
+        }
+        let model = GtBpeModel {
+            char_atoms: atoms.as_ptr(),
+            ..GtBpeModel::null()
+        };
+        let mut slots = vec![GtPairSlot::default(); 16];
+        pair_insert(&mut slots, ('\u{4e2d}' as u32, '\u{6587}' as u32), 0);
+        let pairs = GtPairTable {
+            slots: slots.as_ptr(),
+            mask: slots.len() as u64 - 1,
+            merged_of_rank: std::ptr::null(),
+        };
+        let pieces = |text: &str| {
+            let mut out = Vec::new();
+            chain_pieces(&chain, (&model, &pairs), text, &mut |a, b| {
+                out.push(text[a..b].to_string())
+            });
+            out
+        };
+        // A character without an atom (U+7A7A) is never beside a cut.
+        assert_eq!(
+            pieces("hello \u{4e2d}\u{6587}\u{5b57}\u{306e}\u{7a7a}\u{5b57}, \u{5b57}\u{5b57}"),
+            [
+                "hello",
+                " \u{4e2d}\u{6587}",
+                "\u{5b57}",
+                "\u{306e}\u{7a7a}\u{5b57}",
+                ",",
+                " \u{5b57}",
+                "\u{5b57}"
+            ]
+        );
+        assert_eq!(
+            pieces("plain words, no runs"),
+            words(&chain, "plain words, no runs")
+        );
+    }
+
+    #[test]
+    fn cjk_leads_are_found_anywhere_and_only_there() {
+        let run = "\u{4e2d}";
+        for at in [0, 1, 63, 64, 65, 127, 200] {
+            let text = format!("{}{run}{}", "a".repeat(at), "b".repeat(70));
+            assert!(has_cjk(text.as_bytes()), "{at}");
+        }
+        // Latin, Cyrillic, Hangul (EA..ED) and emoji (F0) bytes are no CJK lead.
+        assert!(!has_cjk(
+            "plain \u{e9}\u{436} \u{d55c} \u{1f600}"
+                .repeat(40)
+                .as_bytes()
+        ));
+        assert!(!has_cjk(b""));
+        assert!(cjk_led(run.as_bytes()) && cjk_led(format!(" {run}").as_bytes()));
+        assert!(!cjk_led(b"word") && !cjk_led("\u{d55c}".as_bytes()) && !cjk_led(b""));
+    }
+
     /// The cut rule is proven from each pattern's compiled automaton: the
     /// chains whose steps split at every space may be cut, the others not.
     #[test]

@@ -432,9 +432,12 @@ impl Family for ByteLevelPlan {
                 super::char_atoms::char_atoms(&merges_view, &merges.slots, &byte_ids, &vocab_words)
             }
         };
+        let steps: Option<Vec<GtChainStep>> = splits.iter().map(SplitStep::kernel_step).collect();
+        let chain = steps.and_then(|steps| GtChain::new(&steps));
         // Where a word may be cut (`gt_bpe_cut`): only where characters start
-        // as atoms, and not under ignore_merges.
-        let char_pairs = match char_atoms.is_empty() || ignore_merges {
+        // as atoms, not under ignore_merges, and in the words of the shared
+        // kernels' split (`kernels::chain_pieces`).
+        let char_pairs = match char_atoms.is_empty() || ignore_merges || chain.is_none() {
             true => None,
             false => Some(MergeTable {
                 slots: super::char_atoms::char_pairs(&vocab_words),
@@ -456,10 +459,9 @@ impl Family for ByteLevelPlan {
             ignore_merges: u32::from(ignore_merges),
             _pad: 0,
         };
-        let steps: Option<Vec<GtChainStep>> = splits.iter().map(SplitStep::kernel_step).collect();
         let mut tables = ByteLevelTables {
             normalizer,
-            chain: steps.and_then(|steps| GtChain::new(&steps)),
+            chain,
             prefix_space,
             word_prefix_space,
             splits,
@@ -756,7 +758,7 @@ impl ByteLevelTables {
     }
 
     /// The pair table of the characters some token holds side by side, for
-    /// `kernels::bpe_cut`; None where words are not cut.
+    /// `kernels::chain_pieces` (`gt_bpe_cut`); None where words are not cut.
     pub fn char_pairs(&self) -> Option<GtPairTable> {
         self.char_pairs.as_ref().map(MergeTable::view)
     }
