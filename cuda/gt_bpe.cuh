@@ -346,9 +346,9 @@ GT_HD gt_u32 gt_bpe_symbols(const GtBpeModel* m, const gt_u8* bytes, gt_u32 n, g
 // with a CJK character or kana (U+3000 to U+9FFF, lead bytes E3..E9), or
 // with one ASCII byte (a space, a mark) and then one. Without a branch: it
 // is asked of every word, and word kinds do not predict.
-GT_HD int gt_cjk_lead(gt_u32 byte) { return byte - 0xE3u <= 6u; }
+GT_HD gt_u8 gt_cjk_lead(gt_u8 byte) { return (gt_u8)(byte - 0xE3u) < 7u; }
 
-GT_HD int gt_cjk_led(gt_u32 first, gt_u32 second) { return gt_cjk_lead(first < 0x80 ? second : first); }
+GT_HD int gt_cjk_led(gt_u32 first, gt_u32 second) { return gt_cjk_lead((gt_u8)(first < 0x80 ? second : first)); }
 
 // Whether bytes[0..n) holds a lead byte of a CJK character or kana (a text
 // with none has no word to cut): in blocks of 64 bytes without a branch per
@@ -358,7 +358,7 @@ GT_HD int gt_has_cjk(const gt_u8* bytes, gt_u32 n) {
     for (; i + 64 <= n; i += 64) {
         const gt_u8* block = bytes + i;
         gt_u8 any = 0;
-        for (int j = 0; j < 64; ++j) any |= (gt_u8)(block[j] - 0xE3u) < 7u;
+        for (int j = 0; j < 64; ++j) any |= gt_cjk_lead(block[j]);
         if (any) return 1;
     }
     for (; i < n; ++i) {

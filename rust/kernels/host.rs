@@ -194,16 +194,18 @@ impl GtChain {
     }
 }
 
+/// The kernels' word callback for `emit` (`ctx`: a `&mut F`), generic so
+/// that it calls `emit` directly (inlined: one call per word from the
+/// kernel, none through a `dyn`).
+unsafe extern "C" fn emit_word<F: FnMut(usize, usize)>(ctx: *mut c_void, start: u32, end: u32) {
+    // SAFETY: `ctx` is the `&mut F` its caller passed with this callback, alive for the call.
+    let emit = unsafe { &mut *ctx.cast::<F>() };
+    emit(start as usize, end as usize);
+}
+
 /// Calls `emit(start, end)` for each word of `text` after the Split chain
 /// (`gt_chain_words`). The chain's tables must be host memory.
-/// Generic over `emit`, so the callback made for it calls it directly (inlined:
-/// one call per word from the kernel, none through a `dyn`).
 pub fn chain_words<F: FnMut(usize, usize)>(chain: &GtChain, text: &str, emit: &mut F) {
-    unsafe extern "C" fn word<F: FnMut(usize, usize)>(ctx: *mut c_void, start: u32, end: u32) {
-        // SAFETY: `ctx` is the `&mut F` passed below, alive for the call.
-        let emit = unsafe { &mut *ctx.cast::<F>() };
-        emit(start as usize, end as usize);
-    }
     assert!(text.len() < NONE as usize, "pieces are limited to 4 GiB");
     // SAFETY: `text` is valid UTF-8 of the given length; the chain's tables
     // are live host arrays (its owner's); the callback context outlives the
@@ -213,7 +215,7 @@ pub fn chain_words<F: FnMut(usize, usize)>(chain: &GtChain, text: &str, emit: &m
             chain,
             text.as_ptr(),
             text.len() as u32,
-            word::<F>,
+            emit_word::<F>,
             (emit as *mut F).cast(),
         )
     }
@@ -236,11 +238,6 @@ pub fn chain_pieces<F: FnMut(usize, usize)>(
     text: &str,
     emit: &mut F,
 ) {
-    unsafe extern "C" fn word<F: FnMut(usize, usize)>(ctx: *mut c_void, start: u32, end: u32) {
-        // SAFETY: `ctx` is the `&mut F` passed below, alive for the call.
-        let emit = unsafe { &mut *ctx.cast::<F>() };
-        emit(start as usize, end as usize);
-    }
     assert!(text.len() < NONE as usize, "pieces are limited to 4 GiB");
     // SAFETY: as in `chain_words`; the model's atoms and the pair table are
     // live host arrays (their owner's), the pair table with free slots.
@@ -251,7 +248,7 @@ pub fn chain_pieces<F: FnMut(usize, usize)>(
             pairs,
             text.as_ptr(),
             text.len() as u32,
-            word::<F>,
+            emit_word::<F>,
             (emit as *mut F).cast(),
         )
     }
