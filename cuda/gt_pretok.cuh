@@ -89,9 +89,9 @@ GT_HD gt_u64 gt_swar_letters(gt_u64 x) {
 GT_HD gt_u64 gt_swar_digits(gt_u64 x) { return gt_swar_in(x & ~GT_HIGH8, '0', '9') & ~x; }
 
 // End of the run of ASCII bytes whose SWAR test `kind` holds (0: letters,
-// 1: digits, 2: lowercase, 3: uppercase), from p; GT_NONE when the run stops
-// at a non-ASCII byte (a letter or digit there would go on with it).
-GT_HD_HOT gt_u32 gt_ascii_run(const gt_u8* s, gt_u32 end, gt_u32 p, int kind) {
+// 1: digits, 2: lowercase, 3: uppercase), from p: the first byte not in it,
+// which may be a non-ASCII one.
+GT_HD_HOT gt_u32 gt_ascii_run_end(const gt_u8* s, gt_u32 end, gt_u32 p, int kind) {
     for (;;) {
         if (end - p >= 8) {
             gt_u64 x = gt_load8(s + p), in;
@@ -106,17 +106,22 @@ GT_HD_HOT gt_u32 gt_ascii_run(const gt_u8* s, gt_u32 end, gt_u32 p, int kind) {
                 p += 8;
                 continue;
             }
-            gt_u32 at = p + gt_lowest_bit(out) / 8;
-            return s[at] < 0x80 ? at : GT_NONE;
+            return p + gt_lowest_bit(out) / 8;
         }
         if (p == end) return p;
         gt_u8 b = s[p];
-        if (b >= 0x80) return GT_NONE;
         int in = kind == 0 ? gt_is_ascii_letter(b) : kind == 1 ? (b >= '0' && b <= '9')
                : kind == 2 ? (b >= 'a' && b <= 'z') : (b >= 'A' && b <= 'Z');
         if (!in) return p;
         ++p;
     }
+}
+
+// The same, GT_NONE when the run stops at a non-ASCII byte (a letter or
+// digit there would go on with it).
+GT_HD_HOT gt_u32 gt_ascii_run(const gt_u8* s, gt_u32 end, gt_u32 p, int kind) {
+    gt_u32 at = gt_ascii_run_end(s, end, p, kind);
+    return at < end && s[at] >= 0x80 ? GT_NONE : at;
 }
 
 // The first byte at or after p that is not ASCII, or, with `digits`, that
@@ -417,25 +422,30 @@ GT_HD_CALL gt_u32 gt_find(gt_u32 pattern, const gt_u8* s, gt_u32 end, gt_u32 pos
     return GT_NONE;
 }
 
-// ---- Runs of ASCII words for GPT-2, cl100k, Qwen, o200k and DeepSeek-V3 ---
+// ---- Runs of words for GPT-2, cl100k, Qwen, o200k and DeepSeek-V3 ---------
 // The compiled pattern reads a word a character at a time, each step waiting
-// on the last (gt_rx_scan_ascii). For these patterns over ASCII a word
-// is decided by the class of its first one or two bytes and the end of a
-// run, so this loop finds them by those alone: a letter run 8 bytes at a
-// time, digits, a punctuation run with its tail, a whitespace run with the
-// rules of \s*[\r\n]+, \s+(?!\S) and \s+. It stops before a word whose end a
-// non-ASCII byte could decide (a letter, digit, punctuation or space that is
-// not ASCII), leaving the rest to the compiled
-// pattern. Checked against Oniguruma with the compiled pattern
-// (rust/plan/regex/tests.rs).
+// on the last (gt_rx_scan_ascii). For these patterns a word is decided by
+// the class of its first one or two characters and the end of a run, so this
+// loop finds them by those alone: a letter run 8 bytes at a time, digits, a
+// punctuation run with its tail, a whitespace run with the rules of
+// \s*[\r\n]+, \s+(?!\S) and \s+. Beyond ASCII it reads a character where its
+// class alone decides (not in DeepSeek-V3's step, which is ASCII only): a
+// two-byte letter (Latin, Greek, Cyrillic, Hebrew, Arabic) starts or goes on
+// with a letter run, and a character that is no letter, digit or white space
+// leads a word or goes on with punctuation. It stops before a word whose end
+// another character could decide (digits and white space that are not ASCII,
+// letters of three or four bytes, and for o200k letters its two case classes
+// share: Lt, Lm, Lo, marks), leaving the rest to the compiled pattern.
+// Checked against Oniguruma with the compiled pattern (rust/plan/regex/tests.rs).
 
 #define GT_AK_LETTER 0
 #define GT_AK_DIGIT 1
-#define GT_AK_SPACE 2    // ' '
-#define GT_AK_NEWLINE 3  // \r, \n
-#define GT_AK_WS 4       // \t, \v, \f: white space, and a lead of [^\r\n\p{L}\p{N}]
-#define GT_AK_QUOTE 5    // '
-#define GT_AK_OTHER 6    // the rest of ASCII: [^\s\p{L}\p{N}]
+#define GT_AK_SPACE 2      // ' '
+#define GT_AK_NEWLINE 3    // \r, \n
+#define GT_AK_WS 4         // \t, \v, \f: white space, and a lead of [^\r\n\p{L}\p{N}]
+#define GT_AK_QUOTE 5      // '
+#define GT_AK_OTHER 6      // the rest: [^\s\p{L}\p{N}]
+#define GT_AK_UNDECIDED 7  // a character the loop leaves to the compiled pattern
 
 GT_HD_HOT int gt_ascii_kind(gt_u32 b) {
     if ((gt_u32)((b | 0x20u) - 'a') < 26u) return GT_AK_LETTER;
@@ -445,15 +455,80 @@ GT_HD_HOT int gt_ascii_kind(gt_u32 b) {
     return b == '\'' ? GT_AK_QUOTE : GT_AK_OTHER;
 }
 
-// End of the run of ASCII punctuation ([^\s\p{L}\p{N}]) from p, then of the
-// run of `tail` after it (0: none; 1: [\r\n]*; 2: [\r\n/]*); GT_NONE when the
-// punctuation run meets a non-ASCII byte.
-GT_HD_HOT gt_u32 gt_ascii_other_run(const gt_u8* s, gt_u32 end, gt_u32 p, int tail) {
-    for (; p < end; ++p) {
+// Whether s[p] starts a character of two bytes (U+0080..U+07FF).
+GT_HD_HOT int gt_two_byte_lead(gt_u8 b) { return (gt_u8)(b - 0xC2u) < 0x1Eu; }
+
+// The class bits of the two-byte character at s[p]: one read.
+GT_HD_HOT gt_u32 gt_two_byte_class(const gt_u8* s, gt_u32 p) {
+    return gt_class_two_byte[(gt_u32)(s[p] & 0x1Fu) << 6 | (s[p + 1] & 0x3Fu)];
+}
+
+// The class bits of the non-ASCII character at s[p], and its length.
+GT_HD_HOT gt_u32 gt_wide_class(const gt_u8* s, gt_u32 p, gt_u32* len) {
+    if (gt_two_byte_lead(s[p])) {
+        *len = 2;
+        return gt_two_byte_class(s, p);
+    }
+    gt_u32 cp;
+    *len = gt_decode(s, p, &cp);
+    return gt_class(cp);
+}
+
+// The kind of the character at s[p] (p < end) in PATTERN's loop, and its
+// length: ASCII by gt_ascii_kind; a two-byte letter (for o200k only Lu or
+// Ll) a letter; any other character without \p{L}, \p{N} or \s (for o200k
+// not a mark either, which its letter classes hold) GT_AK_OTHER; the rest
+// GT_AK_UNDECIDED.
+template <gt_u32 PATTERN>
+GT_HD_HOT int gt_word_kind(const gt_u8* s, gt_u32 p, gt_u32* len) {
+    *len = 1;
+    if (s[p] < 0x80) return gt_ascii_kind(s[p]);
+    gt_u32 cls = gt_wide_class(s, p, len);
+    if (cls & GT_L) {
+        int cased = PATTERN != GT_PAT_O200K || (cls & (GT_LU | GT_LL));
+        return *len == 2 && cased ? GT_AK_LETTER : GT_AK_UNDECIDED;
+    }
+    if (cls & (GT_N | GT_WS)) return GT_AK_UNDECIDED;
+    return PATTERN == GT_PAT_O200K && (cls & GT_M) ? GT_AK_UNDECIDED : GT_AK_OTHER;
+}
+
+// End of the letter run from p (kind 0: \p{L}; o200k's 2: lowercase, 3:
+// uppercase), through two-byte letters of the kind (o200k: Ll, Lu); GT_NONE
+// where a character could go on with it that the kind does not decide: a
+// letter of more bytes, or for o200k one of Lt, Lm, Lo or a mark.
+GT_HD_HOT gt_u32 gt_letter_run(const gt_u8* s, gt_u32 end, gt_u32 p, int kind) {
+    const gt_u32 in = kind == 0 ? GT_L : kind == 2 ? GT_LL : GT_LU;
+    const gt_u32 unsure = kind == 0 ? 0u : GT_LT | GT_LM | GT_LO | GT_M;
+    for (;;) {
+        p = gt_ascii_run_end(s, end, p, kind);
+        if (p == end || s[p] < 0x80) return p;  // most runs end at an ASCII byte
+        gt_u32 len, cls = gt_wide_class(s, p, &len);
+        if (len != 2) return cls & (in | unsure) ? GT_NONE : p;
+        // Two-byte letters one after another (a Cyrillic or Greek word),
+        // then maybe ASCII letters again.
+        for (;;) {
+            if (!(cls & in)) return cls & unsure ? GT_NONE : p;
+            p += 2;
+            if (p == end || !gt_two_byte_lead(s[p])) break;
+            cls = gt_two_byte_class(s, p);
+        }
+    }
+}
+
+// End of the run of punctuation ([^\s\p{L}\p{N}], of any length) from p,
+// then of the run of `tail` after it (0: none; 1: [\r\n]*; 2: [\r\n/]*).
+GT_HD_HOT gt_u32 gt_other_run(const gt_u8* s, gt_u32 end, gt_u32 p, int tail) {
+    while (p < end) {
         gt_u32 b = s[p];
-        if (b >= 0x80) return GT_NONE;
-        int k = gt_ascii_kind(b);
-        if (k != GT_AK_OTHER && k != GT_AK_QUOTE) break;
+        if (b < 0x80) {
+            int k = gt_ascii_kind(b);
+            if (k != GT_AK_OTHER && k != GT_AK_QUOTE) break;
+            ++p;
+            continue;
+        }
+        gt_u32 len;
+        if (gt_wide_class(s, p, &len) & (GT_L | GT_N | GT_WS)) break;
+        p += len;
     }
     return tail ? gt_newline_run(s, end, p, tail == 2) : p;
 }
@@ -461,12 +536,18 @@ GT_HD_HOT gt_u32 gt_ascii_other_run(const gt_u8* s, gt_u32 end, gt_u32 p, int ta
 // The whitespace word at p (ASCII white space): with `newlines`, through the
 // run's last \r or \n (\s*[\r\n]+); else the run, less its last character
 // when a non-space follows and it has more than one (\s+(?!\S), \s+).
-// GT_NONE when the run meets a non-ASCII byte.
-GT_HD_HOT gt_u32 gt_ascii_space_word(const gt_u8* s, gt_u32 end, gt_u32 p, int newlines) {
+// GT_NONE when the run meets white space that is not ASCII, or with ASCII
+// only (`WIDE` 0), any non-ASCII byte.
+template <int WIDE>
+GT_HD_HOT gt_u32 gt_space_word(const gt_u8* s, gt_u32 end, gt_u32 p, int newlines) {
     gt_u32 start = p, newline_end = GT_NONE;
     for (; p < end; ++p) {
         gt_u32 b = s[p];
-        if (b >= 0x80) return GT_NONE;
+        if (b >= 0x80) {
+            gt_u32 len;
+            if (!WIDE || (gt_wide_class(s, p, &len) & GT_WS)) return GT_NONE;
+            break;
+        }
         int k = gt_ascii_kind(b);
         if (k == GT_AK_NEWLINE) {
             newline_end = p + 1;
@@ -478,14 +559,17 @@ GT_HD_HOT gt_u32 gt_ascii_space_word(const gt_u8* s, gt_u32 end, gt_u32 p, int n
     return p == end || p - start == 1 ? p : p - 1;
 }
 
-// o200k's letters from p, a letter: [A-Z]*[a-z]+ or [A-Z]+[a-z]* (the
-// uppercase run, then the lowercase run after it), then an optional
-// contraction; GT_NONE when a non-ASCII byte could go on with it.
-GT_HD_HOT gt_u32 gt_ascii_o200k_letters(const gt_u8* s, gt_u32 end, gt_u32 p) {
+// o200k's letters from p, a letter (gt_word_kind): [A-Z]*[a-z]+ or
+// [A-Z]+[a-z]* (the uppercase run, then the lowercase run after it), then
+// an optional contraction; GT_NONE when a character could go on with it
+// that the runs do not decide.
+GT_HD_HOT gt_u32 gt_o200k_letters(const gt_u8* s, gt_u32 end, gt_u32 p) {
+    gt_u32 len = 1;
+    int lower = s[p] < 0x80 ? s[p] >= 'a' : (gt_wide_class(s, p, &len) & GT_LL) != 0;
     // Most words start lowercase: no uppercase run to read then.
-    gt_u32 e = s[p] >= 'a' ? p + 1 : gt_ascii_run(s, end, p + 1, 3);
+    gt_u32 e = lower ? p + len : gt_letter_run(s, end, p + len, 3);
     if (e == GT_NONE) return e;
-    e = gt_ascii_run(s, end, e, 2);
+    e = gt_letter_run(s, end, e, 2);
     if (e == GT_NONE) return e;
     gt_u32 c = gt_contraction(s, end, e, 1);
     return c != GT_NONE ? c : e;
@@ -499,6 +583,7 @@ GT_HD_HOT int gt_ascii_punct(gt_u32 b) { return b > 0x20u && b < 0x7Fu && gt_asc
 // are control characters), left to the compiled pattern with them.
 GT_HD_HOT gt_u32 gt_ascii_ds_word(const gt_u8* s, gt_u32 end, gt_u32 p) {
     gt_u32 b = s[p];
+    if (b >= 0x80) return GT_NONE;
     int k = gt_ascii_kind(b);
     if (k == GT_AK_LETTER) return gt_ascii_run(s, end, p + 1, 0);  // [\p{L}\p{M}]+
     int punct = gt_ascii_punct(b);
@@ -524,18 +609,20 @@ GT_HD_HOT gt_u32 gt_ascii_ds_word(const gt_u8* s, gt_u32 end, gt_u32 p) {
     }
     // [^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+ after a space or a tab, then white space.
     if (k != GT_AK_NEWLINE && k1 == GT_AK_LETTER) return gt_ascii_run(s, end, p + 2, 0);
-    return gt_ascii_space_word(s, end, p, 1);
+    return gt_space_word<0>(s, end, p, 1);
 }
 
-// The word of PATTERN (GT_PAT_GPT2, _CL100K, _QWEN, _O200K, _DS_WORDS) at p, over
-// ASCII, or GT_NONE where a non-ASCII byte could decide it.
+// The word of PATTERN (GT_PAT_GPT2, _CL100K, _QWEN, _O200K, _DS_WORDS) at p,
+// or GT_NONE where a character the loop does not decide could decide it.
 template <gt_u32 PATTERN>
-GT_HD_HOT gt_u32 gt_ascii_word_of(const gt_u8* s, gt_u32 end, gt_u32 p) {
+GT_HD_HOT gt_u32 gt_word_of(const gt_u8* s, gt_u32 end, gt_u32 p) {
     const gt_u32 pattern = PATTERN;
     if (pattern == GT_PAT_DS_WORDS) return gt_ascii_ds_word(s, end, p);
     const int gpt2 = pattern == GT_PAT_GPT2, o200k = pattern == GT_PAT_O200K;
-    int k = gt_ascii_kind(s[p]);
-    if (k == GT_AK_LETTER) return o200k ? gt_ascii_o200k_letters(s, end, p) : gt_ascii_run(s, end, p + 1, 0);
+    gt_u32 len, len1 = 0;
+    int k = gt_word_kind<PATTERN>(s, p, &len);
+    if (k == GT_AK_LETTER) return o200k ? gt_o200k_letters(s, end, p) : gt_letter_run(s, end, p + len, 0);
+    if (k == GT_AK_UNDECIDED) return GT_NONE;
     if (k == GT_AK_DIGIT) {
         if (gpt2) return gt_ascii_run(s, end, p + 1, 1);  // \p{N}+
         const gt_u32 most = pattern == GT_PAT_QWEN ? 1u : 3u;
@@ -546,9 +633,9 @@ GT_HD_HOT gt_u32 gt_ascii_word_of(const gt_u8* s, gt_u32 end, gt_u32 p) {
     }
     // What follows decides: a letter or digit after a lead, a contraction, " ?" punctuation.
     int k1 = GT_AK_NEWLINE;  // at the end: neither a letter nor punctuation
-    if (p + 1 < end) {
-        if (s[p + 1] >= 0x80) return GT_NONE;
-        k1 = gt_ascii_kind(s[p + 1]);
+    if (p + len < end) {
+        k1 = gt_word_kind<PATTERN>(s, p + len, &len1);
+        if (k1 == GT_AK_UNDECIDED) return GT_NONE;
     }
     if (k == GT_AK_QUOTE && !o200k) {
         gt_u32 e = gt_contraction(s, end, p, !gpt2);
@@ -556,28 +643,29 @@ GT_HD_HOT gt_u32 gt_ascii_word_of(const gt_u8* s, gt_u32 end, gt_u32 p) {
     }
     if (gpt2) {
         // " ?\p{L}+", " ?\p{N}+", " ?[^\s\p{L}\p{N}]+", then white space.
-        gt_u32 q = k == GT_AK_SPACE ? p + 1 : p;
-        int kq = k == GT_AK_SPACE ? k1 : k;
-        if (q < end && kq == GT_AK_LETTER) return gt_ascii_run(s, end, q + 1, 0);
-        if (q < end && kq == GT_AK_DIGIT) return gt_ascii_run(s, end, q + 1, 1);
-        if (q < end && (kq == GT_AK_OTHER || kq == GT_AK_QUOTE)) return gt_ascii_other_run(s, end, q + 1, 0);
-        return gt_ascii_space_word(s, end, p, 0);
+        const int spaced = k == GT_AK_SPACE && p + 1 < end;
+        const gt_u32 q = spaced ? p + 1 : p, q_len = spaced ? len1 : len;
+        const int kq = spaced ? k1 : k;
+        if (kq == GT_AK_LETTER) return gt_letter_run(s, end, q + q_len, 0);
+        if (kq == GT_AK_DIGIT) return gt_ascii_run(s, end, q + 1, 1);
+        if (kq == GT_AK_OTHER || kq == GT_AK_QUOTE) return gt_other_run(s, end, q + q_len, 0);
+        return gt_space_word<1>(s, end, p, 0);
     }
     // [^\r\n\p{L}\p{N}]? before letters, " ?[^\s\p{L}\p{N}]+" and its tail, then white space.
     if (k != GT_AK_NEWLINE && k1 == GT_AK_LETTER) {
-        return o200k ? gt_ascii_o200k_letters(s, end, p + 1) : gt_ascii_run(s, end, p + 2, 0);
+        return o200k ? gt_o200k_letters(s, end, p + len) : gt_letter_run(s, end, p + len + len1, 0);
     }
-    int tail = o200k ? 2 : 1;
-    if (k == GT_AK_OTHER || k == GT_AK_QUOTE) return gt_ascii_other_run(s, end, p + 1, tail);
-    if (k == GT_AK_SPACE && (k1 == GT_AK_OTHER || k1 == GT_AK_QUOTE)) return gt_ascii_other_run(s, end, p + 2, tail);
-    return gt_ascii_space_word(s, end, p, 1);
+    const int tail = o200k ? 2 : 1;
+    if (k == GT_AK_OTHER || k == GT_AK_QUOTE) return gt_other_run(s, end, p + len, tail);
+    if (k == GT_AK_SPACE && (k1 == GT_AK_OTHER || k1 == GT_AK_QUOTE)) return gt_other_run(s, end, p + 1 + len1, tail);
+    return gt_space_word<1>(s, end, p, 1);
 }
 
 template <gt_u32 PATTERN, class OnEnd>
 GT_HD gt_u32 gt_scan_ascii_words_of(const gt_u8* s, gt_u32 end, gt_u32 pos, OnEnd& on_end) {
     gt_u32 p = pos;
-    while (p < end && s[p] < 0x80) {
-        gt_u32 e = gt_ascii_word_of<PATTERN>(s, end, p);
+    while (p < end) {
+        gt_u32 e = gt_word_of<PATTERN>(s, end, p);
         if (e == GT_NONE) break;
         on_end(p, e);
         p = e;

@@ -63,6 +63,10 @@ mod tests {
     /// Code points per block of the two-level table.
     const BLOCK: usize = 128;
 
+    /// Code points of one or two bytes of UTF-8, whose classes are also
+    /// listed directly (one read: the word loop's letters beyond ASCII).
+    const TWO_BYTE: usize = 0x800;
+
     /// The classes as a two-level table: each block of 128 code points names
     /// one of the distinct blocks, whose entries index a palette of the
     /// distinct class bits (3 reads per lookup instead of a binary search).
@@ -92,7 +96,8 @@ mod tests {
             "// gt_unicode_table.cuh: GENERATED from Oniguruma by rust/plan/unicode.rs\n\
              // (GPU_TOK_REGENERATE=1 cargo test --release unicode). Do not edit.\n\
              // Class bits of a code point cp: gt_class_palette[gt_class_blocks[\n\
-             // gt_class_block_of[cp / 128]][cp % 128]].\n#pragma once\n\n",
+             // gt_class_block_of[cp / 128]][cp % 128]]; below U+0800 also\n\
+             // gt_class_two_byte[cp].\n#pragma once\n\n",
         );
         let list = |out: &mut String, values: &mut dyn Iterator<Item = u32>, per_line: usize| {
             for (i, v) in values.enumerate() {
@@ -117,6 +122,12 @@ mod tests {
         )
         .unwrap();
         list(&mut out, &mut block_of.iter().map(|&b| b as u32), 32);
+        write!(
+            out,
+            "GT_TABLE const gt_u16 gt_class_two_byte[{TWO_BYTE}] = {{"
+        )
+        .unwrap();
+        list(&mut out, &mut bits[..TWO_BYTE].iter().copied(), 32);
         write!(
             out,
             "GT_TABLE const gt_u8 gt_class_blocks[{}][{BLOCK}] = {{",

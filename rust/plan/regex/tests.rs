@@ -353,6 +353,49 @@ fn real_patterns_match_oniguruma_on_long_word_runs() {
     }
 }
 
+/// Long subjects of words beyond ASCII, next to ASCII ones: two-byte
+/// letters of each case (Latin, Greek, Cyrillic, Hebrew, Arabic), letters of
+/// the classes o200k's case runs share (Lt, Lm, Lo, marks), punctuation of two
+/// and three bytes (« ’ — …), white space and digits that are not ASCII, and
+/// letters of three and four bytes: the word loop reads the first kinds
+/// itself and stops before the others (`gt_word_kind`, `gt_letter_run`),
+/// at every place in a word and after every kind of lead.
+fn wide_word_texts(rng: &mut Rng, alphabet: &[char], count: usize) -> Vec<String> {
+    const PIECES: [&str; 40] = [
+        "café", " été", "É", "ÉCOLE", " Ärger", "naïve", "ß", "Ωμέγα", " Москва", "ПРИВЕТ", "שלום",
+        " مرحبا", "ǅ", "ʰ", "e\u{301}", " \u{301}", "ſ", "'ſ", "'é", "«", "»", " «mot»", "’", "l’été",
+        "—", "…", "\u{a0}", " \u{a0}", "\u{85}", "٣", "²", "東京", " あ", "𝔸", "×", "÷", "the", " ", "  ", "\n",
+    ];
+    const ASCII: [&str; 12] = [
+        " cat", "a", "'s", "'T", "1", "42", ".", " (", "\t", "Hello", "\r\n", "_",
+    ];
+    (0..count)
+        .map(|_| {
+            let mut text = String::new();
+            for _ in 0..rng.below(200) {
+                match rng.below(20) {
+                    0 => text.push(*rng.pick(alphabet)),
+                    1..=8 => text.push_str(rng.pick::<&str>(&ASCII)),
+                    _ => text.push_str(rng.pick::<&str>(&PIECES)),
+                }
+            }
+            text
+        })
+        .collect()
+}
+
+#[test]
+fn real_patterns_match_oniguruma_on_words_beyond_ascii() {
+    let mut rng = Rng(0x77_1de);
+    for (name, pattern) in real_patterns() {
+        let regex = CompiledRegex::compile(&pattern).unwrap();
+        let mut alphabet = representatives(&regex);
+        alphabet.extend(TRICKY.chars());
+        let texts = wide_word_texts(&mut rng, &alphabet, 600);
+        assert_same(&name, &pattern, &regex, &texts);
+    }
+}
+
 /// A random pattern from a small grammar of what tokenizer patterns use:
 /// alternations of sequences of classes, literals, groups, quantifiers
 /// (greedy, lazy, possessive, counted), (?i) groups, lookarounds, anchors.
