@@ -332,8 +332,9 @@ GT_HD gt_u32 gt_bpe_symbols(const GtBpeModel* m, const gt_u8* bytes, gt_u32 n, g
 // Two neighbouring characters A and B of a word that both start as atoms can
 // be joined only by a merge whose token holds A then B, whole: each is one
 // symbol from the start, so a symbol that holds a byte of one holds all of
-// it. Where no token of the vocabulary holds A then B (`pairs`: the code
-// points of every two characters some token holds side by side), no merge
+// it. Where no token of the vocabulary holds A then B (`pairs`: a filter of
+// the code points of every two characters some token holds side by side;
+// one it may hold by a collision is left uncut, which is exact too), no merge
 // crosses between them, and a merge on one side changes no pair of the
 // other: the word's ids are those of its two sides, each merged alone as a
 // word (A and B still start as atoms there: with fewer neighbours, fewer
@@ -369,7 +370,7 @@ GT_HD int gt_has_cjk(const gt_u8* bytes, gt_u32 n) {
 
 // The end of the piece of word bytes[0..n) that starts at `from` (where a
 // character starts): the first such cut after it, or n.
-GT_HD gt_u32 gt_bpe_cut(const GtBpeModel* m, const GtPairTable* pairs, const gt_u8* bytes, gt_u32 n, gt_u32 from) {
+GT_HD gt_u32 gt_bpe_cut(const GtBpeModel* m, const GtPairBits* pairs, const gt_u8* bytes, gt_u32 n, gt_u32 from) {
     gt_u32 before = GT_NONE;  // the code point of the atom that ends at i, GT_NONE: none
     for (gt_u32 i = from; i < n;) {
         gt_u32 len, cp;
@@ -378,7 +379,7 @@ GT_HD gt_u32 gt_bpe_cut(const GtBpeModel* m, const GtPairTable* pairs, const gt_
             ++i;
             continue;
         }
-        if (before != GT_NONE && gt_pair_rank(pairs, before, cp) == GT_NONE) return i;
+        if (before != GT_NONE && !gt_pair_maybe(pairs, before, cp)) return i;
         before = cp;
         i += len;
     }

@@ -71,6 +71,26 @@ GT_HD gt_u32 gt_pair_rank(const GtPairTable* t, gt_u32 left, gt_u32 right) {
     }
 }
 
+// A set of (left, right) pairs kept as one bit per hash of a pair (a
+// filter): a clear bit says no pair of the set hashes there, so the pair is
+// not in it; a set bit, that it may be. One read, from a table small enough
+// to stay in the CPU's caches.
+struct GtPairBits {
+    const gt_u64* words;  // (mask + 1) / 64 words
+    gt_u64 mask;          // bits - 1 (bits: a power of two, at least 64)
+};
+
+GT_HD int gt_pair_maybe(const GtPairBits* b, gt_u32 left, gt_u32 right) {
+    gt_u64 bit = gt_pair_slot(gt_pair_key(left, right), b->mask);
+    return (int)(b->words[bit >> 6] >> (bit & 63)) & 1;
+}
+
+// Host-side builder: adds (left, right) to the filter's words.
+GT_HD void gt_pair_bits_add(gt_u64* words, gt_u64 mask, gt_u32 left, gt_u32 right) {
+    gt_u64 bit = gt_pair_slot(gt_pair_key(left, right), mask);
+    words[bit >> 6] |= 1ull << (bit & 63);
+}
+
 // Asks for the slot where the pair (left, right) is looked up first (a hint:
 // host only; the device's caches are another matter).
 GT_HD void gt_pair_prefetch(const GtPairTable* t, gt_u32 left, gt_u32 right) {

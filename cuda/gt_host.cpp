@@ -74,6 +74,14 @@ gt_u32 gt_host_pair_rank(const GtPairTable* table, gt_u32 left, gt_u32 right) {
     return gt_pair_rank(table, left, right);
 }
 
+void gt_host_pair_bits_add(gt_u64* words, gt_u64 mask, gt_u32 left, gt_u32 right) {
+    gt_pair_bits_add(words, mask, left, right);
+}
+
+int gt_host_pair_maybe(const GtPairBits* bits, gt_u32 left, gt_u32 right) {
+    return gt_pair_maybe(bits, left, right);
+}
+
 gt_u32 gt_host_bytes_find(const GtBytesTable* table, const gt_u8* bytes, gt_u32 n) {
     return gt_bytes_find(table, bytes, n);
 }
@@ -99,7 +107,7 @@ struct GtHostCutEmit {
     const gt_u8* text;
     gt_u32 n;
     const GtBpeModel* model;
-    const GtPairTable* pairs;
+    const GtPairBits* pairs;
     void operator()(gt_u32 start, gt_u32 end) {
         // One branch, and well predicted: most text has no such runs, or is
         // all of them. The byte after a word's first may be the next word's.
@@ -119,7 +127,7 @@ struct GtHostCutEmit {
         }
     }
 };
-void gt_host_chain_pieces(const GtChain* chain, const GtBpeModel* model, const GtPairTable* pairs, const gt_u8* text,
+void gt_host_chain_pieces(const GtChain* chain, const GtBpeModel* model, const GtPairBits* pairs, const gt_u8* text,
                           gt_u32 n, GtWordCallback word, void* ctx) {
     GtHostCutEmit emit = {word, ctx, text, n, model, pairs};
     gt_chain_words<0>(chain, text, 0, n, emit);
@@ -233,7 +241,7 @@ gt_u32 gt_host_struct_sizes(gt_u64* out, gt_u32 n) {
                              sizeof(GtTemplate), sizeof(GtRowSource), sizeof(GtCharTable),
                              sizeof(GtWordPieceModel), sizeof(GtWpScratch), sizeof(GtSpmModel), sizeof(GtBytesSlot),
                              sizeof(GtUnigramModel), sizeof(GtUnigramScratch), sizeof(GtPairSlot), sizeof(GtPartSpan),
-                             sizeof(GtSpmCuts), sizeof(GtRegex), sizeof(GtChainStep)};
+                             sizeof(GtSpmCuts), sizeof(GtRegex), sizeof(GtChainStep), sizeof(GtPairBits)};
     for (gt_u64 size : others)
         if (k < n) out[k++] = size;
     return k;

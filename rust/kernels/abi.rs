@@ -125,6 +125,15 @@ c_mirror! {
 }
 
 c_mirror! {
+    /// `GtPairBits` (cuda/gt_hash.cuh): a filter of (left, right) pairs, one bit
+    /// per hash of a pair.
+    pub struct GtPairBits {
+        pub words: *const u64,
+        pub mask: u64,
+    }
+}
+
+c_mirror! {
     /// `GtSpmCuts` (cuda/gt_spm.cuh): where SentencePiece BPE cuts a piece into words.
     pub struct GtSpmCuts {
         pub bits: *const u32,
@@ -865,6 +874,7 @@ mod tests {
             size_of::<GtSpmCuts>(),
             size_of::<GtRegex>(),
             size_of::<GtChainStep>(),
+            size_of::<GtPairBits>(),
         ];
         let c: Vec<usize> = super::super::host::c_struct_sizes()
             .into_iter()

@@ -5,9 +5,10 @@
 
 use super::abi::{
     GtBpeModel, GtBpeScratch, GtBytesSlot, GtBytesTable, GtChain, GtChainStep, GtCharTable,
-    GtLaneCheck, GtLaneCounts, GtLaneHazard, GtMergeEntry, GtPairSlot, GtPairTable, GtRegex,
-    GtSpmCuts, GtSpmModel, GtUnigramModel, GtUnigramScratch, GtWordPieceModel, GtWpScratch, Kernel,
-    AFFIX_MAX, NONE, PAIR_ID_LIMIT, PAIR_RANK_LIMIT, ROUND_SHARE_GPU, ROUND_SHARE_HOST,
+    GtLaneCheck, GtLaneCounts, GtLaneHazard, GtMergeEntry, GtPairBits, GtPairSlot, GtPairTable,
+    GtRegex, GtSpmCuts, GtSpmModel, GtUnigramModel, GtUnigramScratch, GtWordPieceModel,
+    GtWpScratch, Kernel, AFFIX_MAX, NONE, PAIR_ID_LIMIT, PAIR_RANK_LIMIT, ROUND_SHARE_GPU,
+    ROUND_SHARE_HOST,
 };
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -43,7 +44,7 @@ extern "C" {
     fn gt_host_chain_pieces(
         chain: *const GtChain,
         model: *const GtBpeModel,
-        pairs: *const GtPairTable,
+        pairs: *const GtPairBits,
         text: *const u8,
         n: u32,
         word: unsafe extern "C" fn(*mut c_void, u32, u32),
@@ -90,6 +91,8 @@ extern "C" {
     #[cfg(test)]
     fn gt_host_spm_cut_between(cuts: *const GtSpmCuts, a: u32, b: u32) -> i32;
     fn gt_host_pair_rank(table: *const GtPairTable, left: u32, right: u32) -> u32;
+    fn gt_host_pair_bits_add(words: *mut u64, mask: u64, left: u32, right: u32);
+    fn gt_host_pair_maybe(bits: *const GtPairBits, left: u32, right: u32) -> i32;
     fn gt_host_bytes_find(table: *const GtBytesTable, bytes: *const u8, n: u32) -> u32;
     fn gt_host_find(pattern: u32, text: *const u8, end: u32, pos: u32, start: *mut u32) -> u32;
     fn gt_host_chain_words(
@@ -234,7 +237,7 @@ pub fn has_cjk(text: &[u8]) -> bool {
 /// memory.
 pub fn chain_pieces<F: FnMut(usize, usize)>(
     chain: &GtChain,
-    (model, pairs): (&GtBpeModel, &GtPairTable),
+    (model, pairs): (&GtBpeModel, &GtPairBits),
     text: &str,
     emit: &mut F,
 ) {
@@ -917,6 +920,44 @@ pub fn pair_rank(table: &GtPairTable, left: u32, right: u32) -> Option<u32> {
     (rank != NONE).then_some(rank)
 }
 
+/// A filter of (left, right) pairs (`GtPairBits`), owning its words: a
+/// pair added is always "maybe"; one not added is "no" but for collisions.
+pub struct PairBits {
+    words: Vec<u64>,
+    mask: u64,
+}
+
+impl PairBits {
+    /// A filter of `pairs` with about `bits_per_pair` bits for each (at
+    /// least 64 bits in all, a power of two).
+    pub fn of(pairs: impl ExactSizeIterator<Item = (u32, u32)>, bits_per_pair: usize) -> Self {
+        let bits = (pairs.len() * bits_per_pair).next_power_of_two().max(64);
+        let mut filter = PairBits {
+            words: vec![0; bits / 64],
+            mask: bits as u64 - 1,
+        };
+        for (left, right) in pairs {
+            // SAFETY: `words` holds (mask + 1) / 64 words, which every bit the mask keeps indexes.
+            unsafe { gt_host_pair_bits_add(filter.words.as_mut_ptr(), filter.mask, left, right) };
+        }
+        filter
+    }
+
+    /// The C view (borrowing the words).
+    pub fn view(&self) -> GtPairBits {
+        GtPairBits {
+            words: self.words.as_ptr(),
+            mask: self.mask,
+        }
+    }
+
+    /// Whether the pair may be in the set (`gt_pair_maybe`).
+    pub fn maybe(&self, left: u32, right: u32) -> bool {
+        // SAFETY: the view borrows live words sized for its mask.
+        unsafe { gt_host_pair_maybe(&self.view(), left, right) != 0 }
+    }
+}
+
 /// Inserts a pair into a pair table (`gt_pair_insert`); the last insert of a
 /// pair wins. Ids must be below `PAIR_ID_LIMIT` and the rank below
 /// `PAIR_RANK_LIMIT` (checked: the packed slot has no room for more).
@@ -1148,13 +1189,16 @@ mod tests {
             char_atoms: atoms.as_ptr(),
             ..GtBpeModel::null()
         };
-        let mut slots = vec![GtPairSlot::default(); 16];
-        pair_insert(&mut slots, ('\u{4e2d}' as u32, '\u{6587}' as u32), 0);
-        let pairs = GtPairTable {
-            slots: slots.as_ptr(),
-            mask: slots.len() as u64 - 1,
-            merged_of_rank: std::ptr::null(),
-        };
+        let held = ('\u{4e2d}' as u32, '\u{6587}' as u32);
+        let pairs = PairBits::of([held].into_iter(), 4096);
+        // The filter holds the pair, and (by its size) none of the others here.
+        let chars = ['\u{4e2d}', '\u{6587}', '\u{5b57}', '\u{306e}', '\u{7a7a}'].map(u32::from);
+        for a in chars {
+            for b in chars {
+                assert_eq!(pairs.maybe(a, b), (a, b) == held, "{a:x} {b:x}");
+            }
+        }
+        let pairs = pairs.view();
         let pieces = |text: &str| {
             let mut out = Vec::new();
             chain_pieces(&chain, (&model, &pairs), text, &mut |a, b| {

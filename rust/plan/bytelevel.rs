@@ -39,8 +39,8 @@ use super::regex::charset::{self, CharSet};
 use super::regex::{self as compiled_regex, CompiledRegex};
 use super::{NormalizedAdded, PlainAdded};
 use crate::kernels::{
-    self, BytesTable, GtBpeModel, GtChain, GtChainStep, GtPairSlot, GtPairTable, GtRegex,
-    GtSpmModel, NONE,
+    self, BytesTable, GtBpeModel, GtChain, GtChainStep, GtPairBits, GtPairSlot, GtPairTable,
+    GtRegex, GtSpmModel, PairBits, NONE,
 };
 use crate::short_words::{self, ShortWords};
 use aho_corasick::AhoCorasick;
@@ -439,10 +439,7 @@ impl Family for ByteLevelPlan {
         // kernels' split (`kernels::chain_pieces`).
         let char_pairs = match char_atoms.is_empty() || ignore_merges || chain.is_none() {
             true => None,
-            false => Some(MergeTable {
-                slots: super::char_atoms::char_pairs(&vocab_words),
-                merged_of_rank: Vec::new(),
-            }),
+            false => Some(super::char_atoms::char_pairs(&vocab_words)),
         };
         let view = GtBpeModel {
             merges: merges_view,
@@ -579,7 +576,7 @@ pub struct ByteLevelTables {
     char_atoms: Vec<u32>,
     /// The characters some token holds side by side, where words may be cut
     /// (`gt_bpe_cut`); None: no cuts (no atoms, or ignore_merges).
-    char_pairs: Option<MergeTable>,
+    char_pairs: Option<PairBits>,
     /// The model words are encoded with: `model`, but looking each word of
     /// over 15 bytes up first in the tokens that are their own BPE
     /// (`own_words`), so a word that is one token skips the merge loop;
@@ -759,8 +756,8 @@ impl ByteLevelTables {
 
     /// The pair table of the characters some token holds side by side, for
     /// `kernels::chain_pieces` (`gt_bpe_cut`); None where words are not cut.
-    pub fn char_pairs(&self) -> Option<GtPairTable> {
-        self.char_pairs.as_ref().map(MergeTable::view)
+    pub fn char_pairs(&self) -> Option<GtPairBits> {
+        self.char_pairs.as_ref().map(PairBits::view)
     }
 }
 
