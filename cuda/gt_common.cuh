@@ -22,6 +22,12 @@
 #else
 #define GT_HD_HOT inline __attribute__((always_inline))
 #endif
+// GT_HD_NOINLINE: a call on the host, out of a hot loop it would make larger.
+#if defined(__CUDACC_RTC__) || defined(__CUDACC__)
+#define GT_HD_NOINLINE GT_HD
+#else
+#define GT_HD_NOINLINE inline __attribute__((noinline))
+#endif
 // GT_HD_CALL: a real call on the GPU, for big functions used from many places
 // (inlining the scanners at every use made one kernel take a minute to compile).
 

@@ -536,16 +536,14 @@ GT_HD_HOT gt_u32 gt_other_run(const gt_u8* s, gt_u32 end, gt_u32 p, int tail) {
 // The whitespace word at p (ASCII white space): with `newlines`, through the
 // run's last \r or \n (\s*[\r\n]+); else the run, less its last character
 // when a non-space follows and it has more than one (\s+(?!\S), \s+).
-// GT_NONE when the run meets white space that is not ASCII, or with ASCII
-// only (`WIDE` 0), any non-ASCII byte.
-template <int WIDE>
+// GT_NONE when the run meets white space that is not ASCII.
 GT_HD_HOT gt_u32 gt_space_word(const gt_u8* s, gt_u32 end, gt_u32 p, int newlines) {
     gt_u32 start = p, newline_end = GT_NONE;
     for (; p < end; ++p) {
         gt_u32 b = s[p];
         if (b >= 0x80) {
             gt_u32 len;
-            if (!WIDE || (gt_wide_class(s, p, &len) & GT_WS)) return GT_NONE;
+            if (gt_wide_class(s, p, &len) & GT_WS) return GT_NONE;
             break;
         }
         int k = gt_ascii_kind(b);
@@ -578,19 +576,82 @@ GT_HD_HOT gt_u32 gt_o200k_letters(const gt_u8* s, gt_u32 end, gt_u32 p) {
 // ASCII punctuation and symbols (\p{P}, \p{S}): printable, not a letter, digit or space.
 GT_HD_HOT int gt_ascii_punct(gt_u32 b) { return b > 0x20u && b < 0x7Fu && gt_ascii_kind(b) >= GT_AK_QUOTE; }
 
-// DeepSeek-V3's word step at p over ASCII: its pieces come after the digit
-// and CJK steps, so a digit here is a piece of digits (no match: a gap, as
-// are control characters), left to the compiled pattern with them.
-GT_HD_HOT gt_u32 gt_ascii_ds_word(const gt_u8* s, gt_u32 end, gt_u32 p) {
+// gt_ds_letters from a non-ASCII byte at p.
+GT_HD_NOINLINE gt_u32 gt_ds_letters_wide(const gt_u8* s, gt_u32 end, gt_u32 p) {
+    for (;;) {
+        gt_u32 len;
+        if (!(gt_wide_class(s, p, &len) & (GT_L | GT_M))) return p;
+        p += len;
+        // Two-byte letters one after another (a Cyrillic or Greek word).
+        while (p < end && gt_two_byte_lead(s[p]) && (gt_two_byte_class(s, p) & (GT_L | GT_M))) p += 2;
+        p = gt_ascii_run_end(s, end, p, 0);
+        if (p == end || s[p] < 0x80) return p;
+    }
+}
+
+// End of DeepSeek-V3's [\p{L}\p{M}]+ from p (after its first character):
+// its classes are decided for every character, of any length.
+GT_HD_HOT gt_u32 gt_ds_letters(const gt_u8* s, gt_u32 end, gt_u32 p) {
+    p = gt_ascii_run_end(s, end, p, 0);
+    return p == end || s[p] < 0x80 ? p : gt_ds_letters_wide(s, end, p);
+}
+
+// gt_ds_punct_run from a non-ASCII byte at p.
+GT_HD_NOINLINE gt_u32 gt_ds_punct_run_wide(const gt_u8* s, gt_u32 end, gt_u32 p) {
+    while (p < end) {
+        if (s[p] < 0x80) {
+            if (!gt_ascii_punct(s[p])) break;
+            ++p;
+            continue;
+        }
+        gt_u32 len;
+        if (!(gt_wide_class(s, p, &len) & (GT_P | GT_S))) break;
+        p += len;
+    }
+    return gt_newline_run(s, end, p, 0);
+}
+
+// End of DeepSeek-V3's [\p{P}\p{S}]+ from p, then of [\r\n]*.
+GT_HD_HOT gt_u32 gt_ds_punct_run(const gt_u8* s, gt_u32 end, gt_u32 p) {
+    while (p < end && gt_ascii_punct(s[p])) ++p;
+    return p < end && s[p] >= 0x80 ? gt_ds_punct_run_wide(s, end, p) : gt_newline_run(s, end, p, 0);
+}
+
+// DeepSeek-V3's word step at p: its pieces come after the digit and CJK
+// steps, so a digit here is a piece of digits (no match: a gap, as are
+// control characters), left to the compiled pattern with them, as is a word
+// led by white space or another character that is not ASCII.
+
+// A word led by a character that is not ASCII (out of the loop).
+GT_HD_NOINLINE gt_u32 gt_ds_wide_word(const gt_u8* s, gt_u32 end, gt_u32 p) {
+    gt_u32 len, cls = gt_wide_class(s, p, &len);
+    if (cls & (GT_L | GT_M)) return gt_ds_letters(s, end, p + len);  // lead or not, the same run
+    if (cls & (GT_P | GT_S)) return gt_ds_punct_run(s, end, p + len);
+    return GT_NONE;
+}
+
+// The word at p, an ASCII character of kind k that leads one (a space, a
+// tab, a newline, punctuation), before a character that is not ASCII.
+GT_HD_NOINLINE gt_u32 gt_ds_word_before_wide(const gt_u8* s, gt_u32 end, gt_u32 p, int k, int punct) {
+    // [!-/:-@[-`{-~][A-Za-z]+ needs an ASCII letter: " ?[\p{P}\p{S}]+[\r\n]*".
+    if (punct) return gt_ds_punct_run(s, end, p + 1);
+    gt_u32 len1, cls1 = gt_wide_class(s, p + 1, &len1);
+    if (k == GT_AK_SPACE && (cls1 & (GT_P | GT_S))) return gt_ds_punct_run(s, end, p + 1 + len1);
+    // [^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+ after a space or a tab, then white space.
+    if (k != GT_AK_NEWLINE && (cls1 & (GT_L | GT_M))) return gt_ds_letters(s, end, p + 1 + len1);
+    return gt_space_word(s, end, p, 1);
+}
+
+GT_HD_HOT gt_u32 gt_ds_word(const gt_u8* s, gt_u32 end, gt_u32 p) {
     gt_u32 b = s[p];
-    if (b >= 0x80) return GT_NONE;
+    if (b >= 0x80) return gt_ds_wide_word(s, end, p);
     int k = gt_ascii_kind(b);
-    if (k == GT_AK_LETTER) return gt_ascii_run(s, end, p + 1, 0);  // [\p{L}\p{M}]+
+    if (k == GT_AK_LETTER) return gt_ds_letters(s, end, p + 1);  // [\p{L}\p{M}]+
     int punct = gt_ascii_punct(b);
     if (k == GT_AK_DIGIT || (k == GT_AK_OTHER && !punct)) return GT_NONE;
     int k1 = GT_AK_NEWLINE, punct1 = 0;  // at the end: neither a letter nor punctuation
     if (p + 1 < end) {
-        if (s[p + 1] >= 0x80) return GT_NONE;
+        if (s[p + 1] >= 0x80) return gt_ds_word_before_wide(s, end, p, k, punct);
         k1 = gt_ascii_kind(s[p + 1]);
         punct1 = gt_ascii_punct(s[p + 1]);
     }
@@ -600,16 +661,12 @@ GT_HD_HOT gt_u32 gt_ascii_ds_word(const gt_u8* s, gt_u32 end, gt_u32 p) {
         while (e < end && gt_is_ascii_letter(s[e])) ++e;
         return e;
     }
-    // " ?[\p{P}\p{S}]+[\r\n]*"; its run of punctuation stops at a non-ASCII byte.
+    // " ?[\p{P}\p{S}]+[\r\n]*"
     gt_u32 q = punct ? p : (k == GT_AK_SPACE && punct1) ? p + 1 : GT_NONE;
-    if (q != GT_NONE) {
-        gt_u32 e = q + 1;
-        while (e < end && gt_ascii_punct(s[e])) ++e;
-        return e < end && s[e] >= 0x80 ? GT_NONE : gt_newline_run(s, end, e, 0);
-    }
+    if (q != GT_NONE) return gt_ds_punct_run(s, end, q + 1);
     // [^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+ after a space or a tab, then white space.
-    if (k != GT_AK_NEWLINE && k1 == GT_AK_LETTER) return gt_ascii_run(s, end, p + 2, 0);
-    return gt_space_word<0>(s, end, p, 1);
+    if (k != GT_AK_NEWLINE && k1 == GT_AK_LETTER) return gt_ds_letters(s, end, p + 2);
+    return gt_space_word(s, end, p, 1);
 }
 
 // The word of PATTERN (GT_PAT_GPT2, _CL100K, _QWEN, _O200K, _DS_WORDS) at p,
@@ -617,7 +674,7 @@ GT_HD_HOT gt_u32 gt_ascii_ds_word(const gt_u8* s, gt_u32 end, gt_u32 p) {
 template <gt_u32 PATTERN>
 GT_HD_HOT gt_u32 gt_word_of(const gt_u8* s, gt_u32 end, gt_u32 p) {
     const gt_u32 pattern = PATTERN;
-    if (pattern == GT_PAT_DS_WORDS) return gt_ascii_ds_word(s, end, p);
+    if (pattern == GT_PAT_DS_WORDS) return gt_ds_word(s, end, p);
     const int gpt2 = pattern == GT_PAT_GPT2, o200k = pattern == GT_PAT_O200K;
     gt_u32 len, len1 = 0;
     int k = gt_word_kind<PATTERN>(s, p, &len);
@@ -649,7 +706,7 @@ GT_HD_HOT gt_u32 gt_word_of(const gt_u8* s, gt_u32 end, gt_u32 p) {
         if (kq == GT_AK_LETTER) return gt_letter_run(s, end, q + q_len, 0);
         if (kq == GT_AK_DIGIT) return gt_ascii_run(s, end, q + 1, 1);
         if (kq == GT_AK_OTHER || kq == GT_AK_QUOTE) return gt_other_run(s, end, q + q_len, 0);
-        return gt_space_word<1>(s, end, p, 0);
+        return gt_space_word(s, end, p, 0);
     }
     // [^\r\n\p{L}\p{N}]? before letters, " ?[^\s\p{L}\p{N}]+" and its tail, then white space.
     if (k != GT_AK_NEWLINE && k1 == GT_AK_LETTER) {
@@ -658,7 +715,7 @@ GT_HD_HOT gt_u32 gt_word_of(const gt_u8* s, gt_u32 end, gt_u32 p) {
     const int tail = o200k ? 2 : 1;
     if (k == GT_AK_OTHER || k == GT_AK_QUOTE) return gt_other_run(s, end, p + len, tail);
     if (k == GT_AK_SPACE && (k1 == GT_AK_OTHER || k1 == GT_AK_QUOTE)) return gt_other_run(s, end, p + 1 + len1, tail);
-    return gt_space_word<1>(s, end, p, 1);
+    return gt_space_word(s, end, p, 1);
 }
 
 template <gt_u32 PATTERN, class OnEnd>
