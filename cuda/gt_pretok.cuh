@@ -429,13 +429,14 @@ GT_HD_CALL gt_u32 gt_find(gt_u32 pattern, const gt_u8* s, gt_u32 end, gt_u32 pos
 // loop finds them by those alone: a letter run 8 bytes at a time, digits, a
 // punctuation run with its tail, a whitespace run with the rules of
 // \s*[\r\n]+, \s+(?!\S) and \s+. Beyond ASCII it reads a character where its
-// class alone decides (not in DeepSeek-V3's step, which is ASCII only): a
-// two-byte letter (Latin, Greek, Cyrillic, Hebrew, Arabic) starts or goes on
-// with a letter run, and a character that is no letter, digit or white space
-// leads a word or goes on with punctuation. It stops before a word whose end
-// another character could decide (digits and white space that are not ASCII,
-// letters of three or four bytes, and for o200k letters its two case classes
-// share: Lt, Lm, Lo, marks), leaving the rest to the compiled pattern.
+// class alone decides: a letter (two-byte ones: Latin, Greek, Cyrillic,
+// Hebrew, Arabic; for \p{L}+ also longer ones, CJK) starts or goes on with a
+// letter run, and a character that is no letter, digit or white space leads
+// a word or goes on with punctuation (DeepSeek-V3's step: gt_ds_word). It
+// stops before a word whose end another character could decide (digits and
+// white space that are not ASCII, and for o200k letters of more than two
+// bytes or of the classes its two case runs share: Lt, Lm, Lo, marks),
+// leaving the rest to the compiled pattern.
 // Checked against Oniguruma with the compiled pattern (rust/plan/regex/tests.rs).
 
 #define GT_AK_LETTER 0
@@ -463,6 +464,13 @@ GT_HD_HOT gt_u32 gt_two_byte_class(const gt_u8* s, gt_u32 p) {
     return gt_class_two_byte[(gt_u32)(s[p] & 0x1Fu) << 6 | (s[p + 1] & 0x3Fu)];
 }
 
+// The class bits of the character of three or four bytes at s[p], and its length.
+GT_HD_HOT gt_u32 gt_long_class(const gt_u8* s, gt_u32 p, gt_u32* len) {
+    gt_u32 cp;
+    *len = gt_decode(s, p, &cp);
+    return gt_class(cp);
+}
+
 // The class bits of the non-ASCII character at s[p], and its length.
 GT_HD_HOT gt_u32 gt_wide_class(const gt_u8* s, gt_u32 p, gt_u32* len) {
     if (gt_two_byte_lead(s[p])) {
@@ -475,7 +483,7 @@ GT_HD_HOT gt_u32 gt_wide_class(const gt_u8* s, gt_u32 p, gt_u32* len) {
 }
 
 // The kind of the character at s[p] (p < end) in PATTERN's loop, and its
-// length: ASCII by gt_ascii_kind; a two-byte letter (for o200k only Lu or
+// length: ASCII by gt_ascii_kind; a letter (for o200k only a two-byte Lu or
 // Ll) a letter; any other character without \p{L}, \p{N} or \s (for o200k
 // not a mark either, which its letter classes hold) GT_AK_OTHER; the rest
 // GT_AK_UNDECIDED.
@@ -486,16 +494,16 @@ GT_HD_HOT int gt_word_kind(const gt_u8* s, gt_u32 p, gt_u32* len) {
     gt_u32 cls = gt_wide_class(s, p, len);
     if (cls & GT_L) {
         int cased = PATTERN != GT_PAT_O200K || (cls & (GT_LU | GT_LL));
-        return *len == 2 && cased ? GT_AK_LETTER : GT_AK_UNDECIDED;
+        return (*len == 2 || PATTERN != GT_PAT_O200K) && cased ? GT_AK_LETTER : GT_AK_UNDECIDED;
     }
     if (cls & (GT_N | GT_WS)) return GT_AK_UNDECIDED;
     return PATTERN == GT_PAT_O200K && (cls & GT_M) ? GT_AK_UNDECIDED : GT_AK_OTHER;
 }
 
 // End of the letter run from p (kind 0: \p{L}; o200k's 2: lowercase, 3:
-// uppercase), through two-byte letters of the kind (o200k: Ll, Lu); GT_NONE
-// where a character could go on with it that the kind does not decide: a
-// letter of more bytes, or for o200k one of Lt, Lm, Lo or a mark.
+// uppercase), through letters of the kind (o200k: two-byte Ll, Lu); GT_NONE
+// where a character could go on with it that the kind does not decide: for
+// o200k a letter of more bytes, or one of Lt, Lm, Lo or a mark.
 GT_HD_HOT gt_u32 gt_letter_run(const gt_u8* s, gt_u32 end, gt_u32 p, int kind) {
     const gt_u32 in = kind == 0 ? GT_L : kind == 2 ? GT_LL : GT_LU;
     const gt_u32 unsure = kind == 0 ? 0u : GT_LT | GT_LM | GT_LO | GT_M;
@@ -503,7 +511,17 @@ GT_HD_HOT gt_u32 gt_letter_run(const gt_u8* s, gt_u32 end, gt_u32 p, int kind) {
         p = gt_ascii_run_end(s, end, p, kind);
         if (p == end || s[p] < 0x80) return p;  // most runs end at an ASCII byte
         gt_u32 len, cls = gt_wide_class(s, p, &len);
-        if (len != 2) return cls & (in | unsure) ? GT_NONE : p;
+        if (len != 2) {
+            if (kind != 0 || !(cls & GT_L)) return cls & (in | unsure) ? GT_NONE : p;
+            // \p{L} of three or four bytes (a CJK word), one after another.
+            for (;;) {
+                p += len;
+                if (p == end || s[p] < 0xE0) break;
+                cls = gt_long_class(s, p, &len);
+                if (!(cls & GT_L)) return p;
+            }
+            continue;
+        }
         // Two-byte letters one after another (a Cyrillic or Greek word),
         // then maybe ASCII letters again.
         for (;;) {
