@@ -928,10 +928,10 @@ pub struct PairBits {
 }
 
 impl PairBits {
-    /// A filter of `pairs` with about `bits_per_pair` bits for each (at
-    /// least 64 bits in all, a power of two).
+    /// A filter of `pairs` with about `bits_per_pair` bits for each (a
+    /// power of two, at least 4096 in all: a few pairs collide seldom).
     pub fn of(pairs: impl ExactSizeIterator<Item = (u32, u32)>, bits_per_pair: usize) -> Self {
-        let bits = (pairs.len() * bits_per_pair).next_power_of_two().max(64);
+        let bits = (pairs.len() * bits_per_pair).next_power_of_two().max(4096);
         let mut filter = PairBits {
             words: vec![0; bits / 64],
             mask: bits as u64 - 1,

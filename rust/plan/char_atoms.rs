@@ -27,7 +27,7 @@ pub const NOT_BEFORE_LISTED: u32 = 1 << 28;
 pub const LISTED: u32 = 1 << 29;
 
 /// Bits of the filter per pair: 32 keep collisions (pairs left uncut) to
-/// ~3% in 64-128 KB for real vocabularies (20-30k pairs), which stay in the
+/// ~2-3% in 128 KB for real vocabularies (20-30k pairs), which stays in the
 /// CPU's caches where the exact table (512 KB-1 MB) did not.
 const PAIR_FILTER_BITS: usize = 32;
 
