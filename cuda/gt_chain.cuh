@@ -37,7 +37,7 @@ struct GtChainStep {
     gt_u32 behavior;  // GT_SPLIT_* | GT_SPLIT_INVERT
     gt_u32 cuts;      // host only: what the step allows of safe cuts (rust/kernels/host.rs)
     gt_u32 ascii;     // host only: the GT_PAT_* of a compiled pattern that has a loop over
-                      // ASCII words (gt_scan_ascii_words); else 0
+                      // words (gt_scan_ascii_words: ASCII, and beyond where a class decides); else 0
     GtRegex regex;    // GT_PAT_REGEX: the compiled tables
 };
 
@@ -66,7 +66,8 @@ GT_HD void gt_step_ranges(const GtChainStep* step, const gt_u8* s, gt_u32 n, Sin
         gt_u32 last_end = 0, last_match_end = GT_NONE;
         while (last_end <= n) {
 #ifndef __CUDA_ARCH__
-            // Runs of ASCII words first, each handed on as it ends;
+            // Runs of words the loop decides first (ASCII, and beyond it
+            // where a class decides), each handed on as it ends;
             // gt_rx_find for the word where that stops.
             if (prev == last_end) {
                 auto on_end = [&sink](gt_u32 a, gt_u32 b) { sink.range(a, b, 1); };

@@ -92,8 +92,8 @@ pub(crate) const SCANNERS: [(&str, u32); 7] = [
 
 /// `GtChainStep.ascii` for a Split pattern: GPT-2's, cl100k's, Qwen's,
 /// o200k's and DeepSeek-V3's word step (by exact text) have a loop over
-/// ASCII words in front of their compiled tables (`gt_scan_ascii_words`);
-/// others 0.
+/// words (ASCII, and beyond it where a character's class decides) in front
+/// of their compiled tables (`gt_scan_ascii_words`); others 0.
 pub(crate) fn ascii_words(pattern: &str) -> u32 {
     const WITH_LOOP: [u32; 5] = [
         kernels::PAT_GPT2,
@@ -130,7 +130,7 @@ pub struct SplitStep {
     /// `GtChainStep.cuts`: what safe cuts (`gt_next_cut`) the step allows,
     /// proven from its compiled pattern.
     cuts: u32,
-    /// `GtChainStep.ascii`: the pattern's loop over ASCII words, or 0.
+    /// `GtChainStep.ascii`: the pattern's loop over words, or 0.
     ascii: u32,
     /// The step as tokenizer.json names it, for `tok.plan`.
     name: String,
@@ -282,7 +282,7 @@ impl SplitStep {
             pattern,
             behavior: self.behavior_code(),
             cuts: self.cuts,
-            // The loop over ASCII words stands in front of compiled tables only.
+            // The loop over words stands in front of compiled tables only.
             ascii: if pattern == kernels::PAT_REGEX {
                 self.ascii
             } else {
@@ -310,7 +310,10 @@ impl SplitStep {
                 let (states, classes, bytes) = c.size();
                 let ascii = match self.ascii {
                     0 => "",
-                    _ => "; ASCII words by their own loop on the CPU, gt_scan_ascii_words",
+                    _ => {
+                        "; words by their own loop on the CPU (ASCII, and letters and punctuation \
+                          beyond it), gt_scan_ascii_words"
+                    }
                 };
                 format!(
                     "compiled DFA (cuda/gt_regex.cuh: {states} states over {classes} classes of \
