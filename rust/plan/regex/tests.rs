@@ -272,6 +272,19 @@ fn real_patterns_match_oniguruma_on_random_text() {
     }
 }
 
+/// Every real pattern against Oniguruma on the texts `make` draws (one
+/// generator through all patterns) from the pattern's class representatives
+/// and the characters patterns treat specially.
+fn each_real_pattern_on(mut rng: Rng, make: impl Fn(&mut Rng, &[char]) -> Vec<String>) {
+    for (name, pattern) in real_patterns() {
+        let regex = CompiledRegex::compile(&pattern).unwrap();
+        let mut alphabet = representatives(&regex);
+        alphabet.extend(TRICKY.chars());
+        let texts = make(&mut rng, &alphabet);
+        assert_same(&name, &pattern, &regex, &texts);
+    }
+}
+
 /// Random text made of runs (1 to 20 characters drawn from one small group:
 /// letters, spaces, digits, punctuation, mixed ASCII, or one character of
 /// `alphabet`): a state's loop (`\p{L}+`, `\s+(?!\S)`) meets runs of every
@@ -306,14 +319,7 @@ fn runs_texts(rng: &mut Rng, alphabet: &[char], count: usize) -> Vec<String> {
 
 #[test]
 fn real_patterns_match_oniguruma_on_runs() {
-    let mut rng = Rng(0x2b1f);
-    for (name, pattern) in real_patterns() {
-        let regex = CompiledRegex::compile(&pattern).unwrap();
-        let mut alphabet = representatives(&regex);
-        alphabet.extend(TRICKY.chars());
-        let texts = runs_texts(&mut rng, &alphabet, 2000);
-        assert_same(&name, &pattern, &regex, &texts);
-    }
+    each_real_pattern_on(Rng(0x2b1f), |rng, alphabet| runs_texts(rng, alphabet, 2000));
 }
 
 /// Long subjects of short ASCII pieces (hundreds of words), now and then a
@@ -343,14 +349,9 @@ fn long_word_texts(rng: &mut Rng, alphabet: &[char], count: usize) -> Vec<String
 
 #[test]
 fn real_patterns_match_oniguruma_on_long_word_runs() {
-    let mut rng = Rng(0x64_0064);
-    for (name, pattern) in real_patterns() {
-        let regex = CompiledRegex::compile(&pattern).unwrap();
-        let mut alphabet = representatives(&regex);
-        alphabet.extend(TRICKY.chars());
-        let texts = long_word_texts(&mut rng, &alphabet, 300);
-        assert_same(&name, &pattern, &regex, &texts);
-    }
+    each_real_pattern_on(Rng(0x64_0064), |rng, alphabet| {
+        long_word_texts(rng, alphabet, 300)
+    });
 }
 
 /// Long subjects of words beyond ASCII, next to ASCII ones: two-byte
@@ -423,14 +424,9 @@ fn wide_word_texts(rng: &mut Rng, alphabet: &[char], count: usize) -> Vec<String
 
 #[test]
 fn real_patterns_match_oniguruma_on_words_beyond_ascii() {
-    let mut rng = Rng(0x77_1de);
-    for (name, pattern) in real_patterns() {
-        let regex = CompiledRegex::compile(&pattern).unwrap();
-        let mut alphabet = representatives(&regex);
-        alphabet.extend(TRICKY.chars());
-        let texts = wide_word_texts(&mut rng, &alphabet, 600);
-        assert_same(&name, &pattern, &regex, &texts);
-    }
+    each_real_pattern_on(Rng(0x77_1de), |rng, alphabet| {
+        wide_word_texts(rng, alphabet, 600)
+    });
 }
 
 /// A random pattern from a small grammar of what tokenizer patterns use:
